@@ -1,0 +1,55 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is here too.
+SHELL := /bin/bash
+BUILD ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+PORT ?= 8443
+PROBE_PORT ?= 8080
+CERT_DIR ?= $(BUILD)/certs
+
+# Debian packages the build and the tests need; `make deps` installs the missing ones as root.
+BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidjson-dev \
+                  libcxxopts-dev doctest-dev openssl curl python3 python3-yaml
+BENCH_PACKAGES := wrk nginx-light
+FUZZ_PACKAGES := clang libclang-rt-14-dev
+
+.PHONY: all deps build certs run test test-sanitize bench fuzz demo chart-test format clean
+
+all: build
+
+deps:
+	@tests/install-deps.sh $(BUILD_PACKAGES)
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+certs: deps
+	@certs/gen-dev-certs.sh $(CERT_DIR) >/dev/null
+
+run: build certs
+	@echo "inplace-webhook on https://127.0.0.1:$(PORT) (probes on http://127.0.0.1:$(PROBE_PORT)). Try, in another shell:"
+	@echo "  curl --cacert $(CERT_DIR)/ca.crt -H 'Content-Type: application/json' \\"
+	@echo "       --data-binary @tests/fixtures/kubewarden-deployment-update.json \\"
+	@echo "       'https://localhost:$(PORT)/mutate/deployments?timeout=10s'"
+	@exec $(BUILD)/inplace-webhook serve --bind-address 127.0.0.1 --port $(PORT) --probe-port $(PROBE_PORT) \
+	  --tls-cert-file $(CERT_DIR)/tls.crt --tls-private-key-file $(CERT_DIR)/tls.key --log-format text
+
+test: build certs
+	@cd $(BUILD) && ctest --output-on-failure --timeout 900
+
+test-sanitize: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BUILD_TYPE=Debug CMAKE_EXTRA=-DIW_SANITIZE=address sanitize-one
+	@$(MAKE) --no-print-directory BUILD=build-tsan BUILD_TYPE=Debug CMAKE_EXTRA=-DIW_SANITIZE=thread sanitize-one
+
+sanitize-one:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_EXTRA) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@certs/gen-dev-certs.sh $(CERT_DIR) >/dev/null
+	@cd $(BUILD) && ctest --output-on-failure --timeout 1800
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-*

@@ -1,0 +1,78 @@
+// The typed view of an AdmissionReview request, the response a handler returns, and the helpers
+// that make a handler's intent obvious (after controller-runtime's pkg/webhook/admission).
+// Handlers are pure: a function of the request and a Context, no I/O.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hooks/json.h"
+
+namespace iw::admission {
+
+enum class Operation { kCreate, kUpdate, kDelete, kConnect };
+
+struct GroupVersionKind {
+  std::string group, version, kind;
+};
+
+struct Request {
+  std::string uid;
+  GroupVersionKind kind;
+  std::string resource;     // e.g. "deployments"
+  std::string subResource;  // "" unless e.g. "status", "scale"
+  std::string name;         // may be empty (generateName)
+  std::string namespaceName;
+  Operation operation = Operation::kCreate;
+  std::string username;
+  std::vector<std::string> groups;
+  const json::Value* object = nullptr;     // nullptr when null or absent
+  const json::Value* oldObject = nullptr;  // nullptr when null or absent
+  bool dryRun = false;
+};
+
+struct Response {
+  bool allowed = true;
+  int code = 200;
+  std::string reason;   // metav1.StatusReason, e.g. "Forbidden", "BadRequest"
+  std::string message;  // shown to the user on denial
+  std::string patch;    // serialised JSON Patch array, empty when nothing changes
+  std::vector<std::string> warnings;
+  bool handlerError = false;  // set by Errored(500, ...): counted as a handler error
+};
+
+// What a handler may know besides the request.
+struct Context {
+  std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+};
+
+using Handler = std::function<Response(const Request&, const Context&)>;
+
+Response Allowed(std::string message = {});
+// Denial for a policy reason: code 403, reason Forbidden.
+Response Denied(std::string message);
+// Denial because the request cannot be judged (code 400 BadRequest, 500 InternalError, ...).
+Response Errored(int code, std::string message);
+// Allowed with the JSON Patch that turns `original` into `mutated` (no patch when they are equal).
+Response Patched(const json::Value& original, const json::Value& mutated,
+                 std::vector<std::string> warnings = {});
+
+// Formats `t` as RFC 3339 in UTC with second precision: 2026-11-29T17:48:57Z.
+std::string Rfc3339(std::chrono::system_clock::time_point t);
+
+// One route of the webhook: path, whether it may patch, and its handler.
+struct Route {
+  std::string_view path;
+  bool mutating;
+  Handler handler;
+};
+
+// The four routes the server serves, in a fixed order.
+const std::vector<Route>& Routes();
+const Route* FindRoute(std::string_view path);
+
+}  // namespace iw::admission

@@ -1,0 +1,24 @@
+#include "hooks/admission.h"
+#include "hooks/deployment_admission.h"
+#include "hooks/pod_admission.h"
+
+namespace iw::admission {
+
+const std::vector<Route>& Routes() {
+  static const std::vector<Route> kRoutes = {
+      {"/mutate/deployments", true, MutateDeployment},
+      {"/validate/deployments", false, ValidateDeployment},
+      {"/mutate/pods", true, MutatePod},
+      {"/validate/pods", false, ValidatePod},
+  };
+  return kRoutes;
+}
+
+const Route* FindRoute(std::string_view path) {
+  for (const Route& r : Routes()) {
+    if (r.path == path) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace iw::admission
