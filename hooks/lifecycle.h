@@ -1,0 +1,68 @@
+// The user's lifecycle hooks and in-place policy, parsed from the Deployment's annotations, and
+// the hook predicates (after OpenKruise's pkg/util/lifecycle). See DESIGN.md §2 and §4a.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hooks/json.h"
+
+namespace iw::lifecycle {
+
+// One hook: `{"labelsHandler":{"k":"v"},"finalizersHandler":["f"],"markPodNotReady":true,
+// "timeoutSeconds":600}`.
+struct Hook {
+  std::map<std::string, std::string> labelsHandler;
+  std::vector<std::string> finalizersHandler;
+  bool markPodNotReady = false;
+  std::optional<long long> timeoutSeconds;  // none: wait for ever (Kruise's behaviour)
+
+  bool Empty() const { return labelsHandler.empty() && finalizersHandler.empty(); }
+};
+
+// The `lifecycle` annotation: `{"inPlaceUpdate":H,"preUpdate":H,"postUpdate":H}`, each optional.
+// inPlaceUpdate serves both phases; preUpdate / postUpdate override one phase each.
+struct Lifecycle {
+  std::optional<Hook> inPlaceUpdate;
+  std::optional<Hook> preUpdate;
+  std::optional<Hook> postUpdate;
+
+  // The hook that holds a pod before its update, if any.
+  const Hook* PreHook() const;
+  // The hook that holds a pod after its update, if any.
+  const Hook* PostHook() const;
+};
+
+// The `policy` annotation: `{"annotations":["prefix/*","exact-key"],"gracePeriodSeconds":0}`.
+struct Policy {
+  std::vector<std::string> annotations;  // patterns; a trailing "*" matches any suffix
+  long long gracePeriodSeconds = 0;
+
+  // Whether template annotation `key` may change in place.
+  bool AllowsAnnotation(std::string_view key) const;
+};
+
+// Parses the annotation text. On error returns nullopt and sets `error` to a message naming the
+// offending field and the expected shape, e.g.
+// `inplace-webhook.io/lifecycle: inPlaceUpdate.labelsHandler must be an object of string values`.
+std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& error);
+std::optional<Policy> ParsePolicy(std::string_view text, std::string& error);
+
+// Reads both annotations from a Deployment's metadata.annotations (absent → defaults).
+struct Settings {
+  Lifecycle lifecycle;
+  Policy policy;
+};
+std::optional<Settings> ReadSettings(const json::Value& deployment, std::string& error);
+
+// Kruise's IsPodHooked: any handler label matches exactly or any handler finalizer is present.
+// An empty hook is never hooked.
+bool IsPodHooked(const Hook& hook, const json::Value& pod);
+// Kruise's IsPodAllHooked: every handler label matches and every finalizer is present.
+// An empty hook counts as all hooked.
+bool IsPodAllHooked(const Hook& hook, const json::Value& pod);
+
+}  // namespace iw::lifecycle
