@@ -30,9 +30,13 @@ std::string SerializeInProgress(const InProgress& record);
 std::optional<InProgress> ReadInProgress(const json::Value& deployment, std::string& error);
 
 // The stable hash of a pod template (spec.template of a Deployment or ReplicaSet), ignoring the
-// `pod-template-hash` label: the first 10 hex digits of SHA-256 over the template's canonical JSON
-// (keys sorted, no whitespace, json::SerializeCanonical). Equal templates hash equal in every
-// process and every version of this binary.
+// `pod-template-hash` label. Algorithm: copy the template; delete metadata.labels
+// ["pod-template-hash"] (and the labels map itself if that leaves it empty, as the Deployment
+// controller's EqualIgnoreHash treats an empty map like an absent one); serialise with
+// json::SerializeCanonical (object keys sorted by byte order at every level, no whitespace, strings
+// as UTF-8 with JSON escapes); SHA-256 (OpenSSL EVP) of those bytes; the first 10 lowercase hex
+// digits. Equal templates hash equal in every process and every version of this binary. Not the
+// Deployment controller's FNV pod-template-hash: never compare the two.
 std::string TemplateHash(const json::Value& podTemplate);
 
 }  // namespace iw

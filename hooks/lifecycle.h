@@ -41,7 +41,8 @@ struct Policy {
   std::vector<std::string> annotations;  // patterns; a trailing "*" matches any suffix
   long long gracePeriodSeconds = 0;
 
-  // Whether template annotation `key` may change in place.
+  // Whether template annotation `key` may change in place: it matches a pattern exactly, or a
+  // pattern ending in "*" is a prefix of it. `kubectl.kubernetes.io/restartedAt` never does.
   bool AllowsAnnotation(std::string_view key) const;
 };
 

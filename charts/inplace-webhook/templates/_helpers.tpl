@@ -1,0 +1,146 @@
+{{/* Chart name, truncated to the 63 characters of a label value. */}}
+{{- define "inplace-webhook.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: the prefix of every resource name. */}}
+{{- define "inplace-webhook.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart name and version, for the helm.sh/chart label. */}}
+{{- define "inplace-webhook.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels that select the webhook pods; never change them (Deployment selectors are immutable). */}}
+{{- define "inplace-webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "inplace-webhook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels on every object of the chart. */}}
+{{- define "inplace-webhook.labels" -}}
+helm.sh/chart: {{ include "inplace-webhook.chart" . }}
+{{ include "inplace-webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "inplace-webhook.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Image tag: image.tag, else the chart's appVersion. */}}
+{{- define "inplace-webhook.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/* ServiceAccount name. */}}
+{{- define "inplace-webhook.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "inplace-webhook.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The identity the API server reports for the loop's own requests (--controller-user). */}}
+{{- define "inplace-webhook.controllerUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "inplace-webhook.serviceAccountName" .) }}
+{{- end }}
+
+{{/* The Service the API server calls, and the DNS names it verifies in the serving certificate. */}}
+{{- define "inplace-webhook.serviceName" -}}
+{{- include "inplace-webhook.fullname" . }}
+{{- end }}
+
+{{- define "inplace-webhook.dnsNames" -}}
+{{- $svc := include "inplace-webhook.serviceName" . -}}
+- {{ printf "%s.%s.svc" $svc .Release.Namespace }}
+- {{ printf "%s.%s.svc.cluster.local" $svc .Release.Namespace }}
+{{- end }}
+
+{{/* The Secret with tls.crt/tls.key that the pods mount. */}}
+{{- define "inplace-webhook.tlsSecretName" -}}
+{{- if eq .Values.certificates.mode "secret" }}
+{{- required "certificates.secret.name is required when certificates.mode is secret" .Values.certificates.secret.name }}
+{{- else }}
+{{- printf "%s-tls" (include "inplace-webhook.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* cert-manager object names (mode certManager). */}}
+{{- define "inplace-webhook.certManagerServingCertificate" -}}
+{{- printf "%s-serving" (include "inplace-webhook.fullname" .) }}
+{{- end }}
+
+{{/*
+Certificates for mode helm, as YAML {caCert, tlsCert, tlsKey} (PEM). Re-uses the Secret that an earlier
+install wrote (lookup; empty under `helm template`/--dry-run, where fresh ones are generated) so that the
+CA, and with it every webhook's caBundle, stays the same across upgrades. certificates.helm.rotate forces
+new ones. Called once per render, in webhooks.yaml, which writes the Secret and both configurations.
+*/}}
+{{- define "inplace-webhook.helmCertificates" -}}
+{{- $secretName := include "inplace-webhook.tlsSecretName" . }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName }}
+{{- $data := dict }}
+{{- if and $existing (not .Values.certificates.helm.rotate) }}
+{{- $data = $existing.data | default dict }}
+{{- end }}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
+caCert: {{ index $data "ca.crt" | b64dec | quote }}
+tlsCert: {{ index $data "tls.crt" | b64dec | quote }}
+tlsKey: {{ index $data "tls.key" | b64dec | quote }}
+{{- else }}
+{{- $days := int .Values.certificates.helm.validityDays }}
+{{- $ca := genCA (printf "%s-ca" (include "inplace-webhook.fullname" .)) $days }}
+{{- $svc := include "inplace-webhook.serviceName" . }}
+{{- $cn := printf "%s.%s.svc" $svc .Release.Namespace }}
+{{- $cert := genSignedCert $cn nil (list $cn (printf "%s.cluster.local" $cn)) $days $ca }}
+caCert: {{ $ca.Cert | quote }}
+tlsCert: {{ $cert.Cert | quote }}
+tlsKey: {{ $cert.Key | quote }}
+{{- end }}
+{{- end }}
+
+{{/* caBundle for mode secret: accepts PEM or base64 of PEM, returns base64. */}}
+{{- define "inplace-webhook.secretCABundle" -}}
+{{- $bundle := required "certificates.secret.caBundle is required when certificates.mode is secret" .Values.certificates.secret.caBundle }}
+{{- if contains "-----BEGIN" $bundle }}
+{{- $bundle | b64enc }}
+{{- else }}
+{{- $bundle | replace "\n" "" | trim }}
+{{- end }}
+{{- end }}
+
+{{/* clientConfig.service of every webhook, without the path. */}}
+{{- define "inplace-webhook.webhookService" -}}
+name: {{ include "inplace-webhook.serviceName" . }}
+namespace: {{ .Release.Namespace }}
+port: {{ .Values.service.port }}
+{{- end }}
+
+{{/*
+namespaceSelector of every webhook: never kube-system, never the release namespace (a webhook that gates
+the namespace it runs in can deadlock its own recovery), nor webhooks.excludeNamespaces. Namespaces carry
+kubernetes.io/metadata.name, set by the API server.
+*/}}
+{{- define "inplace-webhook.namespaceSelector" -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values:
+      {{- toYaml (concat (list "kube-system" .Release.Namespace) .Values.webhooks.excludeNamespaces | uniq) | nindent 6 }}
+{{- end }}
+
+{{/* objectSelector of every webhook: the opt-in label (on the Deployment and on its pod template). */}}
+{{- define "inplace-webhook.objectSelector" -}}
+matchLabels:
+  inplace-webhook.io/enabled: "true"
+{{- end }}

@@ -1,0 +1,97 @@
+#include "hooks/in_progress.h"
+
+#include <openssl/evp.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <memory>
+
+#include "hooks/keys.h"
+
+namespace iw {
+
+namespace {
+
+constexpr std::string_view kShape =
+    R"({"from":"<hash>","to":"<hash>","pausedByUs":true|false,"startedAt":"<RFC3339>"})";
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1) {
+    return {};  // only on allocation failure inside OpenSSL
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0xf];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<InProgress> ParseInProgress(std::string_view text, std::string& error) {
+  json::Document doc;
+  if (auto err = json::ParseUntrusted(text, doc)) {
+    error = "in-progress record is not valid JSON (" + *err + "); expected " + std::string(kShape);
+    return std::nullopt;
+  }
+  const json::Value* from = json::Find(&doc, "from");
+  const json::Value* to = json::Find(&doc, "to");
+  const json::Value* pausedByUs = json::Find(&doc, "pausedByUs");
+  const json::Value* startedAt = json::Find(&doc, "startedAt");
+  if (from == nullptr || !from->IsString() || from->GetStringLength() == 0 || to == nullptr ||
+      !to->IsString() || to->GetStringLength() == 0 || pausedByUs == nullptr ||
+      !pausedByUs->IsBool() || startedAt == nullptr || !startedAt->IsString()) {
+    error = "in-progress record must be " + std::string(kShape);
+    return std::nullopt;
+  }
+  return InProgress{std::string(json::View(*from)), std::string(json::View(*to)),
+                    pausedByUs->GetBool(), std::string(json::View(*startedAt))};
+}
+
+std::string SerializeInProgress(const InProgress& record) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("from");
+  w.String(record.from.data(), static_cast<rapidjson::SizeType>(record.from.size()));
+  w.Key("to");
+  w.String(record.to.data(), static_cast<rapidjson::SizeType>(record.to.size()));
+  w.Key("pausedByUs");
+  w.Bool(record.pausedByUs);
+  w.Key("startedAt");
+  w.String(record.startedAt.data(), static_cast<rapidjson::SizeType>(record.startedAt.size()));
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::optional<InProgress> ReadInProgress(const json::Value& deployment, std::string& error) {
+  const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
+  const json::Value* v = json::Find(annotations, keys::kInProgressAnnotation);
+  if (v == nullptr) return std::nullopt;
+  if (!v->IsString()) {
+    error = "in-progress annotation must be a string";
+    return std::nullopt;
+  }
+  return ParseInProgress(json::View(*v), error);
+}
+
+std::string TemplateHash(const json::Value& podTemplate) {
+  json::Document copy;
+  copy.CopyFrom(podTemplate, copy.GetAllocator());
+  json::Value* labels = json::FindMutable(json::FindMutable(&copy, "metadata"), "labels");
+  if (labels != nullptr && labels->IsObject()) {
+    json::Remove(*labels, keys::kPodTemplateHashLabel);
+    if (labels->ObjectEmpty()) json::Remove(*json::FindMutable(&copy, "metadata"), "labels");
+  }
+  return Sha256Hex(json::SerializeCanonical(copy)).substr(0, 10);
+}
+
+}  // namespace iw

@@ -1,0 +1,582 @@
+#include "hooks/json_patch.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace iw::json_patch {
+
+namespace {
+
+using json::Allocator;
+using json::Value;
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers.
+
+enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+
+Kind KindOf(const Value& v) {
+  if (v.IsNull()) return Kind::kNull;
+  if (v.IsBool()) return Kind::kBool;
+  if (v.IsNumber()) return Kind::kNumber;
+  if (v.IsString()) return Kind::kString;
+  if (v.IsArray()) return Kind::kArray;
+  return Kind::kObject;
+}
+
+// Numbers equal by value: integers exactly (RapidJSON's operator== confuses -1 with 2^64-1),
+// anything involving a double by double value (RFC 6902 §4.6 "numerically equal").
+bool NumbersEqual(const Value& a, const Value& b) {
+  if (a.IsDouble() || b.IsDouble()) return a.GetDouble() == b.GetDouble();
+  if (a.IsInt64() && b.IsInt64()) return a.GetInt64() == b.GetInt64();
+  if (a.IsUint64() && b.IsUint64()) return a.GetUint64() == b.GetUint64();
+  return false;  // one is negative, the other above INT64_MAX
+}
+
+// Numbers with the same value AND the same representation, so that serialisation is identical
+// (1 and 1.0 differ, as do 0.0 and -0.0). Diff uses this: Apply(Diff(a, b), a) then serialises as
+// b.
+bool NumbersIdentical(const Value& a, const Value& b) {
+  if (a.IsDouble() != b.IsDouble()) return false;
+  if (a.IsDouble()) {
+    return std::bit_cast<std::uint64_t>(a.GetDouble()) ==
+           std::bit_cast<std::uint64_t>(b.GetDouble());
+  }
+  return NumbersEqual(a, b);
+}
+
+// RFC 6902 §4.6 equality: same type, numbers numerically, strings byte by byte, arrays element by
+// element, objects with the same members regardless of order. Recursion is bounded by the depth
+// checks done before any operation runs.
+bool JsonEqual(const Value& a, const Value& b) {
+  if (KindOf(a) != KindOf(b)) return false;
+  switch (KindOf(a)) {
+    case Kind::kNull:
+      return true;
+    case Kind::kBool:
+      return a.GetBool() == b.GetBool();
+    case Kind::kNumber:
+      return NumbersEqual(a, b);
+    case Kind::kString:
+      return json::View(a) == json::View(b);
+    case Kind::kArray: {
+      if (a.Size() != b.Size()) return false;
+      for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
+        if (!JsonEqual(a[i], b[i])) return false;
+      }
+      return true;
+    }
+    case Kind::kObject: {
+      if (a.MemberCount() != b.MemberCount()) return false;
+      for (const auto& m : a.GetObject()) {
+        auto it = b.FindMember(m.name);
+        if (it == b.MemberEnd() || !JsonEqual(m.value, it->value)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// Bracket nesting of `v` (a scalar is 0, [] is 1), as ParseUntrusted counts it. Stops descending
+// once `limit` is exceeded, so recursion never goes deeper than limit + 1 frames.
+int Depth(const Value& v, int limit) {
+  if (!v.IsArray() && !v.IsObject()) return 0;
+  if (limit <= 0) return 1;
+  int deepest = 0;
+  if (v.IsArray()) {
+    for (const auto& e : v.GetArray()) {
+      deepest = std::max(deepest, Depth(e, limit - 1));
+      if (deepest >= limit) break;
+    }
+  } else {
+    for (const auto& m : v.GetObject()) {
+      deepest = std::max(deepest, Depth(m.value, limit - 1));
+      if (deepest >= limit) break;
+    }
+  }
+  return deepest + 1;
+}
+
+// Number of JSON values in `v`, itself included. Callers check the depth first.
+std::size_t CountValues(const Value& v) {
+  std::size_t n = 1;
+  if (v.IsArray()) {
+    for (const auto& e : v.GetArray()) n += CountValues(e);
+  } else if (v.IsObject()) {
+    for (const auto& m : v.GetObject()) n += CountValues(m.value);
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Diff.
+
+using MemberIndex = std::unordered_map<std::string_view, const Value*>;
+
+// Indexes the members of `object` by name; returns false when a name occurs twice.
+bool IndexMembers(const Value& object, MemberIndex& index) {
+  index.reserve(object.MemberCount());
+  for (const auto& m : object.GetObject()) {
+    if (!index.emplace(json::View(m.name), &m.value).second) return false;
+  }
+  return true;
+}
+
+// True when `a` and `b` serialise to the same text (member order included).
+bool Identical(const Value& a, const Value& b) {
+  if (KindOf(a) != KindOf(b)) return false;
+  switch (KindOf(a)) {
+    case Kind::kNull:
+      return true;
+    case Kind::kBool:
+      return a.GetBool() == b.GetBool();
+    case Kind::kNumber:
+      return NumbersIdentical(a, b);
+    case Kind::kString:
+      return json::View(a) == json::View(b);
+    case Kind::kArray: {
+      if (a.Size() != b.Size()) return false;
+      for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
+        if (!Identical(a[i], b[i])) return false;
+      }
+      return true;
+    }
+    case Kind::kObject: {
+      if (a.MemberCount() != b.MemberCount()) return false;
+      for (auto ia = a.MemberBegin(), ib = b.MemberBegin(); ia != a.MemberEnd(); ++ia, ++ib) {
+        if (json::View(ia->name) != json::View(ib->name) || !Identical(ia->value, ib->value)) {
+          return false;
+        }
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+void Emit(Value& patch, std::string_view op, const std::string& path, const Value* value,
+          Allocator& alloc) {
+  Value entry(rapidjson::kObjectType);
+  entry.AddMember("op", Value(json::Ref(op)), alloc);  // `op` is a literal: no copy needed
+  entry.AddMember("path", Value(path.data(), static_cast<rapidjson::SizeType>(path.size()), alloc),
+                  alloc);
+  if (value != nullptr) entry.AddMember("value", Value(*value, alloc), alloc);
+  patch.PushBack(entry, alloc);
+}
+
+// Appends to `patch` the operations turning `from` into `to`, both located at `path`. `path` is
+// used as a scratch buffer and restored before returning.
+void DiffInto(const Value& from, const Value& to, std::string& path, Value& patch,
+              Allocator& alloc) {
+  if (KindOf(from) != KindOf(to)) {
+    Emit(patch, "replace", path, &to, alloc);
+    return;
+  }
+  const std::size_t base = path.size();
+  switch (KindOf(from)) {
+    case Kind::kObject: {
+      MemberIndex fromIndex;
+      MemberIndex toIndex;
+      if (!IndexMembers(from, fromIndex) || !IndexMembers(to, toIndex)) {
+        // Duplicate names make member-wise operations ambiguous: replace the object whole.
+        if (!Identical(from, to)) Emit(patch, "replace", path, &to, alloc);
+        return;
+      }
+      for (const auto& m : from.GetObject()) {
+        if (toIndex.contains(json::View(m.name))) continue;
+        path += '/';
+        path += json::EscapePointerToken(json::View(m.name));
+        Emit(patch, "remove", path, nullptr, alloc);
+        path.resize(base);
+      }
+      for (const auto& m : to.GetObject()) {
+        path += '/';
+        path += json::EscapePointerToken(json::View(m.name));
+        auto it = fromIndex.find(json::View(m.name));
+        if (it == fromIndex.end()) {
+          Emit(patch, "add", path, &m.value, alloc);
+        } else {
+          DiffInto(*it->second, m.value, path, patch, alloc);
+        }
+        path.resize(base);
+      }
+      return;
+    }
+    case Kind::kArray: {
+      const rapidjson::SizeType common = std::min(from.Size(), to.Size());
+      for (rapidjson::SizeType i = 0; i < common; ++i) {
+        path += '/';
+        path += std::to_string(i);
+        DiffInto(from[i], to[i], path, patch, alloc);
+        path.resize(base);
+      }
+      for (rapidjson::SizeType i = common; i < to.Size(); ++i) {
+        path += '/';
+        path += std::to_string(i);
+        Emit(patch, "add", path, &to[i], alloc);
+        path.resize(base);
+      }
+      // Remove from the end backwards so that every index is valid when its operation runs.
+      for (rapidjson::SizeType i = from.Size(); i > common; --i) {
+        path += '/';
+        path += std::to_string(i - 1);
+        Emit(patch, "remove", path, nullptr, alloc);
+        path.resize(base);
+      }
+      return;
+    }
+    default:
+      if (!Identical(from, to)) Emit(patch, "replace", path, &to, alloc);
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Apply.
+
+constexpr std::size_t kMaxQuotedBytes = 200;
+
+// `s` as a JSON string literal, cut at a UTF-8 boundary when long, for error messages.
+std::string Quote(std::string_view s) {
+  bool cut = false;
+  if (s.size() > kMaxQuotedBytes) {
+    std::size_t n = kMaxQuotedBytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    s = s.substr(0, n);
+    cut = true;
+  }
+  std::string out = json::Serialize(Value(json::Ref(s)));
+  if (cut) out += "...";
+  return out;
+}
+
+enum class OpKind { kAdd, kRemove, kReplace, kMove, kCopy, kTest };
+
+struct Operation {
+  OpKind kind;
+  std::string_view name;
+  std::string_view path;
+  std::vector<std::string> pathTokens;
+  std::string_view from;
+  std::vector<std::string> fromTokens;
+  const Value* value = nullptr;
+};
+
+std::optional<OpKind> ParseOpName(std::string_view name) {
+  if (name == "add") return OpKind::kAdd;
+  if (name == "remove") return OpKind::kRemove;
+  if (name == "replace") return OpKind::kReplace;
+  if (name == "move") return OpKind::kMove;
+  if (name == "copy") return OpKind::kCopy;
+  if (name == "test") return OpKind::kTest;
+  return std::nullopt;
+}
+
+// Splits an RFC 6901 pointer into unescaped reference tokens; nullopt when it is not a valid
+// pointer (non-empty without a leading '/', or '~' not followed by '0' or '1').
+std::optional<std::vector<std::string>> ParsePointer(std::string_view pointer) {
+  std::vector<std::string> tokens;
+  if (pointer.empty()) return tokens;
+  if (pointer.front() != '/') return std::nullopt;
+  std::size_t start = 1;
+  while (true) {
+    std::size_t end = pointer.find('/', start);
+    std::string_view raw = pointer.substr(start, end == std::string_view::npos ? end : end - start);
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '~' && (i + 1 == raw.size() || (raw[i + 1] != '0' && raw[i + 1] != '1'))) {
+        return std::nullopt;
+      }
+    }
+    tokens.push_back(json::UnescapePointerToken(raw));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return tokens;
+}
+
+// The array index named by `token` in an array of `size` elements: decimal digits without leading
+// zeros, below `size` (or equal to it, or "-", when `forAdd`). nullopt when not a valid index.
+std::optional<rapidjson::SizeType> ParseIndex(std::string_view token, rapidjson::SizeType size,
+                                              bool forAdd) {
+  if (forAdd && token == "-") return size;
+  if (token.empty() || token.size() > 10) return std::nullopt;
+  if (token.size() > 1 && token.front() == '0') return std::nullopt;
+  std::uint64_t n = 0;
+  for (char c : token) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (n > size || (n == size && !forAdd)) return std::nullopt;
+  return static_cast<rapidjson::SizeType>(n);
+}
+
+// Returns the value at `tokens` below `root`, or nullptr with `error` set.
+Value* Resolve(Value& root, std::span<const std::string> tokens, std::string& error) {
+  Value* v = &root;
+  for (const auto& token : tokens) {
+    if (v->IsObject()) {
+      auto it = v->FindMember(Value(json::Ref(token)));
+      if (it == v->MemberEnd()) {
+        error = "member " + Quote(token) + " does not exist";
+        return nullptr;
+      }
+      v = &it->value;
+    } else if (v->IsArray()) {
+      auto index = ParseIndex(token, v->Size(), /*forAdd=*/false);
+      if (!index) {
+        error = "array index " + Quote(token) + " is not valid for an array of " +
+                std::to_string(v->Size()) + " elements";
+        return nullptr;
+      }
+      v = &(*v)[*index];
+    } else {
+      error = "cannot descend into a scalar with token " + Quote(token);
+      return nullptr;
+    }
+  }
+  return v;
+}
+
+// Inserts `value` (moved) at `tokens`: root replacement, object member set, or array insert.
+bool AddAt(Value& root, std::span<const std::string> tokens, Value& value, Allocator& alloc,
+           std::string& error) {
+  if (tokens.empty()) {
+    root = value;  // moves
+    return true;
+  }
+  Value* parent = Resolve(root, tokens.first(tokens.size() - 1), error);
+  if (parent == nullptr) return false;
+  const std::string& last = tokens.back();
+  if (parent->IsObject()) {
+    auto it = parent->FindMember(Value(json::Ref(last)));
+    if (it != parent->MemberEnd()) {
+      it->value = value;
+    } else {
+      parent->AddMember(Value(last.data(), static_cast<rapidjson::SizeType>(last.size()), alloc),
+                        value, alloc);
+    }
+    return true;
+  }
+  if (parent->IsArray()) {
+    auto index = ParseIndex(last, parent->Size(), /*forAdd=*/true);
+    if (!index) {
+      error = "array index " + Quote(last) + " is not valid for inserting into an array of " +
+              std::to_string(parent->Size()) + " elements";
+      return false;
+    }
+    parent->PushBack(value, alloc);
+    for (rapidjson::SizeType i = parent->Size() - 1; i > *index; --i) {
+      (*parent)[i].Swap((*parent)[i - 1]);
+    }
+    return true;
+  }
+  error = "the parent of the target is not an object or an array";
+  return false;
+}
+
+// Removes the value at `tokens`, moving it into `removed`.
+bool RemoveAt(Value& root, std::span<const std::string> tokens, Value& removed,
+              std::string& error) {
+  if (tokens.empty()) {
+    error = "cannot remove the whole document";
+    return false;
+  }
+  Value* parent = Resolve(root, tokens.first(tokens.size() - 1), error);
+  if (parent == nullptr) return false;
+  const std::string& last = tokens.back();
+  if (parent->IsObject()) {
+    auto it = parent->FindMember(Value(json::Ref(last)));
+    if (it == parent->MemberEnd()) {
+      error = "member " + Quote(last) + " does not exist";
+      return false;
+    }
+    removed = it->value;
+    parent->EraseMember(it);  // keeps the order of the other members
+    return true;
+  }
+  if (parent->IsArray()) {
+    auto index = ParseIndex(last, parent->Size(), /*forAdd=*/false);
+    if (!index) {
+      error = "array index " + Quote(last) + " is not valid for an array of " +
+              std::to_string(parent->Size()) + " elements";
+      return false;
+    }
+    removed = (*parent)[*index];
+    parent->Erase(parent->Begin() + *index);
+    return true;
+  }
+  error = "the parent of the target is not an object or an array";
+  return false;
+}
+
+bool IsProperPrefix(const std::vector<std::string>& prefix, const std::vector<std::string>& of) {
+  return prefix.size() < of.size() && std::equal(prefix.begin(), prefix.end(), of.begin());
+}
+
+// Checks the shape of operation `op` and fills `out`. Members not used by the operation are
+// ignored (RFC 6902 §4); a member given twice is an error (RFC 6902 Appendix A.13).
+std::optional<std::string> ParseOperation(const Value& op, Operation& out) {
+  if (!op.IsObject()) return std::string("is not an object");
+  const Value* opName = nullptr;
+  const Value* path = nullptr;
+  const Value* from = nullptr;
+  for (const auto& m : op.GetObject()) {
+    std::string_view name = json::View(m.name);
+    const Value** slot = name == "op"      ? &opName
+                         : name == "path"  ? &path
+                         : name == "from"  ? &from
+                         : name == "value" ? &out.value
+                                           : nullptr;
+    if (slot == nullptr) continue;
+    if (*slot != nullptr) return "member " + Quote(name) + " is given more than once";
+    *slot = &m.value;
+  }
+  if (opName == nullptr || !opName->IsString()) return std::string("\"op\" must be a string");
+  out.name = json::View(*opName);
+  auto kind = ParseOpName(out.name);
+  if (!kind) return "unknown op " + Quote(out.name);
+  out.kind = *kind;
+  if (path == nullptr || !path->IsString()) return std::string("\"path\" must be a string");
+  out.path = json::View(*path);
+  auto pathTokens = ParsePointer(out.path);
+  if (!pathTokens) return "\"path\" " + Quote(out.path) + " is not a JSON pointer";
+  out.pathTokens = std::move(*pathTokens);
+  if (out.kind == OpKind::kMove || out.kind == OpKind::kCopy) {
+    if (from == nullptr || !from->IsString()) return std::string("\"from\" must be a string");
+    out.from = json::View(*from);
+    auto fromTokens = ParsePointer(out.from);
+    if (!fromTokens) return "\"from\" " + Quote(out.from) + " is not a JSON pointer";
+    out.fromTokens = std::move(*fromTokens);
+  }
+  if (out.kind == OpKind::kAdd || out.kind == OpKind::kReplace || out.kind == OpKind::kTest) {
+    if (out.value == nullptr) return std::string("\"value\" is missing");
+    if (Depth(*out.value, json::kMaxDepth) > json::kMaxDepth) {
+      return "\"value\" is nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+    }
+  } else {
+    out.value = nullptr;
+  }
+  return std::nullopt;
+}
+
+// Fails when a value of bracket depth `valueDepth` placed at `tokens` would nest too deep.
+bool DepthFits(std::span<const std::string> tokens, int valueDepth, std::string& error) {
+  if (static_cast<std::size_t>(valueDepth) + tokens.size() <= json::kMaxDepth) return true;
+  error = "the result would be nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+  return false;
+}
+
+// Runs one validated operation on `root`. `copyBudget` is the number of values copy operations
+// may still duplicate.
+bool Run(const Operation& op, Value& root, Allocator& alloc, std::size_t& copyBudget,
+         std::string& error) {
+  switch (op.kind) {
+    case OpKind::kAdd: {
+      if (!DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth), error)) return false;
+      Value copy(*op.value, alloc);
+      return AddAt(root, op.pathTokens, copy, alloc, error);
+    }
+    case OpKind::kRemove: {
+      Value removed;
+      return RemoveAt(root, op.pathTokens, removed, error);
+    }
+    case OpKind::kReplace: {
+      Value* target = Resolve(root, op.pathTokens, error);
+      if (target == nullptr) return false;
+      if (!DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth), error)) return false;
+      Value copy(*op.value, alloc);
+      *target = copy;
+      return true;
+    }
+    case OpKind::kMove: {
+      Value* source = Resolve(root, op.fromTokens, error);
+      if (source == nullptr) return false;
+      if (op.fromTokens == op.pathTokens) return true;
+      if (IsProperPrefix(op.fromTokens, op.pathTokens)) {
+        error = "cannot move a value into one of its own children";
+        return false;
+      }
+      if (!DepthFits(op.pathTokens, Depth(*source, json::kMaxDepth), error)) return false;
+      Value moved;
+      if (!RemoveAt(root, op.fromTokens, moved, error)) return false;
+      return AddAt(root, op.pathTokens, moved, alloc, error);
+    }
+    case OpKind::kCopy: {
+      Value* source = Resolve(root, op.fromTokens, error);
+      if (source == nullptr) return false;
+      if (!DepthFits(op.pathTokens, Depth(*source, json::kMaxDepth), error)) return false;
+      std::size_t n = CountValues(*source);
+      if (n > copyBudget) {
+        error = "copy operations would duplicate more values than the document and patch hold";
+        return false;
+      }
+      copyBudget -= n;
+      Value copy(*source, alloc);
+      return AddAt(root, op.pathTokens, copy, alloc, error);
+    }
+    case OpKind::kTest: {
+      Value* target = Resolve(root, op.pathTokens, error);
+      if (target == nullptr) return false;
+      if (!JsonEqual(*target, *op.value)) {
+        error = "test failed: the value differs";
+        return false;
+      }
+      return true;
+    }
+  }
+  error = "unknown op";
+  return false;
+}
+
+std::string OperationError(std::size_t index, const Operation* op, const std::string& reason) {
+  std::string out = "JSON Patch operation " + std::to_string(index);
+  if (op != nullptr) out += " (" + std::string(op->name) + " at " + Quote(op->path) + ")";
+  return out + ": " + reason;
+}
+
+}  // namespace
+
+json::Value Diff(const json::Value& from, const json::Value& to, json::Allocator& alloc) {
+  Value patch(rapidjson::kArrayType);
+  std::string path;
+  DiffInto(from, to, path, patch, alloc);
+  return patch;
+}
+
+std::optional<std::string> Apply(const json::Value& patch, json::Document& doc) {
+  if (!patch.IsArray()) return std::string("JSON Patch must be an array of operations");
+  std::vector<Operation> ops(patch.Size());
+  for (rapidjson::SizeType i = 0; i < patch.Size(); ++i) {
+    if (auto err = ParseOperation(patch[i], ops[i])) {
+      const Operation* named = ops[i].path.data() != nullptr ? &ops[i] : nullptr;
+      return OperationError(i, named, *err);
+    }
+  }
+  if (Depth(doc, json::kMaxDepth) > json::kMaxDepth) {
+    return "document is nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+  }
+  std::size_t copyBudget = CountValues(doc);
+  for (const auto& op : ops) {
+    if (op.value != nullptr) copyBudget += CountValues(*op.value);
+  }
+
+  // Work on a copy in the document's own allocator, so that values the caller allocated there
+  // (the patch, typically) stay valid; swap it in only when every operation succeeded.
+  Allocator& alloc = doc.GetAllocator();
+  Value work(doc, alloc);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::string error;
+    if (!Run(ops[i], work, alloc, copyBudget, error)) return OperationError(i, &ops[i], error);
+  }
+  static_cast<Value&>(doc) = work;  // moves
+  return std::nullopt;
+}
+
+}  // namespace iw::json_patch

@@ -1,0 +1,244 @@
+#include "hooks/lifecycle.h"
+
+#include "hooks/keys.h"
+
+namespace iw::lifecycle {
+
+namespace {
+
+constexpr std::string_view kLifecycleShape =
+    R"({"inPlaceUpdate":{"labelsHandler":{"k":"v"},"finalizersHandler":["f"],)"
+    R"("markPodNotReady":true,"timeoutSeconds":600}} (optional "preUpdate"/"postUpdate" with the same hook shape))";
+constexpr std::string_view kPolicyShape =
+    R"({"annotations":["prefix/*","exact-key"],"gracePeriodSeconds":0})";
+
+// Sets `error` to "<annotation key>: <message>" and returns false.
+bool Fail(std::string& error, std::string_view annotation, std::string_view message) {
+  error = std::string(annotation) + ": " + std::string(message);
+  return false;
+}
+
+// A whole number within `long long`, written as a JSON integer (or a float with no fraction).
+std::optional<long long> WholeNumber(const json::Value& v) {
+  if (v.IsInt64()) return v.GetInt64();
+  if (v.IsUint64()) return std::nullopt;  // beyond long long
+  if (v.IsDouble()) {
+    double d = v.GetDouble();
+    if (d >= -9.0e15 && d <= 9.0e15 && static_cast<double>(static_cast<long long>(d)) == d) {
+      return static_cast<long long>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+bool ParseHook(const json::Value& v, std::string_view field, Hook& out, std::string& error) {
+  const std::string_view a = keys::kLifecycleAnnotation;
+  const std::string f(field);
+  if (!v.IsObject()) return Fail(error, a, f + " must be an object; expected " + std::string(kLifecycleShape));
+  for (const auto& m : v.GetObject()) {
+    const std::string_view name = json::View(m.name);
+    const json::Value& value = m.value;
+    if (name == "labelsHandler") {
+      if (value.IsNull()) continue;
+      if (!value.IsObject()) return Fail(error, a, f + ".labelsHandler must be an object of string values");
+      for (const auto& l : value.GetObject()) {
+        if (!l.value.IsString()) {
+          return Fail(error, a, f + ".labelsHandler must be an object of string values");
+        }
+        out.labelsHandler[std::string(json::View(l.name))] = std::string(json::View(l.value));
+      }
+    } else if (name == "finalizersHandler") {
+      if (value.IsNull()) continue;
+      if (!value.IsArray()) return Fail(error, a, f + ".finalizersHandler must be an array of strings");
+      for (const auto& e : value.GetArray()) {
+        if (!e.IsString() || e.GetStringLength() == 0) {
+          return Fail(error, a, f + ".finalizersHandler must be an array of non-empty strings");
+        }
+        out.finalizersHandler.emplace_back(json::View(e));
+      }
+    } else if (name == "markPodNotReady") {
+      if (value.IsNull()) continue;
+      if (!value.IsBool()) return Fail(error, a, f + ".markPodNotReady must be true or false");
+      out.markPodNotReady = value.GetBool();
+    } else if (name == "timeoutSeconds") {
+      if (value.IsNull()) continue;
+      std::optional<long long> n = WholeNumber(value);
+      if (!n || *n <= 0) return Fail(error, a, f + ".timeoutSeconds must be a positive integer");
+      out.timeoutSeconds = *n;
+    } else {
+      return Fail(error, a,
+                  "unknown field " + f + "." + std::string(name) +
+                      "; a hook has labelsHandler, finalizersHandler, markPodNotReady, timeoutSeconds");
+    }
+  }
+  return true;
+}
+
+bool HasLabel(const json::Value& pod, const std::string& key, const std::string& value) {
+  const json::Value* labels = json::Path(&pod, {"metadata", "labels"});
+  const json::Value* v = json::Find(labels, key);
+  return v != nullptr && v->IsString() && json::View(*v) == value;
+}
+
+bool HasFinalizer(const json::Value& pod, const std::string& finalizer) {
+  const json::Value* finalizers = json::Path(&pod, {"metadata", "finalizers"});
+  if (finalizers == nullptr || !finalizers->IsArray()) return false;
+  for (const auto& f : finalizers->GetArray()) {
+    if (f.IsString() && json::View(f) == finalizer) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const Hook* Lifecycle::PreHook() const {
+  if (preUpdate) return &*preUpdate;
+  return inPlaceUpdate ? &*inPlaceUpdate : nullptr;
+}
+
+const Hook* Lifecycle::PostHook() const {
+  if (postUpdate) return &*postUpdate;
+  return inPlaceUpdate ? &*inPlaceUpdate : nullptr;
+}
+
+bool Policy::AllowsAnnotation(std::string_view key) const {
+  if (key == keys::kRestartedAtAnnotation) return false;  // means "restart my pods"
+  for (const std::string& pattern : annotations) {
+    if (!pattern.empty() && pattern.back() == '*') {
+      if (key.starts_with(std::string_view(pattern).substr(0, pattern.size() - 1))) return true;
+    } else if (key == pattern) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& error) {
+  const std::string_view a = keys::kLifecycleAnnotation;
+  json::Document doc;
+  if (auto err = json::ParseUntrusted(text, doc)) {
+    Fail(error, a, "not valid JSON (" + *err + "); expected " + std::string(kLifecycleShape));
+    return std::nullopt;
+  }
+  if (!doc.IsObject()) {
+    Fail(error, a, "must be a JSON object; expected " + std::string(kLifecycleShape));
+    return std::nullopt;
+  }
+  Lifecycle out;
+  for (const auto& m : doc.GetObject()) {
+    const std::string_view name = json::View(m.name);
+    std::optional<Hook>* slot = nullptr;
+    if (name == "inPlaceUpdate") {
+      slot = &out.inPlaceUpdate;
+    } else if (name == "preUpdate") {
+      slot = &out.preUpdate;
+    } else if (name == "postUpdate") {
+      slot = &out.postUpdate;
+    } else {
+      Fail(error, a,
+           "unknown field " + std::string(name) + "; expected " + std::string(kLifecycleShape));
+      return std::nullopt;
+    }
+    if (m.value.IsNull()) continue;
+    Hook hook;
+    if (!ParseHook(m.value, name, hook, error)) return std::nullopt;
+    *slot = std::move(hook);
+  }
+  return out;
+}
+
+std::optional<Policy> ParsePolicy(std::string_view text, std::string& error) {
+  const std::string_view a = keys::kPolicyAnnotation;
+  const std::string shape(kPolicyShape);
+  json::Document doc;
+  if (auto err = json::ParseUntrusted(text, doc)) {
+    Fail(error, a, "not valid JSON (" + *err + "); expected " + shape);
+    return std::nullopt;
+  }
+  if (!doc.IsObject()) {
+    Fail(error, a, "must be a JSON object; expected " + shape);
+    return std::nullopt;
+  }
+  Policy out;
+  for (const auto& m : doc.GetObject()) {
+    const std::string_view name = json::View(m.name);
+    const json::Value& value = m.value;
+    if (name == "annotations") {
+      if (value.IsNull()) continue;
+      if (!value.IsArray()) {
+        Fail(error, a, "annotations must be an array of annotation keys or prefix/* patterns");
+        return std::nullopt;
+      }
+      for (const auto& e : value.GetArray()) {
+        if (!e.IsString() || e.GetStringLength() == 0) {
+          Fail(error, a, "annotations must be an array of non-empty strings");
+          return std::nullopt;
+        }
+        std::string pattern(json::View(e));
+        if (pattern.find('*') < pattern.size() - 1) {
+          Fail(error, a, "annotations pattern \"" + pattern + "\": only a trailing * is supported");
+          return std::nullopt;
+        }
+        out.annotations.push_back(std::move(pattern));
+      }
+    } else if (name == "gracePeriodSeconds") {
+      if (value.IsNull()) continue;
+      std::optional<long long> n = WholeNumber(value);
+      if (!n || *n < 0) {
+        Fail(error, a, "gracePeriodSeconds must be an integer >= 0");
+        return std::nullopt;
+      }
+      out.gracePeriodSeconds = *n;
+    } else {
+      Fail(error, a, "unknown field " + std::string(name) + "; expected " + shape);
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::optional<Settings> ReadSettings(const json::Value& deployment, std::string& error) {
+  const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
+  Settings out;
+  if (const json::Value* v = json::Find(annotations, keys::kLifecycleAnnotation)) {
+    if (!v->IsString()) {
+      Fail(error, keys::kLifecycleAnnotation, "annotation value must be a string");
+      return std::nullopt;
+    }
+    auto parsed = ParseLifecycle(json::View(*v), error);
+    if (!parsed) return std::nullopt;
+    out.lifecycle = std::move(*parsed);
+  }
+  if (const json::Value* v = json::Find(annotations, keys::kPolicyAnnotation)) {
+    if (!v->IsString()) {
+      Fail(error, keys::kPolicyAnnotation, "annotation value must be a string");
+      return std::nullopt;
+    }
+    auto parsed = ParsePolicy(json::View(*v), error);
+    if (!parsed) return std::nullopt;
+    out.policy = std::move(*parsed);
+  }
+  return out;
+}
+
+bool IsPodHooked(const Hook& hook, const json::Value& pod) {
+  for (const auto& [k, v] : hook.labelsHandler) {
+    if (HasLabel(pod, k, v)) return true;
+  }
+  for (const auto& f : hook.finalizersHandler) {
+    if (HasFinalizer(pod, f)) return true;
+  }
+  return false;
+}
+
+bool IsPodAllHooked(const Hook& hook, const json::Value& pod) {
+  for (const auto& [k, v] : hook.labelsHandler) {
+    if (!HasLabel(pod, k, v)) return false;
+  }
+  for (const auto& f : hook.finalizersHandler) {
+    if (!HasFinalizer(pod, f)) return false;
+  }
+  return true;
+}
+
+}  // namespace iw::lifecycle

@@ -1,0 +1,281 @@
+// The Kubernetes API client: iw::kube::Api over HTTP(S) with cpp-httplib, plus watches.
+//
+// Behaviour a caller relies on (client-go's rest client is the reference):
+// - Every call has a connect timeout and a read/write inactivity timeout; a watch's read timeout
+//   is its server-side `timeoutSeconds` plus a margin.
+// - Retries with exponential backoff and jitter, honouring `Retry-After` (integer seconds, capped):
+//   * GET and LIST: on network errors, 429 and 5xx except 501.
+//   * writes (POST, PUT, PATCH, DELETE): only when the request cannot have been applied: the
+//     connection could not be opened (connect/TLS handshake failure), a 429 (rejected before
+//     execution by max-in-flight or priority-and-fairness), or a 5xx that carries `Retry-After`
+//     (the server asks for a retry; client-go retries every verb on such answers). A 500/504
+//     without it may have been applied, so it comes back to the caller; writes that carry a
+//     resourceVersion make a blind retry harmless anyway, the others must not be repeated.
+//   * never any other 4xx. A 401 re-reads the token file and, if the token changed, repeats the
+//     call once (the server rejected it at authentication, nothing ran).
+// - A client-side token bucket (ClientConfig::qps / burst) limits every attempt, retries included.
+// - Results: API errors as the metav1.Status code/reason/message, transport errors as code 0 with
+//   a message; never an exception.
+// - Thread-safe: calls from any thread; idle keep-alive connections are pooled.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hooks/kube_api.h"
+
+namespace httplib {
+class ClientImpl;
+}
+
+namespace iw::kube {
+
+// Directory of the mounted service-account credentials in a pod.
+inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// "inplace-webhook/<version>" (IW_VERSION when the build defines it).
+std::string DefaultUserAgent();
+
+struct ClientConfig {
+  std::string scheme = "https";  // "http" or "https"
+  std::string host;              // name or IP (IPv6 without brackets)
+  int port = 443;
+  std::string basePath;   // prefix of every request path ("" or e.g. "/k8s/clusters/c-1")
+  std::string tokenFile;  // bearer token, re-read as it rotates; empty: no Authorization header
+  std::string caFile;     // https: CA bundle to verify the server; empty: the system store
+  std::string namespaceName;  // in-cluster: the pod's namespace (service-account file), else ""
+  std::string userAgent = DefaultUserAgent();
+
+  // Client-side rate limit (token bucket; qps <= 0 disables it). client-go's 5/10 is meant for
+  // kubectl-like tools: a controller that starts several informers, renews a Lease every few
+  // seconds and patches pods in bursts during a rollout would queue behind it, and the API
+  // server already protects itself with priority and fairness. 50/100 keeps a runaway loop from
+  // flooding the server while never being the bottleneck of a normal rollout.
+  double qps = 50;
+  int burst = 100;
+
+  std::chrono::milliseconds connectTimeout{5000};
+  std::chrono::milliseconds requestTimeout{30000};  // read/write inactivity of one attempt
+  int maxRetries = 5;                               // attempts after the first
+  std::chrono::milliseconds retryBaseDelay{200};    // first backoff; doubles per attempt
+  std::chrono::milliseconds retryMaxDelay{8000};    // backoff cap
+  std::chrono::seconds maxRetryAfter{30};           // cap on a server's Retry-After
+  std::chrono::milliseconds tokenRecheck{5000};     // token file stat() at most this often
+  size_t maxIdleConnections = 8;
+
+  // In a pod: KUBERNETES_SERVICE_HOST/PORT, and ca.crt, token and namespace from
+  // kServiceAccountDir. nullopt with `error` set when something is missing.
+  static std::optional<ClientConfig> InCluster(std::string& error);
+  // The same from explicit values (tests).
+  static std::optional<ClientConfig> InClusterFrom(std::string_view host, std::string_view port,
+                                                   std::string_view serviceAccountDir,
+                                                   std::string& error);
+  // `url` is http://HOST[:PORT][/prefix] or https://...; `tokenFile` and `caFile` may be empty.
+  static std::optional<ClientConfig> FromUrl(std::string_view url, std::string_view tokenFile,
+                                             std::string_view caFile, std::string& error);
+
+  // "https://host:port" (brackets around IPv6), for logs.
+  std::string Url() const;
+};
+
+// One watch event: type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and its object (a
+// metav1.Status for ERROR).
+struct WatchEvent {
+  std::string type;
+  json::Document object;
+};
+
+struct WatchOptions {
+  std::string labelSelector;
+  std::string fieldSelector;
+  std::string resourceVersion;  // start after this version ("" = server's choice)
+  int timeoutSeconds = 300;     // the server ends the watch after this long
+  bool allowBookmarks = true;
+};
+
+// The outcome of one watch request.
+struct WatchResult {
+  int code = 0;  // 200 when the stream ended normally; the Status code of an HTTP error or of an
+                 // ERROR event (410 = the resourceVersion is too old: relist); 0 on transport error
+  std::string reason;
+  std::string message;
+  bool stopped = false;  // the stop token fired or the handler returned false
+  size_t events = 0;     // events delivered to the handler (bookmarks included)
+
+  bool Ok() const { return code == 200; }
+  bool Gone() const { return code == 410; }
+};
+
+// Called once per event (not for ERROR: that ends the watch with its Status in WatchResult).
+// Return false to end the watch.
+using WatchHandler = std::function<bool(WatchEvent&)>;
+
+// The API surface plus watches: what the informer needs (tests may fake it).
+class WatchApi : public Api {
+ public:
+  virtual WatchResult Watch(std::string_view path, const WatchOptions& options,
+                            const WatchHandler& handler, std::stop_token stop) = 0;
+};
+
+// API calls counted by verb (get, list, watch, create, update, patch, delete) and HTTP code
+// (0 = no answer). Every attempt counts, retries included.
+struct CallCount {
+  std::string verb;
+  int code = 0;
+  uint64_t count = 0;
+};
+
+// Blocking token bucket: `qps` tokens a second, at most `burst` stored. Thread-safe.
+class RateLimiter {
+ public:
+  RateLimiter(double qps, int burst);
+  // Takes one token, sleeping until one is available; returns the time waited.
+  std::chrono::nanoseconds Acquire();
+
+ private:
+  const double qps_;
+  const double burst_;
+  std::mutex mu_;
+  double tokens_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// A bearer token read from a file, re-read when the file's inode, size or mtime changed (checked
+// at most every `recheck`, or on Reload). A read error keeps the previous token. Thread-safe.
+class TokenFile {
+ public:
+  TokenFile(std::string path, std::chrono::milliseconds recheck);
+  // The current token ("" when the file was never readable).
+  std::string Token();
+  // Stats the file now and re-reads it if it changed; returns whether the token changed.
+  bool Reload();
+
+ private:
+  bool ReloadLocked();
+
+  const std::string path_;
+  const std::chrono::milliseconds recheck_;
+  std::mutex mu_;
+  std::string token_;
+  std::chrono::steady_clock::time_point checked_{};
+  uint64_t inode_ = 0, size_ = 0;
+  int64_t mtimeNs_ = -1;
+};
+
+class Client : public WatchApi {
+ public:
+  explicit Client(ClientConfig config);
+  ~Client() override;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Result Get(std::string_view path) override;
+  Result List(std::string_view path, const ListOptions& options) override;
+  Result Create(std::string_view path, const json::Value& object) override;
+  Result Update(std::string_view path, const json::Value& object) override;
+  Result Patch(std::string_view path, PatchType type, std::string_view body) override;
+  Result Delete(std::string_view path) override;
+
+  // One watch request: delivers events until the server ends the stream, an ERROR event, a
+  // transport error, the handler returning false, or `stop`. Not retried (see WatchFrom).
+  WatchResult Watch(std::string_view path, const WatchOptions& options, const WatchHandler& handler,
+                    std::stop_token stop) override;
+
+  // Makes retry sleeps return at once and fails later calls (process shutdown).
+  void Shutdown();
+
+  const ClientConfig& Config() const { return config_; }
+
+  std::vector<CallCount> CallCounts() const;
+  uint64_t Retries() const { return retries_.load(); }
+  // Appends Prometheus text lines: inplace_webhook_kube_api_requests_total{verb,code},
+  // inplace_webhook_kube_api_retries_total, inplace_webhook_kube_api_rate_limit_wait_seconds_total.
+  void RenderMetrics(std::string& out) const;
+
+ private:
+  struct Request;
+  Result Do(const Request& request);
+  std::unique_ptr<httplib::ClientImpl> NewConnection(std::chrono::milliseconds readTimeout) const;
+  std::unique_ptr<httplib::ClientImpl> Acquire();
+  void Release(std::unique_ptr<httplib::ClientImpl> connection);
+  void Count(std::string_view verb, int code);
+  void Throttle();
+  // Sleeps `delay` unless Shutdown() is called; returns false when shut down.
+  bool Sleep(std::chrono::milliseconds delay);
+  std::string Target(std::string_view path, std::string_view query) const;
+
+  const ClientConfig config_;
+  TokenFile token_;
+  RateLimiter limiter_;
+
+  std::mutex poolMu_;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;
+
+  mutable std::mutex countMu_;
+  std::map<std::pair<std::string, int>, uint64_t, std::less<>> counts_;
+  std::atomic<uint64_t> retries_{0};
+  std::atomic<uint64_t> throttledNanos_{0};
+
+  std::mutex shutdownMu_;
+  std::condition_variable shutdownCv_;
+  bool shutdown_ = false;
+};
+
+// Watches `path` starting after `resourceVersion` and keeps watching: after a normal end of the
+// stream it resumes from the last resourceVersion seen (events and bookmarks move it, so it is
+// updated in place), after other errors it backs off (exponential with jitter, `backoffInitial`
+// up to `backoffMax`) and resumes. Each watch asks for a timeout in [t, 2t) with t =
+// options.timeoutSeconds (client-go spreads reconnects the same way). Returns on `stop`, when the
+// handler returns false, or when the resourceVersion is gone (HTTP 410 or an ERROR event with
+// code 410: result.Gone(); the caller must relist).
+WatchResult WatchFrom(WatchApi& api, std::string_view path, WatchOptions options,
+                      std::string& resourceVersion, const WatchHandler& handler,
+                      std::stop_token stop,
+                      std::chrono::milliseconds backoffInitial = std::chrono::milliseconds(800),
+                      std::chrono::milliseconds backoffMax = std::chrono::seconds(30));
+
+// Percent-encodes a query value (RFC 3986 unreserved characters stay).
+std::string QueryEscape(std::string_view value);
+
+// Maps an HTTP error answer to a Result: the metav1.Status fields when `body` is one, else a
+// reason derived from the code (NotFound, Conflict, ...) and the body text (shortened).
+Result ErrorResult(int code, std::string_view body);
+
+// Splits a watch stream into its top-level JSON values (objects separated by newlines or by
+// nothing at all), across arbitrary chunk boundaries.
+class JsonStreamSplitter {
+ public:
+  explicit JsonStreamSplitter(size_t maxValueBytes) : max_(maxValueBytes) {}
+  // Appends `data`; calls `value` for every complete value (return false to stop). Returns false
+  // when stopped or when a value exceeds the limit (error() says which).
+  bool Feed(std::string_view data, const std::function<bool(std::string_view)>& value);
+  const std::string& error() const { return error_; }
+
+ private:
+  const size_t max_;
+  std::string buffer_;
+  size_t scanned_ = 0;  // bytes of buffer_ already scanned
+  int depth_ = 0;
+  bool inString_ = false;
+  bool escaped_ = false;
+  std::string error_;
+};
+
+// A duration to wait before retry `attempt` (0-based): base * 2^attempt capped at `max`, then
+// jittered into [d/2, d].
+std::chrono::milliseconds Backoff(int attempt, std::chrono::milliseconds base,
+                                  std::chrono::milliseconds max);
+
+}  // namespace iw::kube

@@ -1,0 +1,60 @@
+// Prometheus metrics of the webhook server, rendered in the text exposition format (0.0.4).
+// Counters and gauges are lock-free on the hot path except the per-(route, code) counter map.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace iw::metrics {
+
+// A histogram with fixed buckets (seconds).
+class Histogram {
+ public:
+  static constexpr std::array<double, 14> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                       0.005,  0.01,    0.025,  0.05,  0.1,
+                                                       0.25,   0.5,     1,      2.5};
+  void Observe(double seconds);
+  // Appends `name_bucket{labels,le=...}`, `_sum`, `_count` lines.
+  void Render(std::string& out, std::string_view name, std::string_view labels) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets.size()> counts_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sumNanos_{0};
+};
+
+class Registry {
+ public:
+  // Admission requests.
+  void RecordRequest(std::string_view route, int httpCode, double seconds);
+  void RecordHandlerError(std::string_view route);
+  std::atomic<int64_t> inFlight{0};
+
+  // TLS certificate reloads.
+  std::atomic<uint64_t> certificateReloads{0};
+  std::atomic<uint64_t> certificateReloadErrors{0};
+
+  // Other components (the loop, the API client) add their own lines at render time.
+  void AddCollector(std::function<void(std::string&)> collector);
+
+  std::string Render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, uint64_t> handlerErrors_;
+  std::map<std::string, Histogram, std::less<>> latency_;
+  std::vector<std::function<void(std::string&)>> collectors_;
+};
+
+// Escapes a label value for the exposition format.
+std::string EscapeLabel(std::string_view value);
+
+}  // namespace iw::metrics

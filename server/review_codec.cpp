@@ -1,0 +1,270 @@
+#include "server/review_codec.h"
+
+#include <openssl/evp.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <optional>
+
+namespace iw::review {
+
+namespace {
+
+using json::Value;
+
+constexpr std::string_view kV1 = "admission.k8s.io/v1";
+constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
+
+std::string_view ReasonFor(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    default:
+      return code >= 500 ? "InternalError" : "BadRequest";
+  }
+}
+
+// Decodes request fields into `out`; returns an error message for a field of the wrong type.
+std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out) {
+  auto str = [&](std::string_view key, std::string& dst) -> std::optional<std::string> {
+    const Value* v = json::Find(&r, key);
+    if (v == nullptr || v->IsNull()) return std::nullopt;
+    if (!v->IsString()) return "request." + std::string(key) + " must be a string";
+    dst.assign(v->GetString(), v->GetStringLength());
+    return std::nullopt;
+  };
+  if (auto e = str("name", out.name)) return e;
+  if (auto e = str("namespace", out.namespaceName)) return e;
+  if (auto e = str("subResource", out.subResource)) return e;
+
+  const Value* kind = json::Find(&r, "kind");
+  if (kind == nullptr || !kind->IsObject()) return "request.kind must be an object {group,version,kind}";
+  for (auto [key, dst] : {std::pair{"group", &out.kind.group}, std::pair{"version", &out.kind.version},
+                          std::pair{"kind", &out.kind.kind}}) {
+    const Value* v = json::Find(kind, key);
+    if (v != nullptr && !v->IsString()) return std::string("request.kind.") + key + " must be a string";
+    if (v != nullptr) dst->assign(v->GetString(), v->GetStringLength());
+  }
+  if (out.kind.kind.empty()) return "request.kind.kind is required";
+  if (const Value* res = json::Find(&r, "resource"); res != nullptr) {
+    if (!res->IsObject()) return "request.resource must be an object {group,version,resource}";
+    const Value* v = json::Find(res, "resource");
+    if (v != nullptr && !v->IsString()) return "request.resource.resource must be a string";
+    if (v != nullptr) out.resource.assign(v->GetString(), v->GetStringLength());
+  }
+
+  const Value* op = json::Find(&r, "operation");
+  if (op == nullptr || !op->IsString()) return "request.operation must be a string";
+  std::string_view ops = json::View(*op);
+  if (ops == "CREATE") out.operation = admission::Operation::kCreate;
+  else if (ops == "UPDATE") out.operation = admission::Operation::kUpdate;
+  else if (ops == "DELETE") out.operation = admission::Operation::kDelete;
+  else if (ops == "CONNECT") out.operation = admission::Operation::kConnect;
+  else return "request.operation must be CREATE, UPDATE, DELETE or CONNECT, not \"" + std::string(ops) + "\"";
+
+  if (const Value* ui = json::Find(&r, "userInfo"); ui != nullptr && !ui->IsNull()) {
+    if (!ui->IsObject()) return "request.userInfo must be an object";
+    const Value* u = json::Find(ui, "username");
+    if (u != nullptr && !u->IsString()) return "request.userInfo.username must be a string";
+    if (u != nullptr) out.username.assign(u->GetString(), u->GetStringLength());
+    if (const Value* g = json::Find(ui, "groups"); g != nullptr && !g->IsNull()) {
+      if (!g->IsArray()) return "request.userInfo.groups must be a list of strings";
+      for (const Value& e : g->GetArray()) {
+        if (!e.IsString()) return "request.userInfo.groups must be a list of strings";
+        out.groups.emplace_back(e.GetString(), e.GetStringLength());
+      }
+    }
+  }
+
+  for (auto [key, dst] : {std::pair{"object", &out.object}, std::pair{"oldObject", &out.oldObject}}) {
+    const Value* v = json::Find(&r, key);
+    if (v == nullptr || v->IsNull()) continue;
+    if (!v->IsObject()) return std::string("request.") + key + " must be an object or null";
+    *dst = v;
+  }
+  if (const Value* d = json::Find(&r, "dryRun"); d != nullptr && !d->IsNull()) {
+    if (!d->IsBool()) return "request.dryRun must be a boolean";
+    out.dryRun = d->GetBool();
+  }
+  // The object each operation needs.
+  if ((out.operation == admission::Operation::kCreate || out.operation == admission::Operation::kUpdate) &&
+      out.object == nullptr) {
+    return "request.object is required for " + std::string(ops);
+  }
+  if (out.operation == admission::Operation::kUpdate && out.oldObject == nullptr) {
+    return "request.oldObject is required for UPDATE";
+  }
+  return std::nullopt;
+}
+
+void WriteString(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::string Encode(std::string_view apiVersion, std::string_view uid, const admission::Response& resp) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("apiVersion");
+  WriteString(w, apiVersion);
+  w.Key("kind");
+  w.String("AdmissionReview");
+  w.Key("response");
+  w.StartObject();
+  w.Key("uid");
+  WriteString(w, uid);
+  w.Key("allowed");
+  w.Bool(resp.allowed);
+  if (!resp.allowed || !resp.message.empty()) {
+    w.Key("status");
+    w.StartObject();
+    if (!resp.allowed) {
+      w.Key("status");
+      w.String("Failure");
+    }
+    if (!resp.message.empty()) {
+      w.Key("message");
+      WriteString(w, resp.message);
+    }
+    if (!resp.reason.empty()) {
+      w.Key("reason");
+      WriteString(w, resp.reason);
+    }
+    w.Key("code");
+    w.Int(resp.code);
+    w.EndObject();
+  }
+  if (!resp.patch.empty()) {
+    w.Key("patchType");
+    w.String("JSONPatch");
+    w.Key("patch");
+    WriteString(w, Base64(resp.patch));
+  }
+  if (!resp.warnings.empty()) {
+    w.Key("warnings");
+    w.StartArray();
+    for (const auto& s : resp.warnings) WriteString(w, s);
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+}  // namespace
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+bool IsJsonContentType(std::string_view ct) {
+  std::string_view media = ct.substr(0, ct.find(';'));
+  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.back()))) media.remove_suffix(1);
+  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.front()))) media.remove_prefix(1);
+  std::string lower(media);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower == "application/json";
+}
+
+Reply PlainError(int httpStatus, std::string_view message) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("kind");
+  w.String("Status");
+  w.Key("apiVersion");
+  w.String("v1");
+  w.Key("metadata");
+  w.StartObject();
+  w.EndObject();
+  w.Key("status");
+  w.String("Failure");
+  w.Key("message");
+  WriteString(w, message);
+  w.Key("reason");
+  WriteString(w, ReasonFor(httpStatus));
+  w.Key("code");
+  w.Int(httpStatus);
+  w.EndObject();
+  Reply r;
+  r.httpStatus = httpStatus;
+  r.body.assign(buf.GetString(), buf.GetSize());
+  r.message = std::string(message);
+  return r;
+}
+
+Reply Answer(const admission::Route& route, std::string_view body, std::string_view contentType,
+             const admission::Context& ctx) {
+  if (body.empty()) return PlainError(400, "request body is empty");
+  if (!IsJsonContentType(contentType)) {
+    return PlainError(415, "contentType=" + std::string(contentType) + ", expected application/json");
+  }
+  json::Document doc;
+  if (auto err = json::ParseUntrusted(body, doc)) {
+    return PlainError(400, "request body is not valid JSON: " + *err);
+  }
+  if (!doc.IsObject()) return PlainError(400, "request body is not an AdmissionReview: not a JSON object");
+  std::string_view apiVersion = json::StringOr(&doc, "apiVersion", kV1);
+  if (apiVersion != kV1 && apiVersion != kV1beta1) {
+    return PlainError(400, "unsupported AdmissionReview apiVersion \"" + std::string(apiVersion) +
+                               "\": expected admission.k8s.io/v1 or admission.k8s.io/v1beta1");
+  }
+  if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview"); kind != "AdmissionReview") {
+    return PlainError(400, "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
+  }
+  const Value* request = json::Find(&doc, "request");
+  if (request == nullptr || !request->IsObject()) {
+    return PlainError(400, "AdmissionReview has no request object");
+  }
+  const Value* uid = json::Find(request, "uid");
+  if (uid == nullptr || !uid->IsString() || uid->GetStringLength() == 0) {
+    return PlainError(400, "AdmissionReview request has no uid");
+  }
+
+  Reply reply;
+  reply.decided = true;
+  reply.uid.assign(uid->GetString(), uid->GetStringLength());
+  admission::Request req;
+  req.uid = reply.uid;
+  admission::Response resp;
+  if (auto err = DecodeRequest(*request, req)) {
+    resp = admission::Errored(400, "malformed AdmissionReview: " + *err);
+  } else {
+    try {
+      resp = route.handler(req, ctx);
+    } catch (const std::exception& e) {
+      resp = admission::Errored(500, std::string("internal error in ") + std::string(route.path) + ": " + e.what());
+    } catch (...) {
+      resp = admission::Errored(500, std::string("internal error in ") + std::string(route.path));
+    }
+    // Contract of the API server: no patch from a validating webhook, none on DELETE.
+    if (!resp.patch.empty() && (!route.mutating || req.operation == admission::Operation::kDelete)) {
+      resp = admission::Errored(500, "internal error: " + std::string(route.path) + " produced a patch it may not send");
+    }
+  }
+  reply.allowed = resp.allowed;
+  reply.patched = !resp.patch.empty();
+  reply.handlerError = resp.handlerError;
+  reply.message = resp.message;
+  reply.body = Encode(apiVersion, reply.uid, resp);
+  return reply;
+}
+
+}  // namespace iw::review

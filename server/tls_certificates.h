@@ -1,0 +1,72 @@
+// The serving certificate, re-read from disk when its files change (including the `..data`
+// symlink swap of a Kubernetes Secret volume), and the TLS settings of the webhook listener.
+// A new pair that does not load, or whose key does not match, is refused with a log line and
+// the last good pair keeps serving.
+#pragma once
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "server/metrics.h"
+
+namespace iw::tls {
+
+struct FileStamp {
+  unsigned long long dev = 0, ino = 0, size = 0;
+  long long mtimeNanos = 0;
+  bool exists = false;
+  bool operator==(const FileStamp&) const = default;
+};
+
+class CertificateStore {
+ public:
+  CertificateStore(std::string certFile, std::string keyFile, metrics::Registry& metrics);
+  ~CertificateStore();
+  CertificateStore(const CertificateStore&) = delete;
+  CertificateStore& operator=(const CertificateStore&) = delete;
+
+  // Loads the pair once; returns an error message on failure (the server then refuses to start).
+  std::string LoadInitial();
+
+  // Starts a thread that checks the files every `interval` and reloads on change.
+  void StartWatching(std::chrono::milliseconds interval);
+  void StopWatching();
+
+  // Checks the files now; reloads if they changed. Returns true if a new pair was installed.
+  bool ReloadIfChanged();
+
+  // Configures `ctx` for the webhook: TLS >= 1.2, modern AEAD ciphers, ALPN tolerant of
+  // http/1.1-only clients, the certificate chosen per handshake from this store, and (when
+  // `clientCaFile` is set) required and verified client certificates.
+  std::string ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile);
+
+  // SHA-256 fingerprint of the serving certificate now installed (for logs and tests).
+  std::string Fingerprint() const;
+
+ private:
+  struct Pair;
+  static int SelectCertificate(SSL* ssl, void* self);
+  std::string Load(std::shared_ptr<const Pair>& out);
+
+  std::string certFile_, keyFile_;
+  metrics::Registry& metrics_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Pair> current_;
+  FileStamp certStamp_, keyStamp_;
+  std::string certBytes_, keyBytes_;
+
+  std::mutex watchMu_;
+  std::condition_variable watchCv_;
+  bool stopping_ = false;
+  std::thread watcher_;
+};
+
+}  // namespace iw::tls
