@@ -3,6 +3,7 @@
 #   certs/gen-dev-certs.sh OUT_DIR [SERVICE] [NAMESPACE]
 # Writes OUT_DIR/{ca.crt,ca.key,tls.crt,tls.key}. SANs: SERVICE.NAMESPACE.svc,
 # SERVICE.NAMESPACE.svc.cluster.local (what the API server dials), localhost and 127.0.0.1.
+# (clientAuth too, so the same script makes client certificates for --client-ca-file tests.)
 # An existing, still valid pair is kept unless FORCE=1.
 set -euo pipefail
 out=${1:?usage: gen-dev-certs.sh OUT_DIR [SERVICE] [NAMESPACE]}
@@ -25,7 +26,7 @@ openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
 cat > "$tmp/ext.cnf" <<EXT
 basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
+extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=DNS:$svc.$ns.svc,DNS:$svc.$ns.svc.cluster.local,DNS:$svc,DNS:localhost,IP:127.0.0.1
 EXT
 openssl x509 -req -in "$tmp/tls.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" -CAcreateserial \

@@ -43,7 +43,8 @@ class ClientImpl;
 namespace iw::kube {
 
 // Directory of the mounted service-account credentials in a pod.
-inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+inline constexpr std::string_view kServiceAccountDir =
+    "/var/run/secrets/kubernetes.io/serviceaccount";
 
 // "inplace-webhook/<version>" (IW_VERSION when the build defines it).
 std::string DefaultUserAgent();
@@ -52,9 +53,9 @@ struct ClientConfig {
   std::string scheme = "https";  // "http" or "https"
   std::string host;              // name or IP (IPv6 without brackets)
   int port = 443;
-  std::string basePath;   // prefix of every request path ("" or e.g. "/k8s/clusters/c-1")
-  std::string tokenFile;  // bearer token, re-read as it rotates; empty: no Authorization header
-  std::string caFile;     // https: CA bundle to verify the server; empty: the system store
+  std::string basePath;       // prefix of every request path ("" or e.g. "/k8s/clusters/c-1")
+  std::string tokenFile;      // bearer token, re-read as it rotates; empty: no Authorization header
+  std::string caFile;         // https: CA bundle to verify the server; empty: the system store
   std::string namespaceName;  // in-cluster: the pod's namespace (service-account file), else ""
   std::string userAgent = DefaultUserAgent();
 
@@ -224,7 +225,7 @@ class Client : public WatchApi {
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;
 
   mutable std::mutex countMu_;
-  std::map<std::pair<std::string, int>, uint64_t, std::less<>> counts_;
+  std::map<std::pair<std::string, int>, uint64_t> counts_;
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> throttledNanos_{0};
 

@@ -35,6 +35,25 @@ std::string_view ReasonFor(int code) {
   }
 }
 
+// The metadata every handler reads: if present, metadata is an object and its labels and
+// annotations are maps of strings (what the API server guarantees for real requests).
+std::optional<std::string> CheckMetadata(const Value& object, const std::string& where) {
+  const Value* meta = json::Find(&object, "metadata");
+  if (meta == nullptr || meta->IsNull()) return std::nullopt;
+  if (!meta->IsObject()) return where + ".metadata must be an object";
+  for (const char* map : {"labels", "annotations"}) {
+    const Value* m = json::Find(meta, map);
+    if (m == nullptr || m->IsNull()) continue;
+    if (!m->IsObject()) return where + ".metadata." + map + " must be a map of strings";
+    for (const auto& kv : m->GetObject()) {
+      if (!kv.value.IsString()) {
+        return where + ".metadata." + map + "[" + std::string(json::View(kv.name)) + "] must be a string";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // Decodes request fields into `out`; returns an error message for a field of the wrong type.
 std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out) {
   auto str = [&](std::string_view key, std::string& dst) -> std::optional<std::string> {
@@ -91,6 +110,7 @@ std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out
     const Value* v = json::Find(&r, key);
     if (v == nullptr || v->IsNull()) continue;
     if (!v->IsObject()) return std::string("request.") + key + " must be an object or null";
+    if (auto e = CheckMetadata(*v, std::string("request.") + key)) return e;
     *dst = v;
   }
   if (const Value* d = json::Find(&r, "dryRun"); d != nullptr && !d->IsNull()) {
@@ -221,13 +241,13 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
     return PlainError(400, "request body is not valid JSON: " + *err);
   }
   if (!doc.IsObject()) return PlainError(400, "request body is not an AdmissionReview: not a JSON object");
+  if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview"); kind != "AdmissionReview") {
+    return PlainError(400, "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
+  }
   std::string_view apiVersion = json::StringOr(&doc, "apiVersion", kV1);
   if (apiVersion != kV1 && apiVersion != kV1beta1) {
     return PlainError(400, "unsupported AdmissionReview apiVersion \"" + std::string(apiVersion) +
                                "\": expected admission.k8s.io/v1 or admission.k8s.io/v1beta1");
-  }
-  if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview"); kind != "AdmissionReview") {
-    return PlainError(400, "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
   }
   const Value* request = json::Find(&doc, "request");
   if (request == nullptr || !request->IsObject()) {

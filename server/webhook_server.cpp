@@ -1,6 +1,10 @@
 #include "server/webhook_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+
+#include <mutex>
+#include <set>
 
 #include "server/connection_pool.h"
 #include "server/log.h"
@@ -27,6 +31,49 @@ void Tune(httplib::Server& s, const WebhookServerOptions& o) {
   s.set_tcp_nodelay(true);
 }
 
+// The sockets of live TLS connections. cpp-httplib keeps an idle keep-alive connection open for
+// the whole idle timeout (90 s) even after stop(); at shutdown we half-close them so their
+// threads end at once. A socket is registered when its handshake starts and forgotten when its
+// SSL object is freed, which cpp-httplib does before closing the socket, so a registered
+// descriptor is never a reused one.
+class LiveConnections {
+ public:
+  static LiveConnections& Instance() {
+    static LiveConnections live;
+    return live;
+  }
+  void Install(SSL_CTX& ctx) { SSL_CTX_set_info_callback(&ctx, &LiveConnections::OnInfo); }
+  void ShutdownReads() {
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RD);
+  }
+
+ private:
+  LiveConnections() { index_ = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &LiveConnections::OnFree); }
+  static void OnInfo(const SSL* ssl, int where, int) {
+    if ((where & SSL_CB_HANDSHAKE_START) == 0) return;
+    auto& self = Instance();
+    SSL* s = const_cast<SSL*>(ssl);
+    if (SSL_get_ex_data(s, self.index_) != nullptr) return;
+    int fd = SSL_get_fd(s);
+    if (fd < 0) return;
+    // Stored as fd+1 so that descriptor 0 is not a null pointer.
+    SSL_set_ex_data(s, self.index_, reinterpret_cast<void*>(static_cast<intptr_t>(fd) + 1));
+    std::lock_guard lock(self.mu_);
+    self.fds_.insert(fd);
+  }
+  static void OnFree(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+    if (ptr == nullptr) return;
+    auto& self = Instance();
+    std::lock_guard lock(self.mu_);
+    self.fds_.erase(static_cast<int>(reinterpret_cast<intptr_t>(ptr) - 1));
+  }
+
+  int index_ = -1;
+  std::mutex mu_;
+  std::set<int> fds_;
+};
+
 }  // namespace
 
 WebhookServer::WebhookServer(WebhookServerOptions options, metrics::Registry& metrics)
@@ -40,6 +87,7 @@ std::string WebhookServer::Start() {
   std::string tlsError;
   https_ = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
     tlsError = certs_->ConfigureContext(ctx, options_.clientCaFile);
+    LiveConnections::Instance().Install(ctx);
     return tlsError.empty();
   });
   if (!https_->is_valid()) return tlsError.empty() ? "cannot create the TLS context" : tlsError;
@@ -180,6 +228,12 @@ void WebhookServer::Shutdown(std::chrono::milliseconds drainDelay) {
   // stop() closes the listening socket; the pool's shutdown then lets in-flight requests finish
   // and idle keep-alive connections close.
   if (https_) https_->stop();
+  // Let reviews being answered finish (bounded), then end idle keep-alive connections.
+  auto deadline = Clock::now() + std::chrono::seconds(options_.idleTimeoutSeconds);
+  while (metrics_.inFlight.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  LiveConnections::Instance().ShutdownReads();
   if (httpsThread_.joinable()) httpsThread_.join();
   if (certs_) certs_->StopWatching();
   if (probes_) probes_->stop();

@@ -1,0 +1,789 @@
+#include "server/informer.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "server/log.h"
+
+namespace iw::kube {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+rapidjson::CrtAllocator& SharedCrt() {
+  static rapidjson::CrtAllocator crt;  // stateless: safe to share between pools and threads
+  return crt;
+}
+
+// Forwards SAX events, forcing every string and key to be copied (a plain CopyFrom keeps
+// references to constant strings, which could outlive their owner).
+template <class Handler>
+struct CopyingHandler {
+  Handler& h;
+  bool Null() { return h.Null(); }
+  bool Bool(bool b) { return h.Bool(b); }
+  bool Int(int i) { return h.Int(i); }
+  bool Uint(unsigned u) { return h.Uint(u); }
+  bool Int64(int64_t i) { return h.Int64(i); }
+  bool Uint64(uint64_t u) { return h.Uint64(u); }
+  bool Double(double d) { return h.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) { return h.RawNumber(s, n, true); }
+  bool String(const char* s, rapidjson::SizeType n, bool) { return h.String(s, n, true); }
+  bool StartObject() { return h.StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType n, bool) { return h.Key(s, n, true); }
+  bool EndObject(rapidjson::SizeType n) { return h.EndObject(n); }
+  bool StartArray() { return h.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return h.EndArray(n); }
+};
+
+// Deep copy of `src` allocated from `alloc`, strings included; exact capacities.
+json::Value DeepCopy(const json::Value& src, json::Allocator& alloc) {
+  json::Document d(&alloc);
+  auto generate = [&src](json::Document& handler) {
+    CopyingHandler<json::Document> copying{handler};
+    return src.Accept(copying);
+  };
+  d.Populate(generate);
+  json::Value out;
+  out.Swap(d);
+  return out;
+}
+
+std::string Key(std::string_view ns, std::string_view name) {
+  std::string k;
+  k.reserve(ns.size() + name.size() + 1);
+  k += ns;
+  k += '/';
+  k += name;
+  return k;
+}
+
+std::string_view MetaString(const json::Value& v, std::string_view field) {
+  return json::StringOr(json::Find(&v, "metadata"), field);
+}
+
+// --- field paths ---------------------------------------------------------------------------
+
+struct FieldTree {
+  std::map<std::string, FieldTree, std::less<>> children;
+  bool whole = false;  // keep this value entirely
+  bool each = false;   // an array: apply the children to each element
+};
+
+struct Segment {
+  std::string name;
+  bool each = false;
+};
+
+std::vector<Segment> SplitPath(std::string_view path) {
+  std::vector<Segment> out;
+  while (!path.empty()) {
+    size_t dot = path.find('.');
+    std::string_view seg = path.substr(0, dot);
+    Segment s;
+    if (seg.ends_with("[]")) {
+      s.each = true;
+      seg.remove_suffix(2);
+    }
+    s.name = std::string(seg);
+    if (!s.name.empty()) out.push_back(std::move(s));
+    if (dot == std::string_view::npos) break;
+    path.remove_prefix(dot + 1);
+  }
+  return out;
+}
+
+FieldTree BuildTree(const std::vector<std::string>& paths) {
+  FieldTree root;
+  for (const auto& p : paths) {
+    FieldTree* node = &root;
+    for (const auto& seg : SplitPath(p)) {
+      node = &node->children[seg.name];
+      if (seg.each) node->each = true;
+    }
+    if (node != &root) node->whole = true;
+  }
+  return root;
+}
+
+// Copies into `out` the members of object `src` that `tree` names.
+void Keep(const json::Value& src, const FieldTree& tree, json::Value& out, json::Allocator& a) {
+  out.SetObject();
+  for (const auto& [name, child] : tree.children) {
+    const json::Value* v = json::Find(&src, name);
+    if (v == nullptr) continue;
+    json::Value copy;
+    if (child.whole) {
+      copy.CopyFrom(*v, a);
+    } else if (child.each) {
+      if (!v->IsArray()) continue;
+      copy.SetArray();
+      copy.Reserve(v->Size(), a);
+      for (const auto& e : v->GetArray()) {
+        json::Value ce;
+        if (e.IsObject()) {
+          Keep(e, child, ce, a);
+        } else {
+          ce.CopyFrom(e, a);
+        }
+        copy.PushBack(ce, a);
+      }
+    } else {
+      if (!v->IsObject()) continue;
+      Keep(*v, child, copy, a);
+    }
+    out.AddMember(json::Value(name.data(), static_cast<rapidjson::SizeType>(name.size()), a), copy,
+                  a);
+  }
+}
+
+void Drop(json::Value& v, const std::vector<Segment>& segs, size_t i) {
+  if (i >= segs.size() || !v.IsObject()) return;
+  const Segment& s = segs[i];
+  if (i + 1 == segs.size() && !s.each) {
+    json::Remove(v, s.name);
+    return;
+  }
+  json::Value* child = json::FindMutable(&v, s.name);
+  if (child == nullptr) return;
+  if (s.each) {
+    if (!child->IsArray()) return;
+    if (i + 1 == segs.size()) {
+      json::Remove(v, s.name);
+      return;
+    }
+    for (auto& e : child->GetArray()) Drop(e, segs, i + 1);
+  } else {
+    Drop(*child, segs, i + 1);
+  }
+}
+
+// --- label selectors -----------------------------------------------------------------------
+
+bool IsKeyChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+         c == '/';
+}
+bool IsValueChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+}
+
+class SelectorParser {
+ public:
+  explicit SelectorParser(std::string_view text) : s_(text) {}
+
+  bool Parse(std::vector<LabelSelector::Requirement>& out, std::string& error) {
+    SkipSpace();
+    if (AtEnd()) return true;
+    for (;;) {
+      LabelSelector::Requirement r;
+      if (!Requirement(r, error)) return false;
+      out.push_back(std::move(r));
+      SkipSpace();
+      if (AtEnd()) return true;
+      if (s_[pos_] != ',') return Fail(error, "expected ','");
+      ++pos_;
+      SkipSpace();
+    }
+  }
+
+ private:
+  using Op = LabelSelector::Requirement::Op;
+
+  bool AtEnd() const { return pos_ >= s_.size(); }
+  void SkipSpace() {
+    while (!AtEnd() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool Fail(std::string& error, std::string_view what) {
+    error = "invalid label selector \"" + std::string(s_) + "\": " + std::string(what) +
+            " at position " + std::to_string(pos_);
+    return false;
+  }
+  std::string Read(bool (*accept)(char)) {
+    size_t b = pos_;
+    while (!AtEnd() && accept(s_[pos_])) ++pos_;
+    return std::string(s_.substr(b, pos_ - b));
+  }
+  bool Word(std::string_view w) {
+    if (s_.substr(pos_, w.size()) != w) return false;
+    size_t after = pos_ + w.size();
+    if (after < s_.size() && IsKeyChar(s_[after])) return false;
+    pos_ = after;
+    return true;
+  }
+
+  bool Requirement(LabelSelector::Requirement& r, std::string& error) {
+    bool negated = false;
+    if (s_[pos_] == '!') {
+      negated = true;
+      ++pos_;
+      SkipSpace();
+    }
+    r.key = Read(IsKeyChar);
+    if (r.key.empty()) return Fail(error, "expected a label key");
+    SkipSpace();
+    if (negated) {
+      r.op = Op::kDoesNotExist;
+      return true;
+    }
+    if (AtEnd() || s_[pos_] == ',') {
+      r.op = Op::kExists;
+      return true;
+    }
+    if (s_.substr(pos_, 2) == "==" || s_.substr(pos_, 2) == "!=") {
+      r.op = s_[pos_] == '!' ? Op::kNotEquals : Op::kEquals;
+      pos_ += 2;
+    } else if (s_[pos_] == '=') {
+      r.op = Op::kEquals;
+      ++pos_;
+    } else if (Word("notin")) {
+      r.op = Op::kNotIn;
+    } else if (Word("in")) {
+      r.op = Op::kIn;
+    } else {
+      return Fail(error, "expected an operator (=, ==, !=, in, notin)");
+    }
+    SkipSpace();
+    if (r.op == Op::kEquals || r.op == Op::kNotEquals) {
+      r.values.push_back(Read(IsValueChar));
+      return true;
+    }
+    if (AtEnd() || s_[pos_] != '(') return Fail(error, "expected '('");
+    ++pos_;
+    for (;;) {
+      SkipSpace();
+      r.values.push_back(Read(IsValueChar));
+      SkipSpace();
+      if (AtEnd()) return Fail(error, "expected ')'");
+      if (s_[pos_] == ')') {
+        ++pos_;
+        return true;
+      }
+      if (s_[pos_] != ',') return Fail(error, "expected ',' or ')'");
+      ++pos_;
+    }
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Object
+
+Object::Object(Tag, size_t bytes) : alloc_(std::max<size_t>(bytes, 1), &SharedCrt()) {}
+
+std::shared_ptr<const Object> Object::Make(const json::Value& value) {
+  size_t bytes = 0;
+  {
+    json::Allocator sizing(16 * 1024, &SharedCrt());
+    json::Value probe = DeepCopy(value, sizing);
+    bytes = sizing.Size();
+  }
+  auto obj = std::make_shared<Object>(Tag{}, bytes);
+  obj->value_ = DeepCopy(value, obj->alloc_);
+  return obj;
+}
+
+std::string_view Object::Namespace() const {
+  return MetaString(value_, "namespace");
+}
+std::string_view Object::Name() const {
+  return MetaString(value_, "name");
+}
+std::string_view Object::Uid() const {
+  return MetaString(value_, "uid");
+}
+std::string_view Object::ResourceVersion() const {
+  return MetaString(value_, "resourceVersion");
+}
+const json::Value* Object::Labels() const {
+  return json::Path(&value_, {"metadata", "labels"});
+}
+
+size_t Object::ApproxBytes() const {
+  constexpr size_t kMallocOverhead = 16;  // glibc chunk header, per allocation
+  constexpr size_t kControlBlock = 16;    // make_shared's reference counts
+  constexpr size_t kChunkHeader = 3 * sizeof(size_t);
+  size_t capacity = alloc_.Capacity();
+  size_t pool = capacity > 0 ? capacity + kChunkHeader + kMallocOverhead : 0;
+  return sizeof(Object) + kControlBlock + kMallocOverhead + pool;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Projections
+
+Projection KeepFields(const std::vector<std::string>& paths) {
+  auto tree = std::make_shared<const FieldTree>(BuildTree(paths));
+  return [tree](const json::Value& full, json::Value& out, json::Allocator& alloc) {
+    if (!full.IsObject()) {
+      out.CopyFrom(full, alloc);
+      return;
+    }
+    Keep(full, *tree, out, alloc);
+  };
+}
+
+Projection DropFields(const std::vector<std::string>& paths) {
+  auto split = std::make_shared<std::vector<std::vector<Segment>>>();
+  for (const auto& p : paths) split->push_back(SplitPath(p));
+  return [split](const json::Value& full, json::Value& out, json::Allocator& alloc) {
+    out.CopyFrom(full, alloc);
+    for (const auto& segs : *split) Drop(out, segs, 0);
+  };
+}
+
+const std::vector<std::string>& PodFields() {
+  static const std::vector<std::string> fields = {
+      "metadata.name",
+      "metadata.namespace",
+      "metadata.uid",
+      "metadata.resourceVersion",
+      "metadata.creationTimestamp",
+      "metadata.labels",
+      "metadata.annotations",
+      "metadata.finalizers",
+      "metadata.ownerReferences",
+      "metadata.deletionTimestamp",
+      "spec.containers[].name",
+      "spec.containers[].image",
+      "spec.readinessGates",
+      "status.phase",
+      "status.conditions",
+      "status.containerStatuses[].name",
+      "status.containerStatuses[].image",
+      "status.containerStatuses[].imageID",
+      "status.containerStatuses[].containerID",
+      "status.containerStatuses[].restartCount",
+      "status.containerStatuses[].ready",
+  };
+  return fields;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LabelSelector
+
+std::optional<LabelSelector> LabelSelector::Parse(std::string_view text, std::string& error) {
+  LabelSelector s;
+  SelectorParser p(text);
+  if (!p.Parse(s.requirements_, error)) return std::nullopt;
+  return s;
+}
+
+std::optional<LabelSelector> LabelSelector::FromJson(const json::Value& selector,
+                                                     std::string& error) {
+  using Op = Requirement::Op;
+  LabelSelector s;
+  if (!selector.IsObject()) {
+    error = "label selector is not an object";
+    return std::nullopt;
+  }
+  if (const json::Value* ml = json::Find(&selector, "matchLabels"); ml && !ml->IsNull()) {
+    if (!ml->IsObject()) {
+      error = "matchLabels is not an object";
+      return std::nullopt;
+    }
+    for (const auto& m : ml->GetObject()) {
+      if (!m.value.IsString()) {
+        error = "matchLabels." + std::string(json::View(m.name)) + " is not a string";
+        return std::nullopt;
+      }
+      s.requirements_.push_back(
+          {std::string(json::View(m.name)), Op::kEquals, {std::string(json::View(m.value))}});
+    }
+  }
+  if (const json::Value* me = json::Find(&selector, "matchExpressions"); me && !me->IsNull()) {
+    if (!me->IsArray()) {
+      error = "matchExpressions is not an array";
+      return std::nullopt;
+    }
+    for (const auto& e : me->GetArray()) {
+      Requirement r;
+      r.key = std::string(json::StringOr(&e, "key"));
+      std::string_view op = json::StringOr(&e, "operator");
+      if (r.key.empty()) {
+        error = "matchExpressions entry without a key";
+        return std::nullopt;
+      }
+      if (op == "In") {
+        r.op = Op::kIn;
+      } else if (op == "NotIn") {
+        r.op = Op::kNotIn;
+      } else if (op == "Exists") {
+        r.op = Op::kExists;
+      } else if (op == "DoesNotExist") {
+        r.op = Op::kDoesNotExist;
+      } else {
+        error = "matchExpressions operator \"" + std::string(op) + "\" is not valid";
+        return std::nullopt;
+      }
+      if (const json::Value* vals = json::Find(&e, "values"); vals && vals->IsArray()) {
+        for (const auto& v : vals->GetArray()) {
+          if (!v.IsString()) {
+            error = "matchExpressions values must be strings";
+            return std::nullopt;
+          }
+          r.values.emplace_back(json::View(v));
+        }
+      }
+      bool wantsValues = r.op == Op::kIn || r.op == Op::kNotIn;
+      if (wantsValues == r.values.empty()) {
+        error = "matchExpressions key \"" + r.key + "\": " +
+                (wantsValues ? "In/NotIn need values" : "Exists/DoesNotExist take no values");
+        return std::nullopt;
+      }
+      s.requirements_.push_back(std::move(r));
+    }
+  }
+  return s;
+}
+
+bool LabelSelector::Matches(const json::Value* labels) const {
+  using Op = Requirement::Op;
+  for (const auto& r : requirements_) {
+    const json::Value* v =
+        labels != nullptr && labels->IsObject() ? json::Find(labels, r.key) : nullptr;
+    bool has = v != nullptr && v->IsString();
+    std::string_view value = has ? json::View(*v) : std::string_view();
+    bool inValues = has && std::find(r.values.begin(), r.values.end(), value) != r.values.end();
+    bool ok = false;
+    switch (r.op) {
+      case Op::kEquals:
+      case Op::kIn:
+        ok = inValues;
+        break;
+      case Op::kNotEquals:
+      case Op::kNotIn:
+        ok = !inValues;
+        break;
+      case Op::kExists:
+        ok = has;
+        break;
+      case Op::kDoesNotExist:
+        ok = !has;
+        break;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Informer
+
+Informer::Informer(WatchApi& api, InformerOptions options)
+    : api_(api),
+      options_(std::move(options)),
+      resync_(options_.resyncPeriod.count() > 0
+                  ? std::jthread([this](std::stop_token st) { RunResync(st); })
+                  : std::jthread()),
+      thread_([this](std::stop_token st) { Run(st); }) {}
+
+Informer::~Informer() {
+  thread_.request_stop();
+  resync_.request_stop();
+  // The jthreads join as they are destroyed (first, being the last members).
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard lock(syncMu_);
+  return synced_;
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(syncMu_);
+  return syncCv_.wait_for(lock, timeout, [this] { return synced_; });
+}
+
+ObjectPtr Informer::Get(std::string_view ns, std::string_view name) const {
+  std::string key = Key(ns, name);
+  std::shared_lock lock(mu_);
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : it->second;
+}
+
+std::vector<ObjectPtr> Informer::List() const {
+  std::shared_lock lock(mu_);
+  std::vector<ObjectPtr> out;
+  out.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) out.push_back(obj);
+  return out;
+}
+
+namespace {
+template <class Map, class Fn>
+void ForNamespace(const Map& objects, std::string_view ns, Fn&& fn) {
+  if (ns.empty()) {
+    for (const auto& [key, obj] : objects) fn(obj);
+    return;
+  }
+  std::string prefix = Key(ns, "");
+  for (auto it = objects.lower_bound(prefix);
+       it != objects.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+    fn(it->second);
+  }
+}
+}  // namespace
+
+std::vector<ObjectPtr> Informer::List(std::string_view ns, const LabelSelector& selector) const {
+  std::vector<ObjectPtr> out;
+  std::shared_lock lock(mu_);
+  ForNamespace(objects_, ns, [&](const ObjectPtr& o) {
+    if (selector.Matches(o->Labels())) out.push_back(o);
+  });
+  return out;
+}
+
+std::vector<ObjectPtr> Informer::ListOwnedBy(std::string_view ns, std::string_view ownerUid) const {
+  std::vector<ObjectPtr> out;
+  std::shared_lock lock(mu_);
+  ForNamespace(objects_, ns, [&](const ObjectPtr& o) {
+    const json::Value* refs = json::Path(&o->Value(), {"metadata", "ownerReferences"});
+    if (refs == nullptr || !refs->IsArray()) return;
+    for (const auto& r : refs->GetArray()) {
+      if (json::StringOr(&r, "uid") == ownerUid) {
+        out.push_back(o);
+        return;
+      }
+    }
+  });
+  return out;
+}
+
+size_t Informer::Size() const {
+  std::shared_lock lock(mu_);
+  return objects_.size();
+}
+
+size_t Informer::ApproxBytes() const {
+  constexpr size_t kMapNode = 32 + sizeof(std::string) + sizeof(ObjectPtr) + 16;
+  std::shared_lock lock(mu_);
+  size_t total = 0;
+  for (const auto& [key, obj] : objects_) {
+    total += kMapNode + obj->ApproxBytes();
+    if (key.capacity() > 15) total += key.capacity() + 1 + 16;
+  }
+  return total;
+}
+
+std::string Informer::ResourceVersion() const {
+  std::shared_lock lock(mu_);
+  return resourceVersion_;
+}
+
+Informer::Stats Informer::GetStats() const {
+  std::lock_guard lock(statsMu_);
+  return stats_;
+}
+
+ObjectPtr Informer::Project(const json::Value& full) const {
+  if (!options_.projection) return Object::Make(full);
+  json::Document scratch;
+  json::Value out;
+  options_.projection(full, out, scratch.GetAllocator());
+  return Object::Make(out);
+}
+
+template <class Fn>
+void Informer::Dispatch(Fn&& fn) {
+  std::lock_guard lock(dispatchMu_);
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    log::Error("informer handler threw", {{"informer", options_.name}, {"error", e.what()}});
+  } catch (...) {
+    log::Error("informer handler threw", {{"informer", options_.name}});
+  }
+}
+
+bool Informer::ListOnce() {
+  Result r = api_.List(options_.path, ListOptions{options_.labelSelector, options_.fieldSelector,
+                                                  options_.pageSize});
+  if (!r.Ok()) {
+    std::lock_guard lock(statsMu_);
+    ++stats_.listErrors;
+    log::Warn("informer list failed", {{"informer", options_.name},
+                                       {"path", options_.path},
+                                       {"code", std::to_string(r.code)},
+                                       {"reason", r.reason},
+                                       {"message", r.message}});
+    return false;
+  }
+  std::map<std::string, ObjectPtr, std::less<>> fresh;
+  if (const json::Value* items = json::Find(&r.object, "items"); items && items->IsArray()) {
+    for (const auto& item : items->GetArray()) {
+      ObjectPtr p = Project(item);
+      fresh[Key(p->Namespace(), p->Name())] = std::move(p);
+    }
+  }
+  std::string rv(MetaString(r.object, "resourceVersion"));
+  r.object.SetNull();
+
+  std::map<std::string, ObjectPtr, std::less<>> old;
+  {
+    std::unique_lock lock(mu_);
+    old.swap(objects_);
+    objects_ = std::move(fresh);
+    resourceVersion_ = rv;
+  }
+  {
+    std::lock_guard lock(statsMu_);
+    ++stats_.lists;
+  }
+  // This thread is the only writer: reading objects_ without the lock is safe here.
+  for (const auto& [key, now] : objects_) {
+    auto it = old.find(key);
+    if (it == old.end()) {
+      if (options_.handlers.onAdd) Dispatch([&] { options_.handlers.onAdd(now); });
+    } else if (it->second->ResourceVersion() != now->ResourceVersion() ||
+               it->second->Uid() != now->Uid()) {
+      if (options_.handlers.onUpdate) {
+        Dispatch([&] { options_.handlers.onUpdate(it->second, now); });
+      }
+    }
+  }
+  for (const auto& [key, last] : old) {
+    if (objects_.find(key) == objects_.end() && options_.handlers.onDelete) {
+      Dispatch([&] { options_.handlers.onDelete(last); });
+    }
+  }
+  {
+    std::lock_guard lock(syncMu_);
+    synced_ = true;
+  }
+  syncCv_.notify_all();
+  log::Info("informer listed", {{"informer", options_.name},
+                                {"objects", std::to_string(objects_.size())},
+                                {"resourceVersion", rv}});
+  return true;
+}
+
+void Informer::Apply(WatchEvent& event) {
+  const std::string& type = event.type;
+  std::string_view rv = MetaString(event.object, "resourceVersion");
+  if (type == "BOOKMARK") {
+    if (!rv.empty()) {
+      std::unique_lock lock(mu_);
+      resourceVersion_ = std::string(rv);
+    }
+    return;
+  }
+  if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") {
+    log::Warn("informer ignores an unknown watch event",
+              {{"informer", options_.name}, {"type", type}});
+    return;
+  }
+  ObjectPtr now = Project(event.object);
+  std::string key = Key(now->Namespace(), now->Name());
+  ObjectPtr old;
+  {
+    std::unique_lock lock(mu_);
+    auto it = objects_.find(key);
+    if (it != objects_.end()) old = it->second;
+    if (type == "DELETED") {
+      if (it != objects_.end()) objects_.erase(it);
+    } else if (it != objects_.end()) {
+      it->second = now;
+    } else {
+      objects_.emplace(key, now);
+    }
+    if (!rv.empty()) resourceVersion_ = std::string(rv);
+  }
+  {
+    std::lock_guard lock(statsMu_);
+    ++stats_.events;
+  }
+  const auto& h = options_.handlers;
+  if (type == "DELETED") {
+    if (h.onDelete) Dispatch([&] { h.onDelete(now); });
+  } else if (old) {
+    if (h.onUpdate) Dispatch([&] { h.onUpdate(old, now); });
+  } else {
+    if (h.onAdd) Dispatch([&] { h.onAdd(now); });
+  }
+}
+
+void Informer::Run(std::stop_token stop) {
+  int failures = 0;
+  bool needList = true;
+  auto sleep = [&stop](std::chrono::milliseconds d) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    cv.wait_for(lock, stop, d, [] { return false; });
+  };
+  while (!stop.stop_requested()) {
+    try {
+      if (needList) {
+        if (!ListOnce()) {
+          sleep(Backoff(failures++, options_.backoffInitial, options_.backoffMax));
+          continue;
+        }
+        needList = false;
+      }
+      WatchOptions wo;
+      wo.labelSelector = options_.labelSelector;
+      wo.fieldSelector = options_.fieldSelector;
+      wo.timeoutSeconds = static_cast<int>(options_.watchTimeout.count());
+      wo.allowBookmarks = true;
+      std::string rv = ResourceVersion();
+      auto began = Clock::now();
+      WatchResult r = WatchFrom(
+          api_, options_.path, wo, rv,
+          [this](WatchEvent& e) {
+            Apply(e);
+            return true;
+          },
+          stop, options_.backoffInitial, options_.backoffMax);
+      if (r.stopped) break;
+      if (r.Gone()) {
+        {
+          std::lock_guard lock(statsMu_);
+          ++stats_.gone;
+        }
+        log::Info("informer resourceVersion expired, relisting",
+                  {{"informer", options_.name}, {"resourceVersion", rv}, {"message", r.message}});
+        needList = true;
+        // The first 410 relists at once; 410s that keep coming right after a relist back off.
+        bool quick = Clock::now() - began < std::chrono::seconds(10);
+        failures = quick ? failures + 1 : 0;
+        if (failures > 1)
+          sleep(Backoff(failures - 2, options_.backoffInitial, options_.backoffMax));
+      }
+    } catch (const std::exception& e) {
+      log::Error("informer error", {{"informer", options_.name}, {"error", e.what()}});
+      needList = true;
+      sleep(Backoff(failures++, options_.backoffInitial, options_.backoffMax));
+    } catch (...) {
+      log::Error("informer error", {{"informer", options_.name}});
+      needList = true;
+      sleep(Backoff(failures++, options_.backoffInitial, options_.backoffMax));
+    }
+  }
+}
+
+void Informer::RunResync(std::stop_token stop) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(m);
+      cv.wait_for(lock, stop, options_.resyncPeriod, [] { return false; });
+    }
+    if (stop.stop_requested()) break;
+    if (!HasSynced() || !options_.handlers.onResync) continue;
+    try {
+      for (const auto& o : List()) {
+        if (stop.stop_requested()) break;
+        Dispatch([&] { options_.handlers.onResync(o); });
+      }
+    } catch (...) {
+      log::Error("informer resync failed", {{"informer", options_.name}});
+    }
+  }
+}
+
+}  // namespace iw::kube

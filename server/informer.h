@@ -1,0 +1,193 @@
+// An informer-style cache of one kind of Kubernetes object, kept current by LIST + WATCH.
+//
+// - LIST (all pages), then WATCH from the list's resourceVersion; after a normal end of a watch it
+//   resumes from the last resourceVersion seen (bookmarks move it); on 410 Gone (HTTP 410 or an
+//   ERROR event with code 410) it lists again and reconciles the cache with the new list (adds,
+//   updates for changed resourceVersions, deletes for objects that are gone); other errors back
+//   off exponentially with jitter (800 ms .. 30 s, as client-go's reflector).
+// - Each object is stored projected (only the fields a Projection keeps) in its own exactly sized
+//   memory pool, immutable and shared: readers get shared_ptrs and never copy.
+// - Handlers run on the informer's threads, never two at once, after the cache is updated, with
+//   no lock of the cache held (they may read the informer).
+// - Runs on its own thread from construction; the destructor stops it (cancelling the watch)
+//   and joins. No exception leaves the thread: a throwing handler is logged and ignored.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "hooks/json.h"
+#include "server/kube_client.h"
+
+namespace iw::kube {
+
+// One cached object: an immutable JSON value in a memory pool sized to fit it.
+class Object {
+  struct Tag {};
+
+ public:
+  // Deep-copies `value` (every string copied) into a new exactly sized pool.
+  static std::shared_ptr<const Object> Make(const json::Value& value);
+
+  Object(Tag, size_t bytes);
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
+
+  const json::Value& Value() const { return value_; }
+  std::string_view Namespace() const;
+  std::string_view Name() const;
+  std::string_view Uid() const;
+  std::string_view ResourceVersion() const;
+  const json::Value* Labels() const;  // metadata.labels or nullptr
+
+  // Heap bytes held for this object: the pool (with its header) and this object itself.
+  size_t ApproxBytes() const;
+
+ private:
+  json::Allocator alloc_;
+  json::Value value_;
+};
+
+using ObjectPtr = std::shared_ptr<const Object>;
+
+// Writes into `out` (allocating from `alloc`) the parts of `full` to keep.
+using Projection =
+    std::function<void(const json::Value& full, json::Value& out, json::Allocator& alloc)>;
+
+// Keeps only the listed paths: dot-separated member names; a segment ending in "[]" is an array
+// whose elements keep the rest of the path ("spec.containers[].image"). Paths sharing a prefix
+// merge ("spec.containers[].name" + "spec.containers[].image" keep both per container, in order).
+// A path naming an object keeps it whole ("metadata.labels").
+Projection KeepFields(const std::vector<std::string>& paths);
+// Keeps everything but the listed paths (same syntax), e.g. {"metadata.managedFields"}.
+Projection DropFields(const std::vector<std::string>& paths);
+// The pod fields the rollout loop reads: metadata name/namespace/uid/resourceVersion/
+// creationTimestamp/labels/annotations/finalizers/ownerReferences/deletionTimestamp,
+// spec.containers[name,image], spec.readinessGates, status.phase, status.conditions,
+// status.containerStatuses[name,image,imageID,containerID,restartCount,ready].
+const std::vector<std::string>& PodFields();
+
+// A Kubernetes label selector (the string syntax of `?labelSelector=` and metav1.LabelSelector).
+class LabelSelector {
+ public:
+  struct Requirement {
+    enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist };
+    std::string key;
+    Op op = Op::kExists;
+    std::vector<std::string> values;
+  };
+
+  LabelSelector() = default;  // matches everything
+
+  // "a=b,c!=d,e in (x,y),f notin (z),g,!h" ("==" as "="). nullopt with `error` when malformed.
+  static std::optional<LabelSelector> Parse(std::string_view text, std::string& error);
+  // A metav1.LabelSelector object: matchLabels and matchExpressions (In, NotIn, Exists,
+  // DoesNotExist). An empty object matches everything.
+  static std::optional<LabelSelector> FromJson(const json::Value& selector, std::string& error);
+
+  // Whether a labels object (nullptr or not an object: no labels) satisfies every requirement.
+  bool Matches(const json::Value* labels) const;
+  bool Empty() const { return requirements_.empty(); }
+  const std::vector<Requirement>& Requirements() const { return requirements_; }
+
+ private:
+  std::vector<Requirement> requirements_;
+};
+
+struct InformerHandlers {
+  std::function<void(const ObjectPtr&)> onAdd;
+  std::function<void(const ObjectPtr& old, const ObjectPtr& now)> onUpdate;
+  std::function<void(const ObjectPtr& last)> onDelete;
+  std::function<void(const ObjectPtr&)> onResync;  // every object, every resyncPeriod
+};
+
+struct InformerOptions {
+  std::string name;  // for logs ("pods")
+  std::string path;  // collection path, e.g. PodsPath("") for all namespaces
+  std::string labelSelector;
+  std::string fieldSelector;
+  int pageSize = 500;
+  Projection projection;                   // empty: keep whole objects
+  std::chrono::seconds resyncPeriod{0};    // 0: no resync
+  std::chrono::seconds watchTimeout{300};  // each watch lasts [t, 2t)
+  std::chrono::milliseconds backoffInitial{800};
+  std::chrono::milliseconds backoffMax{30000};
+  InformerHandlers handlers;
+};
+
+class Informer {
+ public:
+  struct Stats {
+    uint64_t lists = 0;  // successful LISTs (the first one included)
+    uint64_t listErrors = 0;
+    uint64_t watches = 0;  // watch requests made
+    uint64_t gone = 0;     // 410s that forced a relist
+    uint64_t events = 0;   // ADDED/MODIFIED/DELETED applied
+  };
+
+  // Starts listing and watching at once. `api` must outlive the informer.
+  Informer(WatchApi& api, InformerOptions options);
+  ~Informer();
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  // Whether the first LIST has been applied.
+  bool HasSynced() const;
+  // Waits up to `timeout` for the first LIST; returns HasSynced().
+  bool WaitForSync(std::chrono::milliseconds timeout) const;
+
+  ObjectPtr Get(std::string_view ns, std::string_view name) const;
+  std::vector<ObjectPtr> List() const;  // every object, ordered by namespace/name
+  // Objects of namespace `ns` ("" = all) whose labels match `selector`.
+  std::vector<ObjectPtr> List(std::string_view ns, const LabelSelector& selector) const;
+  // Objects of namespace `ns` ("" = all) with an ownerReference of uid `ownerUid`.
+  std::vector<ObjectPtr> ListOwnedBy(std::string_view ns, std::string_view ownerUid) const;
+  size_t Size() const;
+  // Bytes held by the cached objects and their index entries.
+  size_t ApproxBytes() const;
+  // The resourceVersion the cache reflects (last list, event or bookmark).
+  std::string ResourceVersion() const;
+  Stats GetStats() const;
+
+ private:
+  void Run(std::stop_token stop);
+  void RunResync(std::stop_token stop);
+  bool ListOnce();
+  void Apply(WatchEvent& event);
+  ObjectPtr Project(const json::Value& full) const;
+  template <class Fn>
+  void Dispatch(Fn&& fn);
+
+  WatchApi& api_;
+  const InformerOptions options_;
+
+  mutable std::shared_mutex mu_;
+  std::map<std::string, ObjectPtr, std::less<>> objects_;  // "namespace/name"
+  std::string resourceVersion_;
+  bool synced_ = false;
+  mutable std::mutex syncMu_;
+  mutable std::condition_variable syncCv_;
+
+  std::mutex dispatchMu_;  // handlers never run concurrently
+
+  mutable std::mutex statsMu_;
+  Stats stats_;
+
+  // Last: they start after everything above is constructed, and are stopped first.
+  std::jthread resync_;
+  std::jthread thread_;
+};
+
+}  // namespace iw::kube

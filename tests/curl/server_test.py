@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""The server at its edges, over real sockets: bad input of every kind, TLS settings, keep-alive,
+certificate hot reload, graceful shutdown, and the offline `review` command.
+
+  server_test.py BINARY SOURCE_DIR CERT_DIR
+"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from webhook_process import Webhook, curl, free_port  # noqa: E402
+
+BINARY = SOURCE = CERT_DIR = None
+
+POD_REVIEW = {
+    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+    "request": {
+        "uid": "0b5a7f0e-1111-4a4a-9c9c-000000000001",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "default", "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+        "object": {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"generateName": "web-", "namespace": "default", "labels": {"app": "web"}},
+                   "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
+        "oldObject": None, "dryRun": False,
+    },
+}
+
+
+def context(ca=None):
+    ctx = ssl.create_default_context(cafile=ca or os.path.join(CERT_DIR, "ca.crt"))
+    return ctx
+
+
+def https(hook, ca=None):
+    return http.client.HTTPSConnection("localhost", hook.port, context=context(ca), timeout=10)
+
+
+def post(conn, path, body, content_type="application/json"):
+    conn.request("POST", path, body=body, headers={"Content-Type": content_type})
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def make_certs(directory, service="inplace-webhook"):
+    env = dict(os.environ, FORCE="1")
+    subprocess.run([os.path.join(SOURCE, "certs", "gen-dev-certs.sh"), directory, service], check=True,
+                   env=env, capture_output=True)
+
+
+def fingerprint_seen(hook, ca):
+    """SHA-256 of the certificate the server presents now."""
+    ctx = context(ca)
+    with socket.create_connection(("127.0.0.1", hook.port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            import hashlib
+            return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
+
+
+class BadInput(unittest.TestCase):
+    """Each bad request gets a clear error and the server keeps serving."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-bad-")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hook.stop()
+
+    def tearDown(self):
+        self.assertTrue(self.hook.alive(), "server died")
+        status, body = post(https(self.hook), "/mutate/pods", json.dumps(POD_REVIEW))
+        self.assertEqual(status, 200, body)
+        self.assertTrue(json.loads(body)["response"]["allowed"])
+
+    def plain(self, status, body, code, fragment):
+        self.assertEqual(status, code, body)
+        doc = json.loads(body)
+        self.assertEqual(doc["kind"], "Status")
+        self.assertEqual(doc["code"], code)
+        self.assertIn(fragment, doc["message"])
+
+    def in_review(self, status, body, code, fragment):
+        self.assertEqual(status, 200, body)
+        resp = json.loads(body)["response"]
+        self.assertFalse(resp["allowed"])
+        self.assertEqual(resp["status"]["code"], code)
+        self.assertIn(fragment, resp["status"]["message"])
+        self.assertEqual(resp["uid"], POD_REVIEW["request"]["uid"])
+
+    def test_empty_body(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", b""), 400, "empty")
+
+    def test_not_json(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", b"hello"), 400, "not valid JSON")
+
+    def test_truncated_json(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", json.dumps(POD_REVIEW)[:-20]), 400, "not valid JSON")
+
+    def test_wrong_content_type(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", json.dumps(POD_REVIEW), "text/plain"), 415,
+                   "expected application/json")
+
+    def test_charset_parameter_is_accepted(self):
+        status, body = post(https(self.hook), "/mutate/pods", json.dumps(POD_REVIEW),
+                            "application/json; charset=utf-8")
+        self.assertEqual(status, 200)
+
+    def test_body_over_limit(self):
+        big = b'{"request":"' + b"x" * (7 * 1024 * 1024 + 10) + b'"}'
+        self.plain(*post(https(self.hook), "/mutate/pods", big), 413, "limit is 7340032 bytes")
+
+    def test_json_not_a_review(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", b"[1,2,3]"), 400, "not an AdmissionReview")
+        self.plain(*post(https(self.hook), "/mutate/pods", b'{"kind":"Pod","apiVersion":"v1"}'), 400,
+                   "kind AdmissionReview")
+
+    def test_unknown_version(self):
+        doc = dict(POD_REVIEW, apiVersion="admission.k8s.io/v2")
+        self.plain(*post(https(self.hook), "/mutate/pods", json.dumps(doc)), 400, "unsupported")
+
+    def test_no_request(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}'),
+                   400, "no request")
+
+    def test_no_uid(self):
+        doc = json.loads(json.dumps(POD_REVIEW))
+        del doc["request"]["uid"]
+        self.plain(*post(https(self.hook), "/mutate/pods", json.dumps(doc)), 400, "no uid")
+
+    def test_deep_nesting(self):
+        self.plain(*post(https(self.hook), "/mutate/pods", b"[" * 200000), 400, "nested deeper")
+        body = json.dumps(POD_REVIEW).replace('"labels": {"app": "web"}', '"labels": ' + "[" * 100000 + "]" * 100000)
+        self.plain(*post(https(self.hook), "/mutate/pods", body), 400, "nested deeper")
+
+    def test_wrong_field_types(self):
+        for mutate in (lambda r: r["object"]["metadata"].__setitem__("labels", ["a", "b"]),
+                       lambda r: r.__setitem__("operation", 7),
+                       lambda r: r.__setitem__("object", "a string"),
+                       lambda r: r.__setitem__("userInfo", []),
+                       lambda r: r.__setitem__("kind", "Pod")):
+            doc = json.loads(json.dumps(POD_REVIEW))
+            doc["request"]["object"]["metadata"]["labels"]["inplace-webhook.io/enabled"] = "true"
+            mutate(doc["request"])
+            status, body = post(https(self.hook), "/mutate/pods", json.dumps(doc))
+            self.in_review(status, body, 400, "")
+
+    def test_invalid_utf8(self):
+        body = json.dumps(POD_REVIEW).encode().replace(b'"web-"', b'"\xff\xfe"')
+        self.plain(*post(https(self.hook), "/mutate/pods", body), 400, "not valid JSON")
+
+    def test_wrong_method_and_path(self):
+        conn = https(self.hook)
+        conn.request("GET", "/mutate/pods")
+        r = conn.getresponse()
+        self.plain(r.status, r.read(), 405, "use POST")
+        self.plain(*post(conn, "/mutate/nothing", json.dumps(POD_REVIEW)), 404, "no webhook at")
+
+    def test_query_string_is_ignored_for_routing(self):
+        status, body = post(https(self.hook), "/mutate/pods?timeout=10s", json.dumps(POD_REVIEW))
+        self.assertEqual(status, 200)
+
+    def test_plaintext_http_on_tls_port(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.hook.port, timeout=5)
+        with self.assertRaises((ConnectionError, http.client.HTTPException, OSError)):
+            post(conn, "/mutate/pods", json.dumps(POD_REVIEW))
+
+    def test_garbage_on_tls_port(self):
+        for junk in (b"\x16\x03\x01\x00\x05hello", os.urandom(4096), b"\x00" * 100):
+            with socket.create_connection(("127.0.0.1", self.hook.port), timeout=5) as s:
+                s.sendall(junk)
+                s.settimeout(5)
+                try:
+                    s.recv(100)
+                except OSError:
+                    pass
+
+    def test_hundreds_of_connections_opened_and_dropped(self):
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", self.hook.port), timeout=5)
+            if i % 3 == 1:
+                s.sendall(b"\x16\x03\x01")
+            s.close()
+        # Half-open TLS handshakes, dropped.
+        for _ in range(50):
+            raw = socket.create_connection(("127.0.0.1", self.hook.port), timeout=5)
+            ctx = context()
+            tls = ctx.wrap_socket(raw, server_hostname="localhost", do_handshake_on_connect=False)
+            try:
+                tls.do_handshake()
+            except OSError:
+                pass
+            tls.close()
+
+    def test_handler_errors_are_counted_not_fatal(self):
+        # A review with an operation the handlers do not expect for the route still gets an answer.
+        doc = json.loads(json.dumps(POD_REVIEW))
+        doc["request"]["operation"] = "CONNECT"
+        doc["request"]["object"] = None
+        status, body = post(https(self.hook), "/mutate/pods", json.dumps(doc))
+        self.assertEqual(status, 200)
+
+
+class Tls(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-tls-")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hook.stop()
+
+    def handshake(self, ctx):
+        with socket.create_connection(("127.0.0.1", self.hook.port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                return tls.version(), tls.selected_alpn_protocol(), tls.cipher()
+
+    def test_tls_1_1_refused(self):
+        ctx = context()
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+        ctx.set_ciphers("ALL:@SECLEVEL=0")
+        with self.assertRaises(ssl.SSLError):
+            self.handshake(ctx)
+
+    def test_tls_1_2_uses_aead_ciphers(self):
+        ctx = context()
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        version, _, cipher = self.handshake(ctx)
+        self.assertEqual(version, "TLSv1.2")
+        self.assertTrue("GCM" in cipher[0] or "CHACHA20" in cipher[0], cipher)
+        ctx.set_ciphers("AES128-SHA")  # no forward secrecy, CBC
+        with self.assertRaises(ssl.SSLError):
+            self.handshake(ctx)
+
+    def test_tls_1_3(self):
+        self.assertEqual(self.handshake(context())[0], "TLSv1.3")
+
+    def test_alpn_http11_only_client_connects(self):
+        ctx = context()
+        ctx.set_alpn_protocols(["http/1.1"])
+        version, alpn, _ = self.handshake(ctx)
+        self.assertIn(alpn, (None, "http/1.1"))
+        ctx = context()
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        self.handshake(ctx)
+
+    def test_keep_alive_serves_many_requests_on_one_connection(self):
+        conn = https(self.hook)
+        for _ in range(50):
+            status, _ = post(conn, "/mutate/pods", json.dumps(POD_REVIEW))
+            self.assertEqual(status, 200)
+        # Still open after an idle pause longer than cpp-httplib's 5 s default.
+        time.sleep(6)
+        status, _ = post(conn, "/validate/pods", json.dumps(POD_REVIEW))
+        self.assertEqual(status, 200)
+
+    def test_64_concurrent_keep_alive_connections_all_served(self):
+        conns = [https(self.hook) for _ in range(64)]
+        for c in conns:
+            post(c, "/mutate/pods", json.dumps(POD_REVIEW))
+        errors = []
+
+        def work(c):
+            try:
+                for _ in range(5):
+                    s, _ = post(c, "/mutate/pods", json.dumps(POD_REVIEW))
+                    if s != 200:
+                        errors.append(s)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        threads = [threading.Thread(target=work, args=(c,)) for c in conns]
+        start = time.time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(errors, [])
+        self.assertLess(time.time() - start, 20, "a connection starved")
+
+
+class ClientCertificates(unittest.TestCase):
+    def test_client_ca_required_and_verified(self):
+        d = tempfile.mkdtemp()
+        try:
+            make_certs(d + "/client")
+            hook = Webhook(BINARY, CERT_DIR, extra_args=["--client-ca-file", d + "/client/ca.crt"],
+                           log_path=d + "/log")
+            # Probe readiness works without client certs (plain HTTP).
+            hook.start()
+            try:
+                with self.assertRaises((ssl.SSLError, ConnectionError, OSError)):
+                    post(https(hook), "/mutate/pods", json.dumps(POD_REVIEW))
+                ctx = context()
+                ctx.load_cert_chain(d + "/client/tls.crt", d + "/client/tls.key")
+                conn = http.client.HTTPSConnection("localhost", hook.port, context=ctx, timeout=10)
+                self.assertEqual(post(conn, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+            finally:
+                hook.stop()
+        finally:
+            shutil.rmtree(d)
+
+
+class CertificateReload(unittest.TestCase):
+    """Kubernetes Secret volumes swap a `..data` symlink; the server must follow without restart."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        # Two CA+cert generations, laid out as a Secret volume: tls.crt -> ..data/tls.crt.
+        for gen in ("gen1", "gen2"):
+            make_certs(os.path.join(self.dir, gen))
+        os.symlink("gen1", os.path.join(self.dir, "..data"))
+        for f in ("tls.crt", "tls.key"):
+            os.symlink(os.path.join("..data", f), os.path.join(self.dir, f))
+        self.hook = Webhook(BINARY, self.dir + "/gen1", log_path=self.dir + "/log",
+                            extra_args=["--cert-check-interval-ms", "200"])
+        self.hook.start(cert=self.dir + "/tls.crt", key=self.dir + "/tls.key")
+
+    def tearDown(self):
+        self.hook.stop()
+        shutil.rmtree(self.dir)
+
+    def swap(self, target):
+        tmp = os.path.join(self.dir, "..data_tmp")
+        os.symlink(target, tmp)
+        os.rename(tmp, os.path.join(self.dir, "..data"))
+
+    def wait_for(self, predicate, seconds=5):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def test_symlink_swap_reloads_and_bad_pair_is_refused(self):
+        gen1_ca, gen2_ca = self.dir + "/gen1/ca.crt", self.dir + "/gen2/ca.crt"
+        first = fingerprint_seen(self.hook, gen1_ca)
+        self.swap("gen2")
+        self.assertTrue(self.wait_for(lambda: self.hook.metric("inplace_webhook_certificate_reloads_total") == 1))
+        second = fingerprint_seen(self.hook, gen2_ca)
+        self.assertNotEqual(first, second)
+        # Keep-alive clients and new ones keep working with the new chain.
+        self.assertEqual(post(https(self.hook, gen2_ca), "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+
+        # A generation whose key does not match the certificate is refused; gen2 keeps serving.
+        bad = os.path.join(self.dir, "bad")
+        os.mkdir(bad)
+        shutil.copy(self.dir + "/gen1/tls.crt", bad + "/tls.crt")
+        shutil.copy(self.dir + "/gen2/tls.key", bad + "/tls.key")
+        self.swap("bad")
+        self.assertTrue(self.wait_for(
+            lambda: self.hook.metric("inplace_webhook_certificate_reload_errors_total") >= 1))
+        self.assertEqual(fingerprint_seen(self.hook, gen2_ca), second)
+
+        # Garbage files are refused the same way.
+        garbage = os.path.join(self.dir, "garbage")
+        os.mkdir(garbage)
+        open(garbage + "/tls.crt", "w").write("not a certificate")
+        open(garbage + "/tls.key", "w").write("not a key")
+        self.swap("garbage")
+        self.assertTrue(self.wait_for(
+            lambda: self.hook.metric("inplace_webhook_certificate_reload_errors_total") >= 2))
+        self.assertEqual(fingerprint_seen(self.hook, gen2_ca), second)
+
+        # Back to a good pair: served again.
+        self.swap("gen1")
+        self.assertTrue(self.wait_for(lambda: self.hook.metric("inplace_webhook_certificate_reloads_total") == 2))
+        self.assertEqual(fingerprint_seen(self.hook, gen1_ca), first)
+
+
+class Shutdown(unittest.TestCase):
+    def test_sigterm_finishes_in_flight_and_exits_zero(self):
+        hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-")).start()
+        conn = https(hook)
+        self.assertEqual(post(conn, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        self.assertEqual(hook.stop(), 0)
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", hook.port), timeout=2).close()
+
+    def test_readyz_fails_during_shutdown_delay(self):
+        hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"))
+        hook.extra_args = []
+        hook.start()
+        # Re-start with a delay: readyz turns 503 while the listener still serves.
+        hook.stop()
+        hook2 = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"))
+        hook2.start()
+        hook2.proc.send_signal(15)
+        hook2.stop()
+
+
+class Cli(unittest.TestCase):
+    def run_review(self, path, body):
+        return subprocess.run([BINARY, "review", "--path", path], input=body, capture_output=True, timeout=30)
+
+    def test_review_allowed(self):
+        out = self.run_review("/mutate/pods", json.dumps(POD_REVIEW).encode())
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertTrue(json.loads(out.stdout)["response"]["allowed"])
+
+    def test_review_invalid(self):
+        out = self.run_review("/mutate/pods", b"{")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn(b"not valid JSON", out.stderr)
+
+    def test_review_unknown_path(self):
+        self.assertEqual(self.run_review("/nope", b"{}").returncode, 2)
+
+    def test_help_and_bad_flags(self):
+        out = subprocess.run([BINARY, "serve", "--help"], capture_output=True)
+        self.assertEqual(out.returncode, 0)
+        for flag in (b"--tls-cert-file", b"--probe-port", b"--max-request-bytes", b"--client-ca-file",
+                     b"--log-format", b"--controller-user", b"--idle-timeout-seconds"):
+            self.assertIn(flag, out.stdout)
+        self.assertEqual(subprocess.run([BINARY, "serve", "--port", "x"], capture_output=True).returncode, 2)
+        self.assertEqual(subprocess.run([BINARY, "nonsense"], capture_output=True).returncode, 2)
+        bad = subprocess.run([BINARY, "serve", "--tls-cert-file", "/nonexistent", "--tls-private-key-file",
+                              "/nonexistent", "--port", str(free_port()), "--probe-port", "-1"],
+                             capture_output=True, timeout=10)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn(b"cannot read certificate", bad.stderr)
+
+
+if __name__ == "__main__":
+    BINARY, SOURCE, CERT_DIR = sys.argv[1:4]
+    sys.argv = sys.argv[:1] + sys.argv[4:]
+    unittest.main(verbosity=2)
