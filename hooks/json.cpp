@@ -74,7 +74,8 @@ std::optional<std::string> ParseUntrusted(std::string_view text, Document& out) 
   if (NestingDepth(text, kMaxDepth) > kMaxDepth) {
     return "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels";
   }
-  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
   out.Parse<kFlags>(text.data(), text.size());
   if (out.HasParseError()) {
     return std::string(rapidjson::GetParseError_En(out.GetParseError())) + " at offset " +

@@ -33,7 +33,8 @@ Value* FindMutable(Value* object, std::string_view key);
 const Value* Path(const Value* root, std::initializer_list<std::string_view> keys);
 
 // String value of member `key`, or `fallback` when absent or not a string.
-std::string_view StringOr(const Value* object, std::string_view key, std::string_view fallback = {});
+std::string_view StringOr(const Value* object, std::string_view key,
+                          std::string_view fallback = {});
 
 // Sets member `key` of `object` (created as an object if it is not one) to `value`, copying.
 void Set(Value& object, std::string_view key, const Value& value, Allocator& alloc);
@@ -47,7 +48,9 @@ bool Remove(Value& object, std::string_view key);
 std::string SerializeCanonical(const Value& value);
 
 // A string view over a RapidJSON string value (which may contain NULs).
-inline std::string_view View(const Value& v) { return {v.GetString(), v.GetStringLength()}; }
+inline std::string_view View(const Value& v) {
+  return {v.GetString(), v.GetStringLength()};
+}
 inline rapidjson::GenericStringRef<char> Ref(std::string_view s) {
   return rapidjson::GenericStringRef<char>(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }

@@ -27,22 +27,30 @@ std::string Namespaced(std::string_view prefix, std::string_view ns, std::string
 }
 }  // namespace
 
-std::string PodsPath(std::string_view ns) { return Namespaced("/api/v1", ns, "pods"); }
+std::string PodsPath(std::string_view ns) {
+  return Namespaced("/api/v1", ns, "pods");
+}
 std::string PodPath(std::string_view ns, std::string_view name) {
   return PodsPath(ns) + "/" + std::string(name);
 }
 std::string PodStatusPath(std::string_view ns, std::string_view name) {
   return PodPath(ns, name) + "/status";
 }
-std::string DeploymentsPath(std::string_view ns) { return Namespaced("/apis/apps/v1", ns, "deployments"); }
+std::string DeploymentsPath(std::string_view ns) {
+  return Namespaced("/apis/apps/v1", ns, "deployments");
+}
 std::string DeploymentPath(std::string_view ns, std::string_view name) {
   return DeploymentsPath(ns) + "/" + std::string(name);
 }
-std::string ReplicaSetsPath(std::string_view ns) { return Namespaced("/apis/apps/v1", ns, "replicasets"); }
+std::string ReplicaSetsPath(std::string_view ns) {
+  return Namespaced("/apis/apps/v1", ns, "replicasets");
+}
 std::string ReplicaSetPath(std::string_view ns, std::string_view name) {
   return ReplicaSetsPath(ns) + "/" + std::string(name);
 }
-std::string EventsPath(std::string_view ns) { return Namespaced("/api/v1", ns, "events"); }
+std::string EventsPath(std::string_view ns) {
+  return Namespaced("/api/v1", ns, "events");
+}
 std::string LeasesPath(std::string_view ns) {
   return Namespaced("/apis/coordination.k8s.io/v1", ns, "leases");
 }

@@ -7,12 +7,16 @@
 namespace iw::server {
 
 ConnectionPool::ConnectionPool(size_t minThreads, size_t maxThreads, std::chrono::seconds idleExit)
-    : min_(std::min(minThreads, maxThreads)), max_(std::max<size_t>(1, maxThreads)), idleExit_(idleExit) {
+    : min_(std::min(minThreads, maxThreads)),
+      max_(std::max<size_t>(1, maxThreads)),
+      idleExit_(idleExit) {
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < min_; ++i) threads_.emplace_back([this] { Work(); });
 }
 
-ConnectionPool::~ConnectionPool() { shutdown(); }
+ConnectionPool::~ConnectionPool() {
+  shutdown();
+}
 
 void ConnectionPool::enqueue(std::function<void()> fn) {
   std::lock_guard lock(mu_);
@@ -27,7 +31,8 @@ void ConnectionPool::enqueue(std::function<void()> fn) {
 
 void ConnectionPool::ReapFinishedLocked() {
   for (auto id : finished_) {
-    auto it = std::find_if(threads_.begin(), threads_.end(), [&](auto& t) { return t.get_id() == id; });
+    auto it =
+        std::find_if(threads_.begin(), threads_.end(), [&](auto& t) { return t.get_id() == id; });
     if (it != threads_.end()) {
       it->join();  // already returned from Work(): joins at once
       threads_.erase(it);

@@ -63,7 +63,8 @@ void AppendJsonString(std::string& out, std::string_view s) {
 std::string Timestamp() {
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[40];
@@ -80,15 +81,22 @@ void Configure(Level minLevel, Format format) {
 }
 
 bool ParseLevel(std::string_view text, Level& out) {
-  if (text == "debug") out = Level::kDebug;
-  else if (text == "info") out = Level::kInfo;
-  else if (text == "warn" || text == "warning") out = Level::kWarn;
-  else if (text == "error") out = Level::kError;
-  else return false;
+  if (text == "debug")
+    out = Level::kDebug;
+  else if (text == "info")
+    out = Level::kInfo;
+  else if (text == "warn" || text == "warning")
+    out = Level::kWarn;
+  else if (text == "error")
+    out = Level::kError;
+  else
+    return false;
   return true;
 }
 
-bool Enabled(Level level) { return static_cast<int>(level) >= gMinLevel.load(); }
+bool Enabled(Level level) {
+  return static_cast<int>(level) >= gMinLevel.load();
+}
 
 void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
   if (!Enabled(level)) return;
@@ -111,8 +119,10 @@ void Write(Level level, std::string_view message, std::initializer_list<Field> f
       line += k;
       line += '=';
       bool quote = v.find_first_of(" \"=") != std::string::npos || v.empty();
-      if (quote) AppendJsonString(line, v);
-      else line += v;
+      if (quote)
+        AppendJsonString(line, v);
+      else
+        line += v;
     }
     line += '\n';
   }

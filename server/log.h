@@ -20,9 +20,17 @@ bool Enabled(Level level);
 using Field = std::pair<std::string_view, std::string>;
 void Write(Level level, std::string_view message, std::initializer_list<Field> fields = {});
 
-inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kDebug, m, f); }
-inline void Info(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kInfo, m, f); }
-inline void Warn(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kWarn, m, f); }
-inline void Error(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kError, m, f); }
+inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) {
+  Write(Level::kDebug, m, f);
+}
+inline void Info(std::string_view m, std::initializer_list<Field> f = {}) {
+  Write(Level::kInfo, m, f);
+}
+inline void Warn(std::string_view m, std::initializer_list<Field> f = {}) {
+  Write(Level::kWarn, m, f);
+}
+inline void Error(std::string_view m, std::initializer_list<Field> f = {}) {
+  Write(Level::kError, m, f);
+}
 
 }  // namespace iw::log

@@ -25,8 +25,9 @@ namespace {
 int Review(const iw::cli::ReviewOptions& o) {
   const iw::admission::Route* route = iw::admission::FindRoute(o.path);
   if (route == nullptr) {
-    std::cerr << "unknown --path " << o.path
-              << "; routes: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods\n";
+    std::cerr
+        << "unknown --path " << o.path
+        << "; routes: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods\n";
     return 2;
   }
   std::string body((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
   try {
     iw::cli::Parsed p = iw::cli::Parse(argc, argv);
     if (p.exitCode) {
-      (*p.exitCode == 0 ? std::cout : std::cerr) << p.output << (p.output.ends_with('\n') ? "" : "\n");
+      (*p.exitCode == 0 ? std::cout : std::cerr)
+          << p.output << (p.output.ends_with('\n') ? "" : "\n");
       return *p.exitCode;
     }
     if (p.command == "version") {

@@ -16,10 +16,14 @@ std::string EscapeLabel(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -67,7 +71,8 @@ std::string Registry::Render() const {
   std::string out;
   out.reserve(4096);
   std::lock_guard lock(mu_);
-  out += "# HELP inplace_webhook_requests_total Admission requests by route and HTTP status code.\n";
+  out +=
+      "# HELP inplace_webhook_requests_total Admission requests by route and HTTP status code.\n";
   out += "# TYPE inplace_webhook_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
     out += "inplace_webhook_requests_total{route=\"" + EscapeLabel(key.first) + "\",code=\"" +
@@ -76,7 +81,8 @@ std::string Registry::Render() const {
   out += "# HELP inplace_webhook_request_duration_seconds Time to answer an admission request.\n";
   out += "# TYPE inplace_webhook_request_duration_seconds histogram\n";
   for (const auto& [route, h] : latency_) {
-    h.Render(out, "inplace_webhook_request_duration_seconds", "route=\"" + EscapeLabel(route) + "\"");
+    h.Render(out, "inplace_webhook_request_duration_seconds",
+             "route=\"" + EscapeLabel(route) + "\"");
   }
   out += "# HELP inplace_webhook_requests_in_flight Admission requests being answered now.\n";
   out += "# TYPE inplace_webhook_requests_in_flight gauge\n";
@@ -87,10 +93,14 @@ std::string Registry::Render() const {
     out += "inplace_webhook_handler_errors_total{route=\"" + EscapeLabel(route) + "\"} " +
            std::to_string(n) + "\n";
   }
-  out += "# HELP inplace_webhook_certificate_reloads_total Serving certificate reloads from disk.\n";
+  out +=
+      "# HELP inplace_webhook_certificate_reloads_total Serving certificate reloads from disk.\n";
   out += "# TYPE inplace_webhook_certificate_reloads_total counter\n";
-  out += "inplace_webhook_certificate_reloads_total " + std::to_string(certificateReloads.load()) + "\n";
-  out += "# HELP inplace_webhook_certificate_reload_errors_total Certificate reloads refused (unreadable, invalid or mismatched key).\n";
+  out += "inplace_webhook_certificate_reloads_total " + std::to_string(certificateReloads.load()) +
+         "\n";
+  out +=
+      "# HELP inplace_webhook_certificate_reload_errors_total Certificate reloads refused "
+      "(unreadable, invalid or mismatched key).\n";
   out += "# TYPE inplace_webhook_certificate_reload_errors_total counter\n";
   out += "inplace_webhook_certificate_reload_errors_total " +
          std::to_string(certificateReloadErrors.load()) + "\n";

@@ -17,9 +17,8 @@ namespace iw::metrics {
 // A histogram with fixed buckets (seconds).
 class Histogram {
  public:
-  static constexpr std::array<double, 14> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                                       0.005,  0.01,    0.025,  0.05,  0.1,
-                                                       0.25,   0.5,     1,      2.5};
+  static constexpr std::array<double, 14> kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
   void Observe(double seconds);
   // Appends `name_bucket{labels,le=...}`, `_sum`, `_count` lines.
   void Render(std::string& out, std::string_view name, std::string_view labels) const;

@@ -9,58 +9,86 @@ namespace {
 constexpr const char* kUsage =
     "inplace-webhook: in-place updates with lifecycle hooks for Kubernetes Deployments.\n\n"
     "Usage:\n"
-    "  inplace-webhook serve [flags]     serve the admission webhook (HTTPS) and run the in-place loop\n"
-    "  inplace-webhook review [flags]    answer one AdmissionReview read from stdin and print the response\n"
+    "  inplace-webhook serve [flags]     serve the admission webhook (HTTPS) and run the in-place "
+    "loop\n"
+    "  inplace-webhook review [flags]    answer one AdmissionReview read from stdin and print the "
+    "response\n"
     "  inplace-webhook version           print the version\n\n"
     "Run `inplace-webhook serve --help` or `inplace-webhook review --help` for the flags.\n";
 
 cxxopts::Options ServeSpec() {
-  cxxopts::Options o("inplace-webhook serve",
-                     "Serves the admission webhook over HTTPS and, when an API server is reachable, runs the\n"
-                     "  in-place rollout loop (leader-elected). Certificates are re-read when their files change.");
+  cxxopts::Options o(
+      "inplace-webhook serve",
+      "Serves the admission webhook over HTTPS and, when an API server is reachable, runs the\n"
+      "  in-place rollout loop (leader-elected). Certificates are re-read when their files "
+      "change.");
   o.set_width(110);
-  o.add_options("Listeners")
-      ("bind-address", "address both listeners bind to", cxxopts::value<std::string>()->default_value("0.0.0.0"))
-      ("port", "HTTPS port for AdmissionReviews", cxxopts::value<int>()->default_value("8443"))
-      ("probe-port", "plain-HTTP port for /healthz, /readyz and /metrics (-1: none)", cxxopts::value<int>()->default_value("8080"))
-      ("tls-cert-file", "serving certificate (PEM, leaf first, then intermediates)", cxxopts::value<std::string>())
-      ("tls-private-key-file", "private key of the serving certificate (PEM)", cxxopts::value<std::string>())
-      ("client-ca-file", "if set, require client certificates signed by this CA (PEM)", cxxopts::value<std::string>()->default_value(""))
-      ("cert-check-interval-ms", "how often the certificate files are checked for changes", cxxopts::value<int>()->default_value("1000"));
-  o.add_options("Limits")
-      ("max-request-bytes", "largest AdmissionReview body accepted (larger: HTTP 413)", cxxopts::value<size_t>()->default_value("7340032"))
-      ("max-connections", "connections served at once (one thread each); more wait", cxxopts::value<size_t>()->default_value("256"))
-      ("read-timeout-seconds", "time allowed to receive a request once it starts, and for the TLS handshake", cxxopts::value<int>()->default_value("10"))
-      ("idle-timeout-seconds", "keep-alive idle timeout (the API server keeps idle connections 90 s)", cxxopts::value<int>()->default_value("90"))
-      ("shutdown-delay-seconds", "on SIGTERM, keep serving this long with /readyz failing before closing", cxxopts::value<int>()->default_value("3"))
-      ("shutdown-grace-seconds", "on SIGTERM, longest wait for in-flight work before exiting", cxxopts::value<int>()->default_value("30"));
-  o.add_options("Identity and loop")
-      ("controller-user", "the loop's own API identity; its requests pass the webhooks untouched",
-       cxxopts::value<std::string>()->default_value("system:serviceaccount:inplace-webhook:inplace-webhook"))
-      ("api-server", "API server URL (e.g. http://127.0.0.1:8001 for kubectl proxy); default: in-cluster config", cxxopts::value<std::string>()->default_value(""))
-      ("token-file", "bearer token file for --api-server (re-read when it changes)", cxxopts::value<std::string>()->default_value(""))
-      ("certificate-authority", "CA bundle to verify --api-server", cxxopts::value<std::string>()->default_value(""))
-      ("leader-elect", "run the loop only while holding the Lease: auto (on in a cluster), true or false", cxxopts::value<std::string>()->default_value("auto"))
-      ("leader-election-namespace", "namespace of the Lease (default: the pod's namespace)", cxxopts::value<std::string>()->default_value(""))
-      ("disable-loop", "serve admission only; do not run the in-place loop");
-  o.add_options("Logging")
-      ("log-level", "debug, info, warn or error", cxxopts::value<std::string>()->default_value("info"))
-      ("log-format", "json or text", cxxopts::value<std::string>()->default_value("json"))
-      ("h,help", "show this help");
+  o.add_options("Listeners")("bind-address", "address both listeners bind to",
+                             cxxopts::value<std::string>()->default_value("0.0.0.0"))(
+      "port", "HTTPS port for AdmissionReviews", cxxopts::value<int>()->default_value("8443"))(
+      "probe-port", "plain-HTTP port for /healthz, /readyz and /metrics (-1: none)",
+      cxxopts::value<int>()->default_value("8080"))(
+      "tls-cert-file", "serving certificate (PEM, leaf first, then intermediates)",
+      cxxopts::value<std::string>())("tls-private-key-file",
+                                     "private key of the serving certificate (PEM)",
+                                     cxxopts::value<std::string>())(
+      "client-ca-file", "if set, require client certificates signed by this CA (PEM)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "cert-check-interval-ms", "how often the certificate files are checked for changes",
+      cxxopts::value<int>()->default_value("1000"));
+  o.add_options("Limits")("max-request-bytes",
+                          "largest AdmissionReview body accepted (larger: HTTP 413)",
+                          cxxopts::value<size_t>()->default_value("7340032"))(
+      "max-connections", "connections served at once (one thread each); more wait",
+      cxxopts::value<size_t>()->default_value("256"))(
+      "read-timeout-seconds",
+      "time allowed to receive a request once it starts, and for the TLS handshake",
+      cxxopts::value<int>()->default_value("10"))(
+      "idle-timeout-seconds",
+      "keep-alive idle timeout (the API server keeps idle connections 90 s)",
+      cxxopts::value<int>()->default_value("90"))(
+      "shutdown-delay-seconds",
+      "on SIGTERM, keep serving this long with /readyz failing before closing",
+      cxxopts::value<int>()->default_value("3"))(
+      "shutdown-grace-seconds", "on SIGTERM, longest wait for in-flight work before exiting",
+      cxxopts::value<int>()->default_value("30"));
+  o.add_options("Identity and loop")(
+      "controller-user", "the loop's own API identity; its requests pass the webhooks untouched",
+      cxxopts::value<std::string>()->default_value(
+          "system:serviceaccount:inplace-webhook:inplace-webhook"))(
+      "api-server",
+      "API server URL (e.g. http://127.0.0.1:8001 for kubectl proxy); default: in-cluster config",
+      cxxopts::value<std::string>()->default_value(""))(
+      "token-file", "bearer token file for --api-server (re-read when it changes)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "certificate-authority", "CA bundle to verify --api-server",
+      cxxopts::value<std::string>()->default_value(""))(
+      "leader-elect",
+      "run the loop only while holding the Lease: auto (on in a cluster), true or false",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "leader-election-namespace", "namespace of the Lease (default: the pod's namespace)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "disable-loop", "serve admission only; do not run the in-place loop");
+  o.add_options("Logging")("log-level", "debug, info, warn or error",
+                           cxxopts::value<std::string>()->default_value("info"))(
+      "log-format", "json or text", cxxopts::value<std::string>()->default_value("json"))(
+      "h,help", "show this help");
   return o;
 }
 
 cxxopts::Options ReviewSpec() {
-  cxxopts::Options o("inplace-webhook review",
-                     "Reads one AdmissionReview from stdin, answers it with the same code the server runs, and\n"
-                     "  prints the response. Exit status: 0 allowed, 1 denied, 2 not an answerable review.");
+  cxxopts::Options o(
+      "inplace-webhook review",
+      "Reads one AdmissionReview from stdin, answers it with the same code the server runs, and\n"
+      "  prints the response. Exit status: 0 allowed, 1 denied, 2 not an answerable review.");
   o.set_width(110);
-  o.add_options()
-      ("path", "route to answer as: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods",
-       cxxopts::value<std::string>()->default_value("/mutate/deployments"))
-      ("controller-user", "the controller identity, as for serve",
-       cxxopts::value<std::string>()->default_value("system:serviceaccount:inplace-webhook:inplace-webhook"))
-      ("h,help", "show this help");
+  o.add_options()("path",
+                  "route to answer as: /mutate/deployments, /validate/deployments, /mutate/pods, "
+                  "/validate/pods",
+                  cxxopts::value<std::string>()->default_value("/mutate/deployments"))(
+      "controller-user", "the controller identity, as for serve",
+      cxxopts::value<std::string>()->default_value(
+          "system:serviceaccount:inplace-webhook:inplace-webhook"))("h,help", "show this help");
   return o;
 }
 
@@ -92,7 +120,8 @@ Parsed Parse(int argc, char** argv) {
   cxxopts::Options spec = p.command == "serve" ? ServeSpec() : ReviewSpec();
   try {
     auto r = spec.parse(argc - 1, argv + 1);
-    if (!r.unmatched().empty()) return Fail("unexpected argument \"" + r.unmatched().front() + "\"");
+    if (!r.unmatched().empty())
+      return Fail("unexpected argument \"" + r.unmatched().front() + "\"");
     if (r.count("help") != 0) {
       p.exitCode = 0;
       p.output = spec.help();
@@ -109,7 +138,8 @@ Parsed Parse(int argc, char** argv) {
     w.port = r["port"].as<int>();
     w.probePort = r["probe-port"].as<int>();
     if (r.count("tls-cert-file") == 0 || r.count("tls-private-key-file") == 0) {
-      return Fail("--tls-cert-file and --tls-private-key-file are required (see certs/gen-dev-certs.sh)");
+      return Fail(
+          "--tls-cert-file and --tls-private-key-file are required (see certs/gen-dev-certs.sh)");
     }
     w.certFile = r["tls-cert-file"].as<std::string>();
     w.keyFile = r["tls-private-key-file"].as<std::string>();
@@ -135,7 +165,8 @@ Parsed Parse(int argc, char** argv) {
     if (w.probePort < -1 || w.probePort > 65535) return Fail("--probe-port must be -1..65535");
     if (w.maxConnections == 0) return Fail("--max-connections must be at least 1");
     if (w.maxRequestBytes < 1024) return Fail("--max-request-bytes must be at least 1024");
-    if (w.idleTimeoutSeconds < 1 || w.readTimeoutSeconds < 1) return Fail("timeouts must be at least 1 second");
+    if (w.idleTimeoutSeconds < 1 || w.readTimeoutSeconds < 1)
+      return Fail("timeouts must be at least 1 second");
     if (!log::ParseLevel(r["log-level"].as<std::string>(), s.logLevel)) {
       return Fail("--log-level must be debug, info, warn or error");
     }
@@ -143,7 +174,8 @@ Parsed Parse(int argc, char** argv) {
     if (fmt != "json" && fmt != "text") return Fail("--log-format must be json or text");
     s.logFormat = fmt == "json" ? log::Format::kJson : log::Format::kText;
   } catch (const cxxopts::exceptions::exception& e) {
-    return Fail(std::string(e.what()) + "\nRun `inplace-webhook " + p.command + " --help` for the flags.");
+    return Fail(std::string(e.what()) + "\nRun `inplace-webhook " + p.command +
+                " --help` for the flags.");
   }
   return p;
 }

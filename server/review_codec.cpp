@@ -47,7 +47,8 @@ std::optional<std::string> CheckMetadata(const Value& object, const std::string&
     if (!m->IsObject()) return where + ".metadata." + map + " must be a map of strings";
     for (const auto& kv : m->GetObject()) {
       if (!kv.value.IsString()) {
-        return where + ".metadata." + map + "[" + std::string(json::View(kv.name)) + "] must be a string";
+        return where + ".metadata." + map + "[" + std::string(json::View(kv.name)) +
+               "] must be a string";
       }
     }
   }
@@ -68,11 +69,14 @@ std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out
   if (auto e = str("subResource", out.subResource)) return e;
 
   const Value* kind = json::Find(&r, "kind");
-  if (kind == nullptr || !kind->IsObject()) return "request.kind must be an object {group,version,kind}";
-  for (auto [key, dst] : {std::pair{"group", &out.kind.group}, std::pair{"version", &out.kind.version},
-                          std::pair{"kind", &out.kind.kind}}) {
+  if (kind == nullptr || !kind->IsObject())
+    return "request.kind must be an object {group,version,kind}";
+  for (auto [key, dst] :
+       {std::pair{"group", &out.kind.group}, std::pair{"version", &out.kind.version},
+        std::pair{"kind", &out.kind.kind}}) {
     const Value* v = json::Find(kind, key);
-    if (v != nullptr && !v->IsString()) return std::string("request.kind.") + key + " must be a string";
+    if (v != nullptr && !v->IsString())
+      return std::string("request.kind.") + key + " must be a string";
     if (v != nullptr) dst->assign(v->GetString(), v->GetStringLength());
   }
   if (out.kind.kind.empty()) return "request.kind.kind is required";
@@ -86,11 +90,17 @@ std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out
   const Value* op = json::Find(&r, "operation");
   if (op == nullptr || !op->IsString()) return "request.operation must be a string";
   std::string_view ops = json::View(*op);
-  if (ops == "CREATE") out.operation = admission::Operation::kCreate;
-  else if (ops == "UPDATE") out.operation = admission::Operation::kUpdate;
-  else if (ops == "DELETE") out.operation = admission::Operation::kDelete;
-  else if (ops == "CONNECT") out.operation = admission::Operation::kConnect;
-  else return "request.operation must be CREATE, UPDATE, DELETE or CONNECT, not \"" + std::string(ops) + "\"";
+  if (ops == "CREATE")
+    out.operation = admission::Operation::kCreate;
+  else if (ops == "UPDATE")
+    out.operation = admission::Operation::kUpdate;
+  else if (ops == "DELETE")
+    out.operation = admission::Operation::kDelete;
+  else if (ops == "CONNECT")
+    out.operation = admission::Operation::kConnect;
+  else
+    return "request.operation must be CREATE, UPDATE, DELETE or CONNECT, not \"" +
+           std::string(ops) + "\"";
 
   if (const Value* ui = json::Find(&r, "userInfo"); ui != nullptr && !ui->IsNull()) {
     if (!ui->IsObject()) return "request.userInfo must be an object";
@@ -106,7 +116,8 @@ std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out
     }
   }
 
-  for (auto [key, dst] : {std::pair{"object", &out.object}, std::pair{"oldObject", &out.oldObject}}) {
+  for (auto [key, dst] :
+       {std::pair{"object", &out.object}, std::pair{"oldObject", &out.oldObject}}) {
     const Value* v = json::Find(&r, key);
     if (v == nullptr || v->IsNull()) continue;
     if (!v->IsObject()) return std::string("request.") + key + " must be an object or null";
@@ -118,7 +129,8 @@ std::optional<std::string> DecodeRequest(const Value& r, admission::Request& out
     out.dryRun = d->GetBool();
   }
   // The object each operation needs.
-  if ((out.operation == admission::Operation::kCreate || out.operation == admission::Operation::kUpdate) &&
+  if ((out.operation == admission::Operation::kCreate ||
+       out.operation == admission::Operation::kUpdate) &&
       out.object == nullptr) {
     return "request.object is required for " + std::string(ops);
   }
@@ -132,7 +144,8 @@ void WriteString(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-std::string Encode(std::string_view apiVersion, std::string_view uid, const admission::Response& resp) {
+std::string Encode(std::string_view apiVersion, std::string_view uid,
+                   const admission::Response& resp) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.StartObject();
@@ -195,8 +208,10 @@ std::string Base64(std::string_view bytes) {
 
 bool IsJsonContentType(std::string_view ct) {
   std::string_view media = ct.substr(0, ct.find(';'));
-  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.back()))) media.remove_suffix(1);
-  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.front()))) media.remove_prefix(1);
+  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.back())))
+    media.remove_suffix(1);
+  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.front())))
+    media.remove_prefix(1);
   std::string lower(media);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -234,15 +249,19 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
              const admission::Context& ctx) {
   if (body.empty()) return PlainError(400, "request body is empty");
   if (!IsJsonContentType(contentType)) {
-    return PlainError(415, "contentType=" + std::string(contentType) + ", expected application/json");
+    return PlainError(415,
+                      "contentType=" + std::string(contentType) + ", expected application/json");
   }
   json::Document doc;
   if (auto err = json::ParseUntrusted(body, doc)) {
     return PlainError(400, "request body is not valid JSON: " + *err);
   }
-  if (!doc.IsObject()) return PlainError(400, "request body is not an AdmissionReview: not a JSON object");
-  if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview"); kind != "AdmissionReview") {
-    return PlainError(400, "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
+  if (!doc.IsObject())
+    return PlainError(400, "request body is not an AdmissionReview: not a JSON object");
+  if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview");
+      kind != "AdmissionReview") {
+    return PlainError(400,
+                      "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
   }
   std::string_view apiVersion = json::StringOr(&doc, "apiVersion", kV1);
   if (apiVersion != kV1 && apiVersion != kV1beta1) {
@@ -270,13 +289,16 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
     try {
       resp = route.handler(req, ctx);
     } catch (const std::exception& e) {
-      resp = admission::Errored(500, std::string("internal error in ") + std::string(route.path) + ": " + e.what());
+      resp = admission::Errored(
+          500, std::string("internal error in ") + std::string(route.path) + ": " + e.what());
     } catch (...) {
       resp = admission::Errored(500, std::string("internal error in ") + std::string(route.path));
     }
     // Contract of the API server: no patch from a validating webhook, none on DELETE.
-    if (!resp.patch.empty() && (!route.mutating || req.operation == admission::Operation::kDelete)) {
-      resp = admission::Errored(500, "internal error: " + std::string(route.path) + " produced a patch it may not send");
+    if (!resp.patch.empty() &&
+        (!route.mutating || req.operation == admission::Operation::kDelete)) {
+      resp = admission::Errored(
+          500, "internal error: " + std::string(route.path) + " produced a patch it may not send");
     }
   }
   reply.allowed = resp.allowed;

@@ -66,27 +66,34 @@ struct CertificateStore::Pair {
   std::string fingerprint;
 };
 
-CertificateStore::CertificateStore(std::string certFile, std::string keyFile, metrics::Registry& metrics)
+CertificateStore::CertificateStore(std::string certFile, std::string keyFile,
+                                   metrics::Registry& metrics)
     : certFile_(std::move(certFile)), keyFile_(std::move(keyFile)), metrics_(metrics) {}
 
-CertificateStore::~CertificateStore() { StopWatching(); }
+CertificateStore::~CertificateStore() {
+  StopWatching();
+}
 
 std::string CertificateStore::Load(std::shared_ptr<const Pair>& out) {
   std::string certPem, keyPem;
   if (!ReadFile(certFile_, certPem)) return "cannot read certificate file " + certFile_;
   if (!ReadFile(keyFile_, keyPem)) return "cannot read private key file " + keyFile_;
   auto pair = std::make_shared<Pair>();
-  std::unique_ptr<BIO, BioFree> certBio(BIO_new_mem_buf(certPem.data(), static_cast<int>(certPem.size())));
+  std::unique_ptr<BIO, BioFree> certBio(
+      BIO_new_mem_buf(certPem.data(), static_cast<int>(certPem.size())));
   pair->leaf.reset(PEM_read_bio_X509(certBio.get(), nullptr, nullptr, nullptr));
-  if (!pair->leaf) return "certificate file " + certFile_ + " holds no PEM certificate: " + OpenSslError();
+  if (!pair->leaf)
+    return "certificate file " + certFile_ + " holds no PEM certificate: " + OpenSslError();
   pair->chain.reset(sk_X509_new_null());
   while (X509* extra = PEM_read_bio_X509(certBio.get(), nullptr, nullptr, nullptr)) {
     sk_X509_push(pair->chain.get(), extra);
   }
   ERR_clear_error();  // the loop above ends on "no start line"
-  std::unique_ptr<BIO, BioFree> keyBio(BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
+  std::unique_ptr<BIO, BioFree> keyBio(
+      BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
   pair->key.reset(PEM_read_bio_PrivateKey(keyBio.get(), nullptr, nullptr, nullptr));
-  if (!pair->key) return "private key file " + keyFile_ + " holds no PEM private key: " + OpenSslError();
+  if (!pair->key)
+    return "private key file " + keyFile_ + " holds no PEM private key: " + OpenSslError();
   if (X509_check_private_key(pair->leaf.get(), pair->key.get()) != 1) {
     ERR_clear_error();
     return "private key in " + keyFile_ + " does not match the certificate in " + certFile_;
@@ -180,12 +187,15 @@ int CertificateStore::SelectCertificate(SSL* ssl, void* self) {
   }
   if (!pair) return 0;
   // SSL_use_cert_and_key takes its own references.
-  return SSL_use_cert_and_key(ssl, pair->leaf.get(), pair->key.get(), pair->chain.get(), 1) == 1 ? 1 : 0;
+  return SSL_use_cert_and_key(ssl, pair->leaf.get(), pair->key.get(), pair->chain.get(), 1) == 1
+             ? 1
+             : 0;
 }
 
 std::string CertificateStore::ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile) {
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(
+      &ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   // TLS 1.2: forward-secret AEAD suites only (what Go's crypto/tls prefers). TLS 1.3 suites are
   // all AEAD and keep OpenSSL's defaults.
   if (SSL_CTX_set_cipher_list(&ctx,

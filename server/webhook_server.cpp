@@ -49,7 +49,9 @@ class LiveConnections {
   }
 
  private:
-  LiveConnections() { index_ = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &LiveConnections::OnFree); }
+  LiveConnections() {
+    index_ = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &LiveConnections::OnFree);
+  }
   static void OnInfo(const SSL* ssl, int where, int) {
     if ((where & SSL_CB_HANDSHAKE_START) == 0) return;
     auto& self = Instance();
@@ -79,7 +81,9 @@ class LiveConnections {
 WebhookServer::WebhookServer(WebhookServerOptions options, metrics::Registry& metrics)
     : options_(std::move(options)), metrics_(metrics) {}
 
-WebhookServer::~WebhookServer() { Shutdown(std::chrono::milliseconds(0)); }
+WebhookServer::~WebhookServer() {
+  Shutdown(std::chrono::milliseconds(0));
+}
 
 std::string WebhookServer::Start() {
   certs_ = std::make_unique<tls::CertificateStore>(options_.certFile, options_.keyFile, metrics_);
@@ -115,14 +119,17 @@ std::string WebhookServer::Start() {
   if (options_.probePort >= 0) {
     probes_ = std::make_unique<httplib::Server>();
     Tune(*probes_, options_);
-    probes_->new_task_queue = [] { return std::make_unique<ConnectionPool>(1, 8, std::chrono::seconds(60)).release(); };
+    probes_->new_task_queue = [] {
+      return std::make_unique<ConnectionPool>(1, 8, std::chrono::seconds(60)).release();
+    };
     InstallProbeRoutes();
     if (options_.probePort == 0) {
       probePort_ = probes_->bind_to_any_port(options_.bindAddress);
       if (probePort_ <= 0) return "cannot listen for probes on " + options_.bindAddress;
     } else {
       if (!probes_->bind_to_port(options_.bindAddress, options_.probePort)) {
-        return "cannot listen for probes on " + options_.bindAddress + ":" + std::to_string(options_.probePort);
+        return "cannot listen for probes on " + options_.bindAddress + ":" +
+               std::to_string(options_.probePort);
       }
       probePort_ = options_.probePort;
     }
@@ -149,26 +156,34 @@ std::string WebhookServer::Start() {
 
 void WebhookServer::InstallWebhookRoutes() {
   for (const admission::Route& route : admission::Routes()) {
-    https_->Post(std::string(route.path), [this, &route](const httplib::Request& req, httplib::Response& res) {
+    https_->Post(std::string(route.path), [this, &route](const httplib::Request& req,
+                                                         httplib::Response& res) {
       auto start = Clock::now();
       metrics_.inFlight.fetch_add(1);
       admission::Context ctx;
       ctx.controllerUser = options_.controllerUser;
       ctx.now = std::chrono::system_clock::now();
-      review::Reply reply = review::Answer(route, req.body, req.get_header_value("Content-Type"), ctx);
+      review::Reply reply =
+          review::Answer(route, req.body, req.get_header_value("Content-Type"), ctx);
       SendReply(res, reply);
       metrics_.inFlight.fetch_sub(1);
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
       metrics_.RecordRequest(route.path, reply.httpStatus, secs);
       if (reply.handlerError) {
         metrics_.RecordHandlerError(route.path);
-        log::Error("admission handler failed", {{"route", std::string(route.path)}, {"uid", reply.uid}, {"error", reply.message}});
+        log::Error(
+            "admission handler failed",
+            {{"route", std::string(route.path)}, {"uid", reply.uid}, {"error", reply.message}});
       } else if (!reply.decided) {
-        log::Warn("bad admission request", {{"route", std::string(route.path)}, {"status", std::to_string(reply.httpStatus)},
-                                             {"error", reply.message}, {"remote", req.remote_addr}});
+        log::Warn("bad admission request", {{"route", std::string(route.path)},
+                                            {"status", std::to_string(reply.httpStatus)},
+                                            {"error", reply.message},
+                                            {"remote", req.remote_addr}});
       } else if (log::Enabled(log::Level::kDebug)) {
-        log::Debug("admission", {{"route", std::string(route.path)}, {"uid", reply.uid},
-                                 {"allowed", reply.allowed ? "true" : "false"}, {"patched", reply.patched ? "true" : "false"},
+        log::Debug("admission", {{"route", std::string(route.path)},
+                                 {"uid", reply.uid},
+                                 {"allowed", reply.allowed ? "true" : "false"},
+                                 {"patched", reply.patched ? "true" : "false"},
                                  {"message", reply.message}});
       }
     });
@@ -177,7 +192,8 @@ void WebhookServer::InstallWebhookRoutes() {
   // a body over the limit, 400 for a malformed request line), gets a Status body.
   https_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     if (admission::FindRoute(req.path) != nullptr && req.method != "POST") {
-      SendReply(res, review::PlainError(405, "method " + req.method + " not allowed on " + req.path + "; use POST"));
+      SendReply(res, review::PlainError(405, "method " + req.method + " not allowed on " +
+                                                 req.path + "; use POST"));
       res.set_header("Allow", "POST");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -188,10 +204,13 @@ void WebhookServer::InstallWebhookRoutes() {
     std::string message;
     switch (res.status) {
       case 404:
-        message = "no webhook at " + req.path + "; routes: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods";
+        message =
+            "no webhook at " + req.path +
+            "; routes: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods";
         break;
       case 413:
-        message = "request entity is too large; limit is " + std::to_string(options_.maxRequestBytes) + " bytes";
+        message = "request entity is too large; limit is " +
+                  std::to_string(options_.maxRequestBytes) + " bytes";
         break;
       default:
         message = "bad request";
@@ -200,20 +219,24 @@ void WebhookServer::InstallWebhookRoutes() {
     SendReply(res, review::PlainError(status, message));
     metrics_.RecordRequest(admission::FindRoute(req.path) ? req.path : "other", status, 0);
   });
-  https_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-    SendReply(res, review::PlainError(500, "internal error"));
-    metrics_.RecordHandlerError(req.path);
-  });
+  https_->set_exception_handler(
+      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+        SendReply(res, review::PlainError(500, "internal error"));
+        metrics_.RecordHandlerError(req.path);
+      });
 }
 
 void WebhookServer::InstallProbeRoutes() {
-  probes_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+  probes_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
   probes_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     if (ready_.load() && !shuttingDown_.load() && https_ && https_->is_running()) {
       res.set_content("ok", "text/plain");
     } else {
       res.status = 503;
-      res.set_content(shuttingDown_.load() ? "shutting down" : "webhook listener not accepting yet", "text/plain");
+      res.set_content(shuttingDown_.load() ? "shutting down" : "webhook listener not accepting yet",
+                      "text/plain");
     }
   });
   probes_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
