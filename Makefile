@@ -48,6 +48,9 @@ sanitize-one:
 	@certs/gen-dev-certs.sh $(CERT_DIR) >/dev/null
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800
 
+chart-test:
+	@tests/chart/helm-test.sh
+
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
