@@ -48,6 +48,21 @@ sanitize-one:
 	@certs/gen-dev-certs.sh $(CERT_DIR) >/dev/null
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800
 
+BENCH_SECONDS ?= 10
+bench: deps
+	@tests/install-deps.sh $(BENCH_PACKAGES)
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build-release -j $(JOBS) --target inplace-webhook
+	@certs/gen-dev-certs.sh build-release/certs >/dev/null
+	@python3 tests/bench/bench.py build-release/inplace-webhook . build-release/certs build-release/bench --seconds $(BENCH_SECONDS)
+
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@tests/install-deps.sh $(FUZZ_PACKAGES)
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DIW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_review fuzz_json_patch
+	@tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 chart-test:
 	@tests/chart/helm-test.sh
 
