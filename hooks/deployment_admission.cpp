@@ -1,10 +1,114 @@
 #include "hooks/deployment_admission.h"
 
+#include "hooks/deployment_rules.h"
+#include "hooks/keys.h"
+#include "hooks/lifecycle.h"
+
 namespace iw::admission {
 
-// Pass-through until the in-place decisions land (issue 3): the right answer for objects that
-// have not opted in.
-Response MutateDeployment(const Request&, const Context&) { return Allowed(); }
-Response ValidateDeployment(const Request&, const Context&) { return Allowed(); }
+namespace {
+
+using deployment::Decision;
+
+// Requests a Deployment webhook never judges: subresources (scale, status), the controller's own
+// writes (DESIGN.md §4a "Who is exempt"), and operations other than UPDATE (and CREATE when
+// `includeCreate`).
+bool Exempt(const Request& req, const Context& ctx, bool includeCreate) {
+  if (!req.subResource.empty()) return true;
+  if (req.username == ctx.controllerUser) return true;
+  if (req.operation == Operation::kUpdate) return false;
+  return !(includeCreate && req.operation == Operation::kCreate);
+}
+
+// Shape of the request objects the rules read; a message for Errored(400) or nullopt.
+std::optional<std::string> CheckRequest(const Request& req) {
+  if (req.object == nullptr) return "request.object is missing";
+  if (auto err = deployment::CheckDeploymentShape(*req.object, "request.object")) return err;
+  if (req.operation != Operation::kUpdate) return std::nullopt;
+  if (req.oldObject == nullptr) return "request.oldObject is missing for UPDATE";
+  return deployment::CheckDeploymentShape(*req.oldObject, "request.oldObject");
+}
+
+// The user-facing reason why `object` is not a fixed point of `d`.
+std::string DenialMessage(const Decision& d, const json::Value& object) {
+  const std::string abort = "to stop the in-place update and let the normal rollout run: " +
+                            deployment::AbortCommand(object);
+  const std::string key(keys::kInProgressAnnotation);
+  switch (d.action) {
+    case Decision::Action::kNone:
+      return key + " is written by inplace-webhook only and no in-place update is running: " +
+             "remove it";
+    case Decision::Action::kStart:
+      return "this template change is an in-place update, but spec.paused=true and " + key +
+             " were not set by the mutating webhook (/mutate/deployments): retry the write, or " +
+             "remove label " + std::string(keys::kEnabledLabel) + " for a normal rollout";
+    case Decision::Action::kEnd:
+      return "this change ends the in-place update, so the mutating webhook removes " + key +
+             (d.paused ? " and restores spec.paused=false" : "") + ": retry the write, or " + abort;
+    case Decision::Action::kKeep:
+    case Decision::Action::kRetarget:
+      if (d.paused && deployment::IsPaused(object) != *d.paused) {
+        return "spec.paused must stay true while an in-place update is running (" + key + "); " +
+               abort;
+      }
+      return key + " is managed by inplace-webhook while an in-place update is running and " +
+             "cannot be edited; " + abort;
+    case Decision::Action::kIgnore:
+      break;
+  }
+  return "not a fixed point of the in-place decision: " + d.reason;
+}
+
+// The lifecycle/policy annotations parse and the readiness-gate rule holds (opted-in objects).
+std::optional<std::string> CheckSettings(const json::Value& object) {
+  std::string error;
+  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(object, error);
+  if (!settings) return error;
+  const lifecycle::Lifecycle& l = settings->lifecycle;
+  std::string needs;
+  for (const auto* hook : {&l.inPlaceUpdate, &l.preUpdate, &l.postUpdate}) {
+    if (*hook && (*hook)->markPodNotReady)
+      needs = std::string(keys::kLifecycleAnnotation) + " markPodNotReady";
+  }
+  if (needs.empty() && settings->policy.gracePeriodSeconds > 0) {
+    needs = std::string(keys::kPolicyAnnotation) + " gracePeriodSeconds > 0";
+  }
+  if (needs.empty() || deployment::HasReadinessGate(object)) return std::nullopt;
+  return needs + " needs the pod readiness gate: add readinessGates: [{conditionType: " +
+         std::string(keys::kReadyCondition) + "}] to spec.template.spec";
+}
+
+}  // namespace
+
+Response MutateDeployment(const Request& req, const Context& ctx) {
+  if (Exempt(req, ctx, /*includeCreate=*/false)) return Allowed();
+  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  Decision d = deployment::Decide(*req.oldObject, *req.object, ctx);
+  if (d.action == Decision::Action::kIgnore) return Allowed();
+  json::Document mutated;
+  mutated.CopyFrom(*req.object, mutated.GetAllocator());
+  deployment::Apply(d, mutated, mutated.GetAllocator());
+  return Patched(*req.object, mutated, std::move(d.warnings));
+}
+
+Response ValidateDeployment(const Request& req, const Context& ctx) {
+  if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
+  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  const json::Value& object = *req.object;
+  if (deployment::IsOptedIn(object)) {
+    if (auto err = CheckSettings(object)) return Denied(*err);
+  }
+  if (req.operation == Operation::kCreate) {
+    if (deployment::IsOptedIn(object) &&
+        deployment::Annotation(object, keys::kInProgressAnnotation)) {
+      return Denied(std::string(keys::kInProgressAnnotation) +
+                    " is written by inplace-webhook only: create the Deployment without it");
+    }
+    return Allowed();
+  }
+  Decision d = deployment::Decide(*req.oldObject, object, ctx);
+  if (deployment::Conforms(d, object)) return Allowed();
+  return Denied(DenialMessage(d, object));
+}
 
 }  // namespace iw::admission

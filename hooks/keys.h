@@ -22,11 +22,15 @@ inline constexpr std::string_view kStateLabel = "inplace-webhook.io/state";
 inline constexpr std::string_view kStateTimestampAnnotation = "inplace-webhook.io/state-timestamp";
 inline constexpr std::string_view kUpdateStateAnnotation = "inplace-webhook.io/update-state";
 inline constexpr std::string_view kReadyCondition = "inplace-webhook.io/ready";
+// On pods, written by the loop: `<state>@<state-timestamp>` of the wait for which a HookTimeout
+// Event was reported, so it is reported once per wait even across restarts of the loop.
+inline constexpr std::string_view kHookTimeoutAnnotation = "inplace-webhook.io/hook-timeout";
 
 // On ReplicaSets, written by the loop when it finishes an update.
 inline constexpr std::string_view kPreviousTemplateHashAnnotation =
     "inplace-webhook.io/previous-template-hash";
-inline constexpr std::string_view kPreviousTemplateAnnotation = "inplace-webhook.io/previous-template";
+inline constexpr std::string_view kPreviousTemplateAnnotation =
+    "inplace-webhook.io/previous-template";
 // On the pod template of an older, zero-replica ReplicaSet whose template equals the target,
 // so the Deployment controller's FindNewReplicaSet can no longer pick it.
 inline constexpr std::string_view kSupersededByAnnotation = "inplace-webhook.io/superseded-by";
@@ -41,7 +45,8 @@ inline constexpr std::string_view kStateUpdated = "Updated";
 inline constexpr std::string_view kPodTemplateHashLabel = "pod-template-hash";
 inline constexpr std::string_view kRestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt";
 inline constexpr std::string_view kRevisionAnnotation = "deployment.kubernetes.io/revision";
-inline constexpr std::string_view kDesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas";
+inline constexpr std::string_view kDesiredReplicasAnnotation =
+    "deployment.kubernetes.io/desired-replicas";
 inline constexpr std::string_view kMaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas";
 
 inline constexpr std::string_view kTrue = "true";

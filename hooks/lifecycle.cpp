@@ -34,13 +34,15 @@ std::optional<long long> WholeNumber(const json::Value& v) {
 bool ParseHook(const json::Value& v, std::string_view field, Hook& out, std::string& error) {
   const std::string_view a = keys::kLifecycleAnnotation;
   const std::string f(field);
-  if (!v.IsObject()) return Fail(error, a, f + " must be an object; expected " + std::string(kLifecycleShape));
+  if (!v.IsObject())
+    return Fail(error, a, f + " must be an object; expected " + std::string(kLifecycleShape));
   for (const auto& m : v.GetObject()) {
     const std::string_view name = json::View(m.name);
     const json::Value& value = m.value;
     if (name == "labelsHandler") {
       if (value.IsNull()) continue;
-      if (!value.IsObject()) return Fail(error, a, f + ".labelsHandler must be an object of string values");
+      if (!value.IsObject())
+        return Fail(error, a, f + ".labelsHandler must be an object of string values");
       for (const auto& l : value.GetObject()) {
         if (!l.value.IsString()) {
           return Fail(error, a, f + ".labelsHandler must be an object of string values");
@@ -49,7 +51,8 @@ bool ParseHook(const json::Value& v, std::string_view field, Hook& out, std::str
       }
     } else if (name == "finalizersHandler") {
       if (value.IsNull()) continue;
-      if (!value.IsArray()) return Fail(error, a, f + ".finalizersHandler must be an array of strings");
+      if (!value.IsArray())
+        return Fail(error, a, f + ".finalizersHandler must be an array of strings");
       for (const auto& e : value.GetArray()) {
         if (!e.IsString() || e.GetStringLength() == 0) {
           return Fail(error, a, f + ".finalizersHandler must be an array of non-empty strings");
@@ -66,9 +69,10 @@ bool ParseHook(const json::Value& v, std::string_view field, Hook& out, std::str
       if (!n || *n <= 0) return Fail(error, a, f + ".timeoutSeconds must be a positive integer");
       out.timeoutSeconds = *n;
     } else {
-      return Fail(error, a,
-                  "unknown field " + f + "." + std::string(name) +
-                      "; a hook has labelsHandler, finalizersHandler, markPodNotReady, timeoutSeconds");
+      return Fail(
+          error, a,
+          "unknown field " + f + "." + std::string(name) +
+              "; a hook has labelsHandler, finalizersHandler, markPodNotReady, timeoutSeconds");
     }
   }
   return true;

@@ -1,9 +1,83 @@
 #include "hooks/pod_admission.h"
 
+#include "hooks/deployment_rules.h"
+#include "hooks/keys.h"
+
 namespace iw::admission {
 
-// Pass-through until the pod decisions land (issue 3).
-Response MutatePod(const Request&, const Context&) { return Allowed(); }
-Response ValidatePod(const Request&, const Context&) { return Allowed(); }
+namespace {
+
+// The pod keys only the controller writes, and where they live.
+struct StateKey {
+  std::string_view map;  // "labels" or "annotations"
+  std::string_view key;
+};
+constexpr StateKey kStateKeys[] = {
+    {"labels", keys::kStateLabel},
+    {"annotations", keys::kStateTimestampAnnotation},
+    {"annotations", keys::kUpdateStateAnnotation},
+};
+
+std::optional<std::string_view> StateValue(const json::Value& pod, const StateKey& k) {
+  return k.map == "labels" ? deployment::Label(pod, k.key) : deployment::Annotation(pod, k.key);
+}
+
+std::optional<std::string> CheckRequest(const Request& req) {
+  if (req.object == nullptr) return "request.object is missing";
+  if (auto err = deployment::CheckMetadataShape(*req.object, "request.object")) return err;
+  if (req.operation != Operation::kUpdate) return std::nullopt;
+  if (req.oldObject == nullptr) return "request.oldObject is missing for UPDATE";
+  return deployment::CheckMetadataShape(*req.oldObject, "request.oldObject");
+}
+
+}  // namespace
+
+Response MutatePod(const Request& req, const Context& ctx) {
+  if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
+  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  const json::Value& pod = *req.object;
+  if (!deployment::IsOptedIn(pod)) return Allowed();
+  json::Document mutated;
+  auto& alloc = mutated.GetAllocator();
+  mutated.CopyFrom(pod, alloc);
+  json::Value& meta = json::EnsureObject(mutated, "metadata", alloc);
+  const bool hasState = deployment::Label(pod, keys::kStateLabel).has_value();
+  if (!hasState) {
+    json::SetString(json::EnsureObject(meta, "labels", alloc), keys::kStateLabel,
+                    keys::kStateNormal, alloc);
+  }
+  if (!hasState || !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
+    json::SetString(json::EnsureObject(meta, "annotations", alloc), keys::kStateTimestampAnnotation,
+                    Rfc3339(ctx.now), alloc);
+  }
+  return Patched(pod, mutated);
+}
+
+Response ValidatePod(const Request& req, const Context& ctx) {
+  if (!req.subResource.empty()) return Allowed();
+  if (req.operation != Operation::kCreate && req.operation != Operation::kUpdate) return Allowed();
+  if (req.username == ctx.controllerUser) return Allowed();
+  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  const json::Value& pod = *req.object;
+  if (req.operation == Operation::kCreate) {
+    std::optional<std::string_view> state = deployment::Label(pod, keys::kStateLabel);
+    if (state && *state != keys::kStateNormal) {
+      return Denied("a pod may be created only with " + std::string(keys::kStateLabel) + "=" +
+                    std::string(keys::kStateNormal) + " or without it: the state is written by " +
+                    "the inplace-webhook controller (" + ctx.controllerUser + ") only");
+    }
+    return Allowed();
+  }
+  std::string changed;
+  for (const StateKey& k : kStateKeys) {
+    if (StateValue(pod, k) == StateValue(*req.oldObject, k)) continue;
+    if (!changed.empty()) changed += ", ";
+    changed += std::string(k.map == "labels" ? "label " : "annotation ") + std::string(k.key);
+  }
+  if (changed.empty()) return Allowed();
+  return Denied(changed + " may be changed only by the inplace-webhook controller (" +
+                ctx.controllerUser + "), not by " +
+                (req.username.empty() ? std::string("this user") : req.username));
+}
 
 }  // namespace iw::admission

@@ -81,22 +81,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-Certificates for mode helm, as YAML {caCert, tlsCert, tlsKey} (PEM). Re-uses the Secret that an earlier
-install wrote (lookup; empty under `helm template`/--dry-run, where fresh ones are generated) so that the
-CA, and with it every webhook's caBundle, stays the same across upgrades. certificates.helm.rotate forces
-new ones. Called once per render, in webhooks.yaml, which writes the Secret and both configurations.
+Certificates for mode helm, as YAML {caCert, tlsCert, tlsKey, caBundle} (PEM). Re-uses the Secret that an
+earlier install wrote (lookup; empty under `helm template`/--dry-run, where fresh ones are generated) so
+that the CA, and with it every webhook's caBundle, stays the same across upgrades. With
+certificates.helm.rotate a new CA and certificate are generated, and caBundle trusts the new CA and the
+old one: the pods keep serving the old certificate until the kubelet refreshes the Secret volume (up to
+a minute or two), and the API server must accept both meanwhile. Called once per render, in
+webhooks.yaml, which writes the Secret and both configurations.
 */}}
 {{- define "inplace-webhook.helmCertificates" -}}
 {{- $secretName := include "inplace-webhook.tlsSecretName" . }}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName }}
-{{- $data := dict }}
-{{- if and $existing (not .Values.certificates.helm.rotate) }}
-{{- $data = $existing.data | default dict }}
-{{- end }}
-{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
-caCert: {{ index $data "ca.crt" | b64dec | quote }}
-tlsCert: {{ index $data "tls.crt" | b64dec | quote }}
-tlsKey: {{ index $data "tls.key" | b64dec | quote }}
+{{- $old := get (lookup "v1" "Secret" .Release.Namespace $secretName) "data" | default dict }}
+{{- $oldCA := get $old "ca.crt" | b64dec }}
+{{- if and $oldCA (get $old "tls.crt") (get $old "tls.key") (not .Values.certificates.helm.rotate) }}
+caCert: {{ $oldCA | quote }}
+tlsCert: {{ get $old "tls.crt" | b64dec | quote }}
+tlsKey: {{ get $old "tls.key" | b64dec | quote }}
+caBundle: {{ $oldCA | quote }}
 {{- else }}
 {{- $days := int .Values.certificates.helm.validityDays }}
 {{- $ca := genCA (printf "%s-ca" (include "inplace-webhook.fullname" .)) $days }}
@@ -106,6 +107,7 @@ tlsKey: {{ index $data "tls.key" | b64dec | quote }}
 caCert: {{ $ca.Cert | quote }}
 tlsCert: {{ $cert.Cert | quote }}
 tlsKey: {{ $cert.Key | quote }}
+caBundle: {{ printf "%s%s" $ca.Cert (ternary (printf "\n%s" $oldCA) "" (ne $oldCA "")) | quote }}
 {{- end }}
 {{- end }}
 

@@ -1,0 +1,442 @@
+#include "hooks/deployment_rules.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "hooks/eligibility.h"
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "hooks/lifecycle.h"
+
+namespace iw::deployment {
+
+namespace {
+
+// ---- reading ----
+
+long long IntOr(const json::Value* v, long long fallback) {
+  if (v == nullptr || !v->IsInt64()) return fallback;
+  return v->GetInt64();
+}
+
+std::optional<std::string_view> MapString(const json::Value& object, std::string_view map,
+                                          std::string_view key) {
+  const json::Value* v = json::Find(json::Path(&object, {"metadata", map}), key);
+  if (v == nullptr || !v->IsString()) return std::nullopt;
+  return json::View(*v);
+}
+
+// "2026-11-29T17:48:57Z", the only form admission::Rfc3339 writes.
+bool IsRfc3339Utc(std::string_view s) {
+  constexpr std::string_view kForm = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != kForm.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bool ok = kForm[i] == 'd' ? (s[i] >= '0' && s[i] <= '9') : s[i] == kForm[i];
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// ---- shape ----
+
+enum class Kind {
+  kObject,
+  kString,
+  kBool,
+  kInteger,
+  kIntOrString,
+  kStringMap,
+  kStringArray,
+  kNamedArray,
+  kObjectArray
+};
+
+std::string_view TypeName(const json::Value& v) {
+  if (v.IsObject()) return "object";
+  if (v.IsArray()) return "array";
+  if (v.IsString()) return "string";
+  if (v.IsBool()) return "boolean";
+  if (v.IsNull()) return "null";
+  return "number";
+}
+
+std::string_view Expected(Kind kind) {
+  switch (kind) {
+    case Kind::kObject:
+      return "an object";
+    case Kind::kString:
+      return "a string";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kInteger:
+      return "an integer";
+    case Kind::kIntOrString:
+      return "an integer or a string";
+    case Kind::kStringMap:
+      return "an object of string values";
+    case Kind::kStringArray:
+      return "an array of strings";
+    case Kind::kNamedArray:
+      return "an array of containers";
+    case Kind::kObjectArray:
+      return "an array of objects";
+  }
+  return "";
+}
+
+// Why `v` at `path` is not of `kind`, naming the offending member or element; nullopt if it is.
+std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const std::string& path) {
+  auto wrong = [](const std::string& at, std::string_view expected, const json::Value& got) {
+    return at + " must be " + std::string(expected) + ", got " + std::string(TypeName(got));
+  };
+  const bool ok = [&] {
+    switch (kind) {
+      case Kind::kObject:
+      case Kind::kStringMap:
+        return v.IsObject();
+      case Kind::kString:
+        return v.IsString();
+      case Kind::kBool:
+        return v.IsBool();
+      case Kind::kInteger:
+        return v.IsInt64();
+      case Kind::kIntOrString:
+        return v.IsInt64() || v.IsString();
+      case Kind::kStringArray:
+      case Kind::kNamedArray:
+      case Kind::kObjectArray:
+        return v.IsArray();
+    }
+    return false;
+  }();
+  if (!ok) return wrong(path, Expected(kind), v);
+  if (kind == Kind::kStringMap) {
+    for (const auto& m : v.GetObject()) {
+      if (!m.value.IsString()) {
+        return wrong(path + "[\"" + std::string(json::View(m.name)) + "\"]", "a string", m.value);
+      }
+    }
+  }
+  if (!v.IsArray() || kind == Kind::kObject) return std::nullopt;
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    const json::Value& e = v[i];
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (kind == Kind::kStringArray) {
+      if (!e.IsString()) return wrong(at, "a string", e);
+      continue;
+    }
+    if (!e.IsObject()) return wrong(at, "an object", e);
+    if (kind != Kind::kNamedArray) continue;
+    const json::Value* name = json::Find(&e, "name");
+    if (name == nullptr || !name->IsString()) return at + ".name must be a string";
+    const json::Value* image = json::Find(&e, "image");
+    if (image != nullptr && !image->IsNull() && !image->IsString()) {
+      return wrong(at + ".image", "a string", *image);
+    }
+  }
+  return std::nullopt;
+}
+
+struct Field {
+  std::initializer_list<std::string_view> path;
+  Kind kind;
+};
+
+std::optional<std::string> CheckFields(const json::Value& object, std::string_view name,
+                                       std::initializer_list<Field> fields) {
+  for (const Field& f : fields) {
+    const json::Value* v = json::Path(&object, f.path);
+    if (v == nullptr || v->IsNull()) continue;
+    std::string path(name);
+    for (std::string_view k : f.path) path += "." + std::string(k);
+    if (auto err = Mismatch(*v, f.kind, path)) return err;
+  }
+  return std::nullopt;
+}
+
+// ---- deciding ----
+
+using Action = Decision::Action;
+
+// The API asks for warnings of at most 120 characters (longer ones may be truncated).
+std::string Warning(std::string text) {
+  constexpr size_t kMax = 120;
+  if (text.size() > kMax) text = text.substr(0, kMax - 3) + "...";
+  return text;
+}
+
+std::string Pods(long long n) {
+  return std::to_string(n) + (n == 1 ? " pod" : " pods");
+}
+
+bool AbortRequested(const json::Value& deployment) {
+  return Annotation(deployment, keys::kAbortAnnotation) == keys::kTrue;
+}
+
+// The decision while an in-place update runs (the stored object has `in-progress`).
+Decision DecideRunning(std::string_view stored, const json::Value& oldD, const json::Value& newD) {
+  Decision d;
+  d.action = Action::kKeep;
+  d.paused = true;
+  d.inProgress = std::string(stored);
+  std::string error;
+  std::optional<InProgress> record = ParseInProgress(stored, error);
+  if (AbortRequested(oldD) || AbortRequested(newD)) {
+    d.reason = "abort requested: the loop hands the update back to the native rollout";
+    return d;
+  }
+  if (!record) {
+    d.reason = "the stored in-progress record is malformed (" + error + "); the loop aborts it";
+    return d;
+  }
+  auto end = [&](std::string why) {
+    d.action = Action::kEnd;
+    d.paused = record->pausedByUs ? std::optional<bool>(false) : std::nullopt;
+    d.inProgress.reset();
+    d.reason = "in-place update ended: " + why;
+    d.warnings.push_back(Warning("in-place update ended (" + why + "): a normal rollout follows"));
+    return d;
+  };
+  if (!IsOptedIn(newD)) return end("Deployment label inplace-webhook.io/enabled removed");
+  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(newD, error);
+  if (!settings) {
+    d.reason = error + " (the validator denies this write)";
+    return d;
+  }
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
+  switch (r.verdict) {
+    case eligibility::Verdict::kNoChange:
+      d.reason = "in-place update running; template unchanged";
+      break;
+    case eligibility::Verdict::kNotEligible:
+      return end(r.blockingPath + " changed");
+    case eligibility::Verdict::kEligible: {
+      const json::Value& tmpl = *json::Path(&newD, {"spec", "template"});
+      if (!IsOptedIn(tmpl)) return end("template label inplace-webhook.io/enabled removed");
+      record->to = TemplateHash(tmpl);
+      d.action = Action::kRetarget;
+      d.inProgress = SerializeInProgress(*record);
+      d.reason = "in-place update re-targeted to " + record->to;
+      d.warnings.push_back(Warning("in-place update re-targeted: " + Pods(DesiredReplicas(newD)) +
+                                   " will be updated to the new template; rollout stays paused"));
+      break;
+    }
+  }
+  // The user's write dropped, edited or unpaused ours (not: it is our own earlier answer).
+  std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
+  if (!IsPaused(newD) || (written != stored && written != std::string_view(*d.inProgress))) {
+    d.warnings.push_back(Warning(
+        "in-place update in progress: spec.paused=true and inplace-webhook.io/in-progress kept"));
+    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD)));
+  }
+  return d;
+}
+
+// The decision when no in-place update runs: start one, or leave everything to the native rollout.
+Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
+                    const admission::Context& ctx) {
+  Decision d;
+  d.action = Action::kNone;
+  const json::Value* oldT = json::Path(&oldD, {"spec", "template"});
+  const json::Value* newT = json::Path(&newD, {"spec", "template"});
+  auto skip = [&](std::string why) {
+    d.reason = "no in-place update: " + why;
+    d.warnings.push_back(
+        Warning("in-place update not possible (" + why + "): a normal rollout follows"));
+    return d;
+  };
+  std::string error;
+  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(newD, error);
+  if (!settings) {
+    d.reason = error + " (the validator denies this write)";
+    return d;
+  }
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
+  if (r.verdict == eligibility::Verdict::kNoChange) {
+    d.reason = "no template change";
+    return d;
+  }
+  if (r.verdict == eligibility::Verdict::kNotEligible) return skip(r.blockingPath + " changed");
+  if (AbortRequested(newD)) return skip("inplace-webhook.io/abort is set");
+  if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
+    return skip("pod template lacks label inplace-webhook.io/enabled=true");
+  }
+  if (!RolloutComplete(oldD)) return skip("the previous rollout is not complete");
+  if (DesiredReplicas(oldD) == 0) {
+    d.reason = "no in-place update: no pods";
+    return d;
+  }
+  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !IsPaused(oldD),
+                    admission::Rfc3339(ctx.now)};
+  // Re-invocation on our own output: keep the startedAt we wrote then.
+  if (std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation)) {
+    std::optional<InProgress> w = ParseInProgress(*written, error);
+    if (w && w->from == record.from && w->to == record.to && w->pausedByUs == record.pausedByUs &&
+        IsRfc3339Utc(w->startedAt)) {
+      record.startedAt = w->startedAt;
+    }
+  }
+  d.action = Action::kStart;
+  d.paused = true;
+  d.inProgress = SerializeInProgress(record);
+  d.reason = "in-place update started: " + record.from + " -> " + record.to;
+  d.warnings.push_back(Warning("in-place update: " + Pods(DesiredReplicas(newD)) +
+                               " will be updated without restart of unchanged containers; "
+                               "rollout paused until done"));
+  if (ResolveMaxUnavailable(newD) == 0) {
+    d.warnings.push_back(Warning(
+        "in-place update: maxUnavailable is 0, but pods are still updated one at a time and a "
+        "changed container restarts"));
+  }
+  return d;
+}
+
+}  // namespace
+
+bool IsOptedIn(const json::Value& object) {
+  return Label(object, keys::kEnabledLabel) == keys::kTrue;
+}
+
+bool IsPaused(const json::Value& deployment) {
+  const json::Value* v = json::Path(&deployment, {"spec", "paused"});
+  return v != nullptr && v->IsBool() && v->GetBool();
+}
+
+long long DesiredReplicas(const json::Value& deployment) {
+  return IntOr(json::Path(&deployment, {"spec", "replicas"}), 1);
+}
+
+bool RolloutComplete(const json::Value& deployment) {
+  const json::Value* status = json::Find(&deployment, "status");
+  long long generation = IntOr(json::Path(&deployment, {"metadata", "generation"}), 0);
+  long long observed = IntOr(json::Find(status, "observedGeneration"), 0);
+  long long replicas = IntOr(json::Find(status, "replicas"), 0);
+  long long updated = IntOr(json::Find(status, "updatedReplicas"), 0);
+  return observed >= generation && updated == replicas && replicas == DesiredReplicas(deployment);
+}
+
+long long ResolveMaxUnavailable(const json::Value& deployment) {
+  const long long replicas = DesiredReplicas(deployment);
+  const json::Value* strategy = json::Path(&deployment, {"spec", "strategy"});
+  if (json::StringOr(strategy, "type") == "Recreate") return replicas;
+  const json::Value* v = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
+  std::string_view percent = "25%";
+  if (v != nullptr && v->IsInt64()) return std::max<long long>(0, v->GetInt64());
+  if (v != nullptr && v->IsString()) percent = json::View(*v);
+  if (percent.size() < 2 || percent.back() != '%') return 0;
+  long long p = 0;
+  auto [end, ec] = std::from_chars(percent.data(), percent.data() + percent.size() - 1, p);
+  if (ec != std::errc() || end != percent.data() + percent.size() - 1 || p < 0) return 0;
+  return static_cast<long long>(
+      std::floor(static_cast<double>(p) * static_cast<double>(replicas) / 100.0));
+}
+
+bool HasReadinessGate(const json::Value& deployment) {
+  const json::Value* gates =
+      json::Path(&deployment, {"spec", "template", "spec", "readinessGates"});
+  if (gates == nullptr || !gates->IsArray()) return false;
+  for (const auto& g : gates->GetArray()) {
+    if (json::StringOr(&g, "conditionType") == keys::kReadyCondition) return true;
+  }
+  return false;
+}
+
+std::optional<std::string_view> Annotation(const json::Value& object, std::string_view key) {
+  return MapString(object, "annotations", key);
+}
+
+std::optional<std::string_view> Label(const json::Value& object, std::string_view key) {
+  return MapString(object, "labels", key);
+}
+
+std::string AbortCommand(const json::Value& deployment) {
+  std::string out =
+      "kubectl annotate deploy/" +
+      std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME")) + " " +
+      std::string(keys::kAbortAnnotation) + "=true";
+  std::string_view ns = json::StringOr(json::Find(&deployment, "metadata"), "namespace");
+  if (!ns.empty()) out += " -n " + std::string(ns);
+  return out;
+}
+
+std::optional<std::string> CheckMetadataShape(const json::Value& object, std::string_view name) {
+  if (!object.IsObject())
+    return std::string(name) + " must be an object, got " + std::string(TypeName(object));
+  return CheckFields(object, name,
+                     {{{"metadata"}, Kind::kObject},
+                      {{"metadata", "name"}, Kind::kString},
+                      {{"metadata", "namespace"}, Kind::kString},
+                      {{"metadata", "labels"}, Kind::kStringMap},
+                      {{"metadata", "annotations"}, Kind::kStringMap},
+                      {{"metadata", "finalizers"}, Kind::kStringArray}});
+}
+
+std::optional<std::string> CheckDeploymentShape(const json::Value& deployment,
+                                                std::string_view name) {
+  if (auto err = CheckMetadataShape(deployment, name)) return err;
+  return CheckFields(deployment, name,
+                     {{{"metadata", "generation"}, Kind::kInteger},
+                      {{"spec"}, Kind::kObject},
+                      {{"spec", "paused"}, Kind::kBool},
+                      {{"spec", "replicas"}, Kind::kInteger},
+                      {{"spec", "strategy"}, Kind::kObject},
+                      {{"spec", "strategy", "type"}, Kind::kString},
+                      {{"spec", "strategy", "rollingUpdate"}, Kind::kObject},
+                      {{"spec", "strategy", "rollingUpdate", "maxUnavailable"}, Kind::kIntOrString},
+                      {{"spec", "template"}, Kind::kObject},
+                      {{"spec", "template", "metadata"}, Kind::kObject},
+                      {{"spec", "template", "metadata", "labels"}, Kind::kStringMap},
+                      {{"spec", "template", "metadata", "annotations"}, Kind::kStringMap},
+                      {{"spec", "template", "spec"}, Kind::kObject},
+                      {{"spec", "template", "spec", "containers"}, Kind::kNamedArray},
+                      {{"spec", "template", "spec", "initContainers"}, Kind::kNamedArray},
+                      {{"spec", "template", "spec", "readinessGates"}, Kind::kObjectArray},
+                      {{"status"}, Kind::kObject},
+                      {{"status", "observedGeneration"}, Kind::kInteger},
+                      {{"status", "replicas"}, Kind::kInteger},
+                      {{"status", "updatedReplicas"}, Kind::kInteger}});
+}
+
+Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
+                const admission::Context& ctx) {
+  if (std::optional<std::string_view> stored =
+          Annotation(oldDeployment, keys::kInProgressAnnotation)) {
+    return DecideRunning(*stored, oldDeployment, newDeployment);
+  }
+  if (!IsOptedIn(newDeployment)) {
+    Decision d;
+    d.reason = "not opted in (label inplace-webhook.io/enabled=true)";
+    return d;
+  }
+  return DecideIdle(oldDeployment, newDeployment, ctx);
+}
+
+bool Conforms(const Decision& decision, const json::Value& deployment) {
+  if (decision.action == Action::kIgnore) return true;
+  if (decision.paused && IsPaused(deployment) != *decision.paused) return false;
+  std::optional<std::string_view> written = Annotation(deployment, keys::kInProgressAnnotation);
+  if (decision.inProgress) return written == std::string_view(*decision.inProgress);
+  return !json::Find(json::Path(&deployment, {"metadata", "annotations"}),
+                     keys::kInProgressAnnotation);
+}
+
+void Apply(const Decision& decision, json::Value& deployment, json::Allocator& alloc) {
+  if (decision.action == Action::kIgnore) return;
+  if (decision.paused && IsPaused(deployment) != *decision.paused) {
+    json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",
+              json::Value(*decision.paused), alloc);
+  }
+  if (decision.inProgress) {
+    if (Annotation(deployment, keys::kInProgressAnnotation) !=
+        std::string_view(*decision.inProgress)) {
+      json::Value& meta = json::EnsureObject(deployment, "metadata", alloc);
+      json::SetString(json::EnsureObject(meta, "annotations", alloc), keys::kInProgressAnnotation,
+                      *decision.inProgress, alloc);
+    }
+  } else if (json::Value* annotations =
+                 json::FindMutable(json::FindMutable(&deployment, "metadata"), "annotations")) {
+    json::Remove(*annotations, keys::kInProgressAnnotation);
+  }
+}
+
+}  // namespace iw::deployment

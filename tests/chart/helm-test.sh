@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `make chart-test`: helm lint and helm template of charts/inplace-webhook for each certificate mode
+# (tests/chart/values-*.yaml; the defaults are mode helm). Skips, successfully, where helm is absent:
+# the checks that need no helm run in ctest (tests/chart/check_chart.py).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+chart="$root/charts/inplace-webhook"
+if ! command -v helm >/dev/null 2>&1; then
+  echo "helm not installed: skipping helm lint/template"
+  exit 0
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failed=0
+passed=0
+run() {  # run NAME COMMAND...: one result line per step
+  local name=$1
+  shift
+  if "$@" >"$out/log" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok - $name"
+  else
+    failed=$((failed + 1))
+    echo "FAIL - $name"
+    sed 's/^/    /' "$out/log"
+  fi
+}
+cases=("defaults (mode helm):")
+for f in "$root"/tests/chart/values-*.yaml; do cases+=("$(basename "$f"):$f"); done
+for c in "${cases[@]}"; do
+  name=${c%%:*}
+  file=${c#*:}
+  args=()
+  [ -n "$file" ] && args=(-f "$file")
+  run "helm lint --strict $name" helm lint --strict "$chart" --namespace inplace-webhook "${args[@]}"
+  run "helm template $name" helm template inplace-webhook "$chart" --namespace inplace-webhook "${args[@]}"
+done
+# The chart must refuse what it cannot render correctly.
+expect_fail() {  # expect_fail NAME ARGS...
+  local name=$1
+  shift
+  if helm template inplace-webhook "$chart" --namespace inplace-webhook "$@" >"$out/log" 2>&1; then
+    failed=$((failed + 1))
+    echo "FAIL - $name: helm template accepted it"
+  else
+    passed=$((passed + 1))
+    echo "ok - $name"
+  fi
+}
+expect_fail "rejects an unknown certificates.mode" --set certificates.mode=selfSigned
+expect_fail "mode secret requires certificates.secret.name" --set certificates.mode=secret --set certificates.secret.caBundle=LS0t
+expect_fail "mode secret requires certificates.secret.caBundle" --set certificates.mode=secret --set certificates.secret.name=tls
+expect_fail "rejects an unknown value" --set replicas=3
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,800 @@
+// Deployment admission (DESIGN.md §4.1, §4.2, §4a): the in-place decision, the mutator that applies
+// it and the validator that admits only its fixed points; plus the in-progress record and the
+// Deployment facts they read.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "hooks/deployment_admission.h"
+#include "hooks/deployment_rules.h"
+#include "hooks/in_progress.h"
+#include "hooks/json.h"
+#include "hooks/json_patch.h"
+
+using namespace iw;
+using admission::Operation;
+using Action = deployment::Decision::Action;
+
+namespace {
+
+json::Document Parse(std::string_view text) {
+  json::Document d;
+  auto err = json::ParseUntrusted(text, d);
+  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
+  return d;
+}
+
+// An opted-in Deployment whose last rollout finished: 3 replicas, all updated.
+constexpr std::string_view kDeployment = R"({
+  "apiVersion": "apps/v1", "kind": "Deployment",
+  "metadata": {"name": "web", "namespace": "shop", "generation": 3, "resourceVersion": "4711",
+               "labels": {"inplace-webhook.io/enabled": "true"},
+               "annotations": {"deployment.kubernetes.io/revision": "2"}},
+  "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+           "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+           "template": {"metadata": {"creationTimestamp": null,
+                                     "labels": {"app": "web", "inplace-webhook.io/enabled": "true"}},
+                        "spec": {"containers": [{"name": "app", "image": "nginx:1.25",
+                                                 "imagePullPolicy": "IfNotPresent"}],
+                                 "restartPolicy": "Always"}}},
+  "status": {"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3,
+             "availableReplicas": 3}
+})";
+
+constexpr std::string_view kImage =
+    R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"}])";
+constexpr std::string_view kImage2 =
+    R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.28"}])";
+constexpr std::string_view kEnv =
+    R"([{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"A","value":"b"}]}])";
+constexpr std::string_view kUnpause = R"([{"op":"replace","path":"/spec/paused","value":false}])";
+constexpr std::string_view kPause = R"([{"op":"add","path":"/spec/paused","value":true}])";
+
+json::Document With(const json::Value& base, std::string_view patch) {
+  json::Document doc;
+  doc.CopyFrom(base, doc.GetAllocator());
+  if (patch.empty()) return doc;
+  json::Document ops = Parse(patch);
+  auto err = json_patch::Apply(ops, doc);
+  REQUIRE_MESSAGE(!err.has_value(), (std::string(patch) + ": " + err.value_or("")));
+  return doc;
+}
+
+json::Document Deployment(std::string_view patch = "") {
+  return With(Parse(kDeployment), patch);
+}
+
+std::string SetAnnotation(std::string_view key, std::string_view value) {
+  json::Document op = Parse(R"([{"op":"add","path":"","value":""}])");
+  std::string path = "/metadata/annotations/" + json::EscapePointerToken(key);
+  op[0]["path"].SetString(path.c_str(), static_cast<rapidjson::SizeType>(path.size()),
+                          op.GetAllocator());
+  op[0]["value"].SetString(value.data(), static_cast<rapidjson::SizeType>(value.size()),
+                           op.GetAllocator());
+  return json::Serialize(op);
+}
+
+constexpr std::string_view kInProgressKey = "inplace-webhook.io/in-progress";
+
+std::string HashOf(const json::Value& d) {
+  return TemplateHash(*json::Path(&d, {"spec", "template"}));
+}
+
+// The stored object of a running in-place update from kDeployment to its image 1.27.
+json::Document Running(bool pausedByUs = true) {
+  json::Document before = Deployment();
+  json::Document d = Deployment(kImage);
+  InProgress record{HashOf(before), HashOf(d), pausedByUs, "2026-11-29T17:00:00Z"};
+  d = With(d, kPause);
+  return With(d, SetAnnotation(kInProgressKey, SerializeInProgress(record)));
+}
+
+const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1795975200));
+constexpr std::string_view kNowText = "2026-11-29T18:00:00Z";
+
+admission::Context Ctx(int secondsLater = 0) {
+  admission::Context ctx;
+  ctx.controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  ctx.now = kNow + std::chrono::seconds(secondsLater);
+  return ctx;
+}
+
+admission::Request Update(const json::Value& oldObject, const json::Value& object,
+                          std::string user = "alice") {
+  admission::Request r;
+  r.uid = "u-1";
+  r.kind = {"apps", "v1", "Deployment"};
+  r.resource = "deployments";
+  r.name = "web";
+  r.namespaceName = "shop";
+  r.operation = Operation::kUpdate;
+  r.username = std::move(user);
+  r.object = &object;
+  r.oldObject = &oldObject;
+  return r;
+}
+
+// The request object with the response's patch applied.
+json::Document Patched(const json::Value& object, const admission::Response& r) {
+  json::Document out;
+  out.CopyFrom(object, out.GetAllocator());
+  if (r.patch.empty()) return out;
+  json::Document ops = Parse(r.patch);
+  auto err = json_patch::Apply(ops, out);
+  REQUIRE_MESSAGE(!err.has_value(), err.value_or(""));
+  return out;
+}
+
+std::string InProgressText(const json::Value& d) {
+  return std::string(deployment::Annotation(d, kInProgressKey).value_or(""));
+}
+
+InProgress RecordOf(const json::Value& d) {
+  std::string error;
+  auto r = ReadInProgress(d, error);
+  REQUIRE_MESSAGE(r.has_value(), error);
+  return *r;
+}
+
+bool AnyContains(const std::vector<std::string>& list, std::string_view part) {
+  for (const auto& s : list) {
+    if (s.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- the in-progress record ----
+
+TEST_CASE("in-progress record: serialise in a fixed key order, parse back, reject other shapes") {
+  InProgress r{"4d21772ec1", "0123456789", false, "2026-11-29T18:00:00Z"};
+  const std::string text = SerializeInProgress(r);
+  CHECK(
+      text ==
+      R"({"from":"4d21772ec1","to":"0123456789","pausedByUs":false,"startedAt":"2026-11-29T18:00:00Z"})");
+  std::string error;
+  CHECK(ParseInProgress(text, error) == r);
+  for (const char* bad :
+       {"", "{", "[]", R"({"from":"a","to":"b","pausedByUs":"yes","startedAt":"t"})",
+        R"({"from":"","to":"b","pausedByUs":true,"startedAt":"t"})",
+        R"({"to":"b","pausedByUs":true,"startedAt":"t"})"}) {
+    const std::string text2 = bad;
+    CAPTURE(text2);
+    CHECK_FALSE(ParseInProgress(text2, error).has_value());
+    CHECK_FALSE(error.empty());
+  }
+}
+
+TEST_CASE(
+    "TemplateHash: SHA-256 of the canonical template without pod-template-hash, 10 hex digits") {
+  // Known value, computed independently: python3 json.dumps(sort_keys=True, separators=(",",":"))
+  // then hashlib.sha256(...).hexdigest()[:10].
+  json::Document t = Parse(R"({"spec":{"containers":[{"name":"app","image":"nginx:1.25"}]},
+                               "metadata":{"labels":{"pod-template-hash":"5d4f8c7b9","app":"web"}}})");
+  CHECK(TemplateHash(t) == "4d21772ec1");
+  json::Document reordered = Parse(R"({"metadata":{"labels":{"app":"web"}},
+                                       "spec":{"containers":[{"image":"nginx:1.25","name":"app"}]}})");
+  CHECK(TemplateHash(reordered) == "4d21772ec1");
+  json::Document other = Parse(R"({"metadata":{"labels":{"app":"web"}},
+                                   "spec":{"containers":[{"image":"nginx:1.27","name":"app"}]}})");
+  CHECK(TemplateHash(other) != "4d21772ec1");
+  // Only the hash label present: the same as no labels at all.
+  CHECK(TemplateHash(Parse(R"({"metadata":{"labels":{"pod-template-hash":"x"}}})")) ==
+        TemplateHash(Parse(R"({"metadata":{}})")));
+}
+
+// ---- Deployment facts ----
+
+TEST_CASE("RolloutComplete: observed generation caught up and every replica updated") {
+  struct Row {
+    const char* name;
+    const char* patch;
+    bool complete;
+  };
+  const std::vector<Row> rows = {
+      {"finished", "", true},
+      {"generation not observed yet",
+       R"([{"op":"replace","path":"/metadata/generation","value":4}])", false},
+      {"observed ahead", R"([{"op":"replace","path":"/status/observedGeneration","value":4}])",
+       true},
+      {"one replica not updated",
+       R"([{"op":"replace","path":"/status/updatedReplicas","value":2}])", false},
+      {"scaling up", R"([{"op":"replace","path":"/spec/replicas","value":5}])", false},
+      {"surge pod still there", R"([{"op":"replace","path":"/status/replicas","value":4}])", false},
+      {"no status yet", R"([{"op":"remove","path":"/status"}])", false},
+      {"replicas absent = 1", R"([{"op":"remove","path":"/spec/replicas"},
+          {"op":"replace","path":"/status/replicas","value":1},{"op":"replace","path":"/status/updatedReplicas","value":1}])",
+       true},
+      {"scaled to zero",
+       R"([{"op":"replace","path":"/spec/replicas","value":0},
+           {"op":"replace","path":"/status/replicas","value":0},
+           {"op":"replace","path":"/status/updatedReplicas","value":0}])",
+       true},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    CHECK(deployment::RolloutComplete(Deployment(row.patch)) == row.complete);
+  }
+}
+
+TEST_CASE("ResolveMaxUnavailable resolves like the Deployment controller, maxSurge ignored") {
+  struct Row {
+    const char* strategy;
+    long long replicas;
+    long long expected;
+  };
+  const std::vector<Row> rows = {
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}})", 3,
+       0},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}})", 4,
+       1},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}})", 10,
+       2},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0}})", 10, 0},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":2}})", 10, 2},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"100%"}})", 7, 7},
+      {R"({"type":"RollingUpdate"})", 8, 2},
+      {R"({})", 8, 2},
+      {R"({"type":"Recreate"})", 5, 5},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"x%"}})", 8, 0},
+      {R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"3"}})", 8, 0},
+  };
+  for (const Row& row : rows) {
+    const std::string strategy = row.strategy;
+    CAPTURE(strategy);
+    json::Document d =
+        Deployment(R"([{"op":"replace","path":"/spec/strategy","value":)" + strategy +
+                   R"(},{"op":"replace","path":"/spec/replicas","value":)" +
+                   std::to_string(row.replicas) + "}]");
+    CHECK(deployment::ResolveMaxUnavailable(d) == row.expected);
+  }
+}
+
+TEST_CASE("CheckDeploymentShape names the first field with a type Kubernetes never sends") {
+  struct Row {
+    const char* patch;
+    const char* message;  // nullptr: fine
+  };
+  const std::vector<Row> rows = {
+      {"", nullptr},
+      {R"([{"op":"replace","path":"/metadata/labels","value":["a"]}])",
+       "object.metadata.labels must be an object of string values, got array"},
+      {R"([{"op":"replace","path":"/metadata/annotations","value":{"a":1}}])",
+       "object.metadata.annotations[\"a\"] must be a string, got number"},
+      {R"([{"op":"add","path":"/metadata/finalizers","value":["f",null]}])",
+       "object.metadata.finalizers[1] must be a string, got null"},
+      {R"([{"op":"replace","path":"/spec/replicas","value":"3"}])",
+       "object.spec.replicas must be an integer, got string"},
+      {R"([{"op":"add","path":"/spec/paused","value":"true"}])",
+       "object.spec.paused must be a boolean, got string"},
+      {R"([{"op":"replace","path":"/spec/template/metadata/labels","value":"app=web"}])",
+       "object.spec.template.metadata.labels must be an object of string values, got string"},
+      {R"([{"op":"replace","path":"/spec/template/spec/containers","value":{"name":"app"}}])",
+       "object.spec.template.spec.containers must be an array of containers, got object"},
+      {R"([{"op":"replace","path":"/spec/template/spec/containers","value":[{"image":"x"}]}])",
+       "object.spec.template.spec.containers[0].name must be a string"},
+      {R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":5}])",
+       "object.spec.template.spec.containers[0].image must be a string, got number"},
+      {R"([{"op":"add","path":"/spec/template/spec/readinessGates","value":["inplace-webhook.io/ready"]}])",
+       "object.spec.template.spec.readinessGates[0] must be an object, got string"},
+      {R"([{"op":"replace","path":"/status/replicas","value":1.5}])",
+       "object.status.replicas must be an integer, got number"},
+      {R"([{"op":"add","path":"/spec/paused","value":null}])", nullptr},
+      {R"([{"op":"replace","path":"/metadata","value":[]}])",
+       "object.metadata must be an object, got array"},
+  };
+  for (const Row& row : rows) {
+    const std::string patch = row.patch;
+    CAPTURE(patch);
+    auto err = deployment::CheckDeploymentShape(Deployment(row.patch), "object");
+    if (row.message == nullptr) {
+      CHECK_FALSE(err.has_value());
+    } else {
+      REQUIRE(err.has_value());
+      CHECK(*err == std::string(row.message));
+    }
+  }
+  CHECK(deployment::CheckDeploymentShape(Parse("[]"), "request.object") ==
+        "request.object must be an object, got array");
+}
+
+// ---- the mutating decision ----
+
+TEST_CASE("an eligible change of a finished rollout starts an in-place update") {
+  json::Document old = Deployment();
+  json::Document obj = Deployment(kImage);
+  admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+  REQUIRE(r.allowed);
+  REQUIRE_FALSE(r.patch.empty());
+  json::Document out = Patched(obj, r);
+  CHECK(deployment::IsPaused(out));
+  InProgress record = RecordOf(out);
+  CHECK(record.from == HashOf(old));
+  CHECK(record.to == HashOf(obj));
+  CHECK(record.pausedByUs);
+  CHECK(record.startedAt == kNowText);
+  // Nothing else changed: the template stays as the user wrote it.
+  json::Document expected = With(obj, kPause);
+  expected["metadata"]["annotations"].AddMember(
+      json::Value(kInProgressKey.data(), expected.GetAllocator()),
+      json::Value(InProgressText(out).c_str(), expected.GetAllocator()), expected.GetAllocator());
+  CHECK(json::SerializeCanonical(out) == json::SerializeCanonical(expected));
+  // 25% of 3 replicas is 0: the second warning explains what that means in place.
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(r.warnings[0] ==
+        "in-place update: 3 pods will be updated without restart of unchanged containers; rollout "
+        "paused until done");
+}
+
+TEST_CASE(
+    "maxUnavailable resolving to 0 adds a warning: one pod at a time, changed containers restart") {
+  json::Document old = Deployment(
+      R"([{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":0}])");
+  json::Document obj = With(old, kImage);
+  admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(r.warnings[1].find("maxUnavailable is 0") != std::string::npos);
+  CHECK(r.warnings[1].find("one at a time") != std::string::npos);
+  CHECK(r.warnings[1].find("restarts") != std::string::npos);
+  for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  json::Document one = Deployment(
+      R"([{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":1}])");
+  json::Document oneObj = With(one, kImage);
+  CHECK(admission::MutateDeployment(Update(one, oneObj), Ctx()).warnings.size() == 1);
+}
+
+TEST_CASE("a Deployment the user paused: the update starts but pausedByUs is false") {
+  json::Document old = Deployment(kPause);
+  json::Document obj = With(old, kImage);
+  admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+  json::Document out = Patched(obj, r);
+  CHECK(deployment::IsPaused(out));
+  CHECK_FALSE(RecordOf(out).pausedByUs);
+}
+
+TEST_CASE("pausedByUs always comes from the stored object, never from the user's write") {
+  // The user writes an in-progress claiming pausedByUs:false on an unpaused Deployment.
+  json::Document old = Deployment();
+  InProgress forged{HashOf(old), HashOf(Deployment(kImage)), false, "2026-01-01T00:00:00Z"};
+  json::Document obj =
+      With(Deployment(kImage), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
+  json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+  CHECK(RecordOf(out).pausedByUs);
+  CHECK(RecordOf(out).startedAt == kNowText);
+  // An in-progress written with a change that is not in-place is removed.
+  json::Document envObj =
+      With(Deployment(kEnv), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
+  json::Document envOut = Patched(envObj, admission::MutateDeployment(Update(old, envObj), Ctx()));
+  CHECK(InProgressText(envOut).empty());
+  CHECK_FALSE(deployment::IsPaused(envOut));
+}
+
+TEST_CASE("requests the mutator passes untouched: allowed, no patch, no warning") {
+  json::Document old = Deployment();
+  json::Document obj = Deployment(kImage);
+  const json::Document running = Running();
+  const json::Document runningUnpaused = With(With(running, kUnpause), kEnv);
+  struct Row {
+    const char* name;
+    std::function<void(admission::Request&)> tweak;
+  };
+  const std::vector<Row> rows = {
+      {"scale subresource", [](admission::Request& r) { r.subResource = "scale"; }},
+      {"status subresource", [](admission::Request& r) { r.subResource = "status"; }},
+      {"CREATE",
+       [&](admission::Request& r) {
+         r.operation = Operation::kCreate;
+         r.oldObject = nullptr;
+       }},
+      {"DELETE",
+       [&](admission::Request& r) {
+         r.operation = Operation::kDelete;
+         r.object = nullptr;
+       }},
+      {"controller user",
+       [](admission::Request& r) {
+         r.username = "system:serviceaccount:inplace-webhook:inplace-webhook";
+       }},
+      {"controller user unpausing a running update",
+       [&](admission::Request& r) {
+         r.username = "system:serviceaccount:inplace-webhook:inplace-webhook";
+         r.oldObject = &running;
+         r.object = &runningUnpaused;
+       }},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    admission::Request req = Update(old, obj);
+    row.tweak(req);
+    admission::Response r = admission::MutateDeployment(req, Ctx());
+    CHECK(r.allowed);
+    CHECK(r.patch.empty());
+    CHECK(r.warnings.empty());
+  }
+}
+
+TEST_CASE("no in-place update starts: no patch, and a warning says why when the template changed") {
+  struct Row {
+    const char* name;
+    const char* oldPatch;
+    const char* change;
+    const char* warning;  // nullptr: no warning
+  };
+  const std::vector<Row> rows = {
+      {"change not eligible (env)", "", kEnv.data(),
+       "in-place update not possible (spec.template.spec.containers[0].env changed): a normal "
+       "rollout follows"},
+      {"kubectl rollout restart", "",
+       R"([{"op":"add","path":"/spec/template/metadata/annotations","value":{"kubectl.kubernetes.io/restartedAt":"2026-11-29T17:59:00Z"}}])",
+       "spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt'] changed"},
+      {"previous rollout not complete",
+       R"([{"op":"replace","path":"/status/updatedReplicas","value":1}])", kImage.data(),
+       "the previous rollout is not complete"},
+      {"generation not observed", R"([{"op":"replace","path":"/metadata/generation","value":4}])",
+       kImage.data(), "the previous rollout is not complete"},
+      {"template not opted in",
+       R"([{"op":"remove","path":"/spec/template/metadata/labels/inplace-webhook.io~1enabled"}])",
+       kImage.data(), "pod template lacks label inplace-webhook.io/enabled=true"},
+      {"abort annotation set", "",
+       R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"},
+           {"op":"add","path":"/metadata/annotations/inplace-webhook.io~1abort","value":"true"}])",
+       "inplace-webhook.io/abort is set"},
+      {"no template change (scale)", "", R"([{"op":"replace","path":"/spec/replicas","value":5}])",
+       nullptr},
+      {"zero replicas",
+       R"([{"op":"replace","path":"/spec/replicas","value":0},{"op":"replace","path":"/status/replicas","value":0},
+           {"op":"replace","path":"/status/updatedReplicas","value":0}])",
+       kImage.data(), nullptr},
+      {"not opted in", R"([{"op":"remove","path":"/metadata/labels/inplace-webhook.io~1enabled"}])",
+       kImage.data(), nullptr},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    json::Document old = Deployment(row.oldPatch);
+    json::Document obj = With(old, row.change);
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    CHECK(r.allowed);
+    CHECK(r.patch.empty());
+    if (row.warning == nullptr) {
+      CHECK(r.warnings.empty());
+    } else {
+      CHECK_MESSAGE(AnyContains(r.warnings, row.warning),
+                    (r.warnings.empty() ? "" : r.warnings[0]));
+    }
+    for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  }
+}
+
+TEST_CASE("while an update runs, every write keeps paused and the in-progress record as stored") {
+  const json::Document old = Running();
+  const std::string stored = InProgressText(old);
+  struct Row {
+    const char* name;
+    const char* change;
+    bool warns;
+  };
+  const std::vector<Row> rows = {
+      {"no change at all", "", false},
+      {"scale", R"([{"op":"replace","path":"/spec/replicas","value":5}])", false},
+      {"kubectl rollout resume", kUnpause.data(), true},
+      {"in-progress removed",
+       R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1in-progress"}])", true},
+      {"in-progress edited", nullptr, true},
+      {"abort requested with a non-eligible change",
+       R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1abort","value":"true"},
+           {"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"A","value":"b"}]}])",
+       false},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    json::Document obj =
+        row.change != nullptr
+            ? With(old, row.change)
+            : With(
+                  old,
+                  SetAnnotation(
+                      kInProgressKey,
+                      R"({"from":"x","to":"y","pausedByUs":false,"startedAt":"2020-01-01T00:00:00Z"})"));
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    CHECK(r.allowed);
+    json::Document out = Patched(obj, r);
+    CHECK(deployment::IsPaused(out));
+    CHECK(InProgressText(out) == stored);
+    CHECK(AnyContains(r.warnings,
+                      "kubectl annotate deploy/web inplace-webhook.io/abort=true -n shop") ==
+          row.warns);
+  }
+}
+
+TEST_CASE(
+    "a further eligible change re-targets the running update; from, pausedByUs, startedAt kept") {
+  const json::Document old = Running(/*pausedByUs=*/false);
+  json::Document obj = With(old, kImage2);
+  admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+  json::Document out = Patched(obj, r);
+  InProgress before = RecordOf(old);
+  InProgress after = RecordOf(out);
+  CHECK(after.from == before.from);
+  CHECK(after.to == HashOf(obj));
+  CHECK(after.to != before.to);
+  CHECK_FALSE(after.pausedByUs);
+  CHECK(after.startedAt == before.startedAt);
+  CHECK(deployment::IsPaused(out));
+  CHECK(AnyContains(r.warnings, "re-targeted"));
+  CHECK(json::SerializeCanonical(*json::Path(&out, {"spec", "template"})) ==
+        json::SerializeCanonical(*json::Path(&obj, {"spec", "template"})));
+}
+
+TEST_CASE(
+    "a change that is not eligible ends the running update; paused restored only if we paused") {
+  SUBCASE("we paused it: unpaused, record removed") {
+    const json::Document old = Running(true);
+    json::Document obj = With(old, kEnv);
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    json::Document out = Patched(obj, r);
+    CHECK_FALSE(deployment::IsPaused(out));
+    CHECK(InProgressText(out).empty());
+    CHECK(AnyContains(r.warnings,
+                      "in-place update ended (spec.template.spec.containers[0].env changed)"));
+  }
+  SUBCASE("the user paused it: paused stays as the user wrote it") {
+    const json::Document old = Running(false);
+    json::Document obj = With(old, kEnv);
+    json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+    CHECK(deployment::IsPaused(out));
+    CHECK(InProgressText(out).empty());
+    json::Document unpaused = With(obj, kUnpause);
+    json::Document out2 =
+        Patched(unpaused, admission::MutateDeployment(Update(old, unpaused), Ctx()));
+    CHECK_FALSE(deployment::IsPaused(out2));
+  }
+  SUBCASE("opt-out: the Deployment label removed") {
+    const json::Document old = Running(true);
+    json::Document obj =
+        With(old, R"([{"op":"remove","path":"/metadata/labels/inplace-webhook.io~1enabled"}])");
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    json::Document out = Patched(obj, r);
+    CHECK_FALSE(deployment::IsPaused(out));
+    CHECK(InProgressText(out).empty());
+    CHECK(AnyContains(r.warnings, "a normal rollout follows"));
+  }
+}
+
+TEST_CASE("a malformed stored record is kept for the loop to abort") {
+  json::Document old = With(Deployment(kPause), SetAnnotation(kInProgressKey, "garbage"));
+  json::Document obj = With(With(old, kUnpause), kEnv);
+  deployment::Decision d = deployment::Decide(old, obj, Ctx());
+  CHECK(d.action == Action::kKeep);
+  json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+  CHECK(deployment::IsPaused(out));
+  CHECK(InProgressText(out) == "garbage");
+}
+
+namespace {
+
+// Every scenario the decision distinguishes, as (stored, written) pairs.
+struct Scenario {
+  const char* name;
+  json::Document old, obj;
+  Action action;
+};
+
+std::vector<Scenario> Scenarios() {
+  std::vector<Scenario> out;
+  auto add = [&](const char* name, json::Document old, json::Document obj, Action action) {
+    out.push_back({name, std::move(old), std::move(obj), action});
+  };
+  add("start", Deployment(), Deployment(kImage), Action::kStart);
+  add("start, user paused", Deployment(kPause), With(Deployment(kPause), kImage), Action::kStart);
+  add("none (env)", Deployment(), Deployment(kEnv), Action::kNone);
+  add("none (scale)", Deployment(),
+      Deployment(R"([{"op":"replace","path":"/spec/replicas","value":4}])"), Action::kNone);
+  add("ignore (not opted in)", Deployment(R"([{"op":"remove","path":"/metadata/labels"}])"),
+      Deployment(R"([{"op":"remove","path":"/metadata/labels"}])"), Action::kIgnore);
+  add("keep (resume)", Running(), With(Running(), kUnpause), Action::kKeep);
+  add("keep (annotation dropped)", Running(),
+      With(Running(),
+           R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1in-progress"}])"),
+      Action::kKeep);
+  add("retarget", Running(), With(Running(), kImage2), Action::kRetarget);
+  add("retarget, user paused", Running(false), With(Running(false), kImage2), Action::kRetarget);
+  add("end", Running(), With(Running(), kEnv), Action::kEnd);
+  add("end, user paused", Running(false), With(Running(false), kEnv), Action::kEnd);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("idempotent: answering its own output again changes nothing, even a second later") {
+  for (const Scenario& s : Scenarios()) {
+    const std::string name = s.name;
+    CAPTURE(name);
+    CHECK(deployment::Decide(s.old, s.obj, Ctx()).action == s.action);
+    json::Document first = Patched(s.obj, admission::MutateDeployment(Update(s.old, s.obj), Ctx()));
+    admission::Response again = admission::MutateDeployment(Update(s.old, first), Ctx(1));
+    CHECK(again.allowed);
+    CHECK_MESSAGE(again.patch.empty(), again.patch);
+    deployment::Decision d = deployment::Decide(s.old, first, Ctx(1));
+    CHECK(d.action == s.action);
+    CHECK(deployment::Conforms(d, first));
+  }
+}
+
+// ---- the validator ----
+
+TEST_CASE("the validator admits the mutator's output for every scenario") {
+  for (const Scenario& s : Scenarios()) {
+    const std::string name = s.name;
+    CAPTURE(name);
+    json::Document out = Patched(s.obj, admission::MutateDeployment(Update(s.old, s.obj), Ctx()));
+    admission::Response v = admission::ValidateDeployment(Update(s.old, out), Ctx(2));
+    CHECK_MESSAGE(v.allowed, v.message);
+    CHECK(v.patch.empty());
+  }
+}
+
+TEST_CASE("the validator denies what the mutator would have changed, and says how to abort") {
+  const json::Document running = Running();
+  struct Row {
+    const char* name;
+    json::Document old, obj;
+    const char* messageContains;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"unpause while in progress", Running(), With(running, kUnpause),
+                  "spec.paused must stay true while an in-place update is running"});
+  rows.push_back(
+      {"hand edit of in-progress", Running(),
+       With(running,
+            SetAnnotation(
+                kInProgressKey,
+                R"({"from":"a","to":"b","pausedByUs":true,"startedAt":"2026-11-29T17:00:00Z"})")),
+       "inplace-webhook.io/in-progress is managed by inplace-webhook"});
+  rows.push_back(
+      {"in-progress dropped", Running(),
+       With(running,
+            R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1in-progress"}])"),
+       "kubectl annotate deploy/web inplace-webhook.io/abort=true -n shop"});
+  rows.push_back({"eligible change that the mutator never saw", Deployment(), Deployment(kImage),
+                  "were not set by the mutating webhook"});
+  rows.push_back({"non-eligible change during an update that the mutator never saw", Running(),
+                  With(running, kEnv), "this change ends the in-place update"});
+  rows.push_back(
+      {"in-progress added by hand, no update running", Deployment(),
+       With(Deployment(),
+            SetAnnotation(
+                kInProgressKey,
+                R"({"from":"a","to":"b","pausedByUs":true,"startedAt":"2026-11-29T17:00:00Z"})")),
+       "is written by inplace-webhook only"});
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    admission::Response v = admission::ValidateDeployment(Update(row.old, row.obj), Ctx());
+    CHECK_FALSE(v.allowed);
+    CHECK(v.code == 403);
+    CHECK_MESSAGE(v.message.find(row.messageContains) != std::string::npos, v.message);
+    if (std::string_view(row.name).find("no update running") == std::string_view::npos &&
+        std::string_view(row.name).find("never saw") == std::string_view::npos) {
+      CHECK_MESSAGE(v.message.find("kubectl annotate deploy/web inplace-webhook.io/abort=true") !=
+                        std::string::npos,
+                    v.message);
+    }
+  }
+  // The controller may do all of it (finish: unpause and drop in-progress).
+  json::Document finished =
+      With(With(running, kUnpause),
+           R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1in-progress"}])");
+  CHECK(
+      admission::ValidateDeployment(
+          Update(running, finished, "system:serviceaccount:inplace-webhook:inplace-webhook"), Ctx())
+          .allowed);
+}
+
+TEST_CASE("the validator checks the lifecycle and policy annotations and the readiness-gate rule") {
+  auto annotate = [](std::string_view key, std::string_view value) {
+    return Deployment(SetAnnotation(key, value));
+  };
+  constexpr std::string_view kLifecycle = "inplace-webhook.io/lifecycle";
+  constexpr std::string_view kPolicy = "inplace-webhook.io/policy";
+  const std::string gate =
+      R"([{"op":"add","path":"/spec/template/spec/readinessGates","value":[{"conditionType":"inplace-webhook.io/ready"}]}])";
+  struct Row {
+    const char* name;
+    json::Document obj;
+    const char* messageContains;  // nullptr: allowed
+  };
+  std::vector<Row> rows;
+  rows.push_back({"valid lifecycle",
+                  annotate(kLifecycle, R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})"),
+                  nullptr});
+  rows.push_back({"malformed lifecycle",
+                  annotate(kLifecycle, R"({"inPlaceUpdate":{"labelsHandler":["lb"]}})"),
+                  "inplace-webhook.io/lifecycle: inPlaceUpdate.labelsHandler must be an object of "
+                  "string values"});
+  rows.push_back({"lifecycle not JSON", annotate(kLifecycle, "labels=lb"),
+                  "inplace-webhook.io/lifecycle: not valid JSON"});
+  rows.push_back({"malformed policy", annotate(kPolicy, R"({"annotations":"example.com/*"})"),
+                  "inplace-webhook.io/policy: annotations must be an array"});
+  rows.push_back(
+      {"valid policy", annotate(kPolicy, R"({"annotations":["example.com/*"]})"), nullptr});
+  rows.push_back(
+      {"markPodNotReady without the gate",
+       annotate(kLifecycle, R"({"inPlaceUpdate":{"markPodNotReady":true}})"),
+       "add readinessGates: [{conditionType: inplace-webhook.io/ready}] to spec.template.spec"});
+  rows.push_back({"postUpdate markPodNotReady without the gate",
+                  annotate(kLifecycle, R"({"postUpdate":{"markPodNotReady":true}})"),
+                  "markPodNotReady needs the pod readiness gate"});
+  rows.push_back({"gracePeriodSeconds without the gate",
+                  annotate(kPolicy, R"({"gracePeriodSeconds":5})"),
+                  "inplace-webhook.io/policy gracePeriodSeconds > 0 needs the pod readiness gate"});
+  rows.push_back({"markPodNotReady with the gate",
+                  With(annotate(kLifecycle, R"({"inPlaceUpdate":{"markPodNotReady":true}})"), gate),
+                  nullptr});
+  rows.push_back(
+      {"not opted in: not judged",
+       With(annotate(kLifecycle, "garbage"), R"([{"op":"remove","path":"/metadata/labels"}])"),
+       nullptr});
+  for (Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    for (Operation op : {Operation::kCreate, Operation::kUpdate}) {
+      // UPDATE: the stored object already had the same annotations, nothing else changes.
+      admission::Request req = Update(row.obj, row.obj);
+      req.operation = op;
+      if (op == Operation::kCreate) req.oldObject = nullptr;
+      admission::Response v = admission::ValidateDeployment(req, Ctx());
+      if (row.messageContains == nullptr) {
+        CHECK_MESSAGE(v.allowed, v.message);
+      } else {
+        CHECK_FALSE(v.allowed);
+        CHECK(v.code == 403);
+        CHECK_MESSAGE(v.message.find(row.messageContains) != std::string::npos, v.message);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "the validator: CREATE with a forged in-progress is denied; subresources and DELETE pass") {
+  json::Document forged = With(Deployment(), SetAnnotation(kInProgressKey, "{}"));
+  admission::Request create = Update(forged, forged);
+  create.operation = Operation::kCreate;
+  create.oldObject = nullptr;
+  CHECK_FALSE(admission::ValidateDeployment(create, Ctx()).allowed);
+
+  const json::Document running = Running();
+  json::Document unpaused = With(running, kUnpause);
+  admission::Request scale = Update(running, unpaused);
+  scale.subResource = "scale";
+  CHECK(admission::ValidateDeployment(scale, Ctx()).allowed);
+  admission::Request del = Update(running, running);
+  del.operation = Operation::kDelete;
+  del.object = nullptr;
+  CHECK(admission::ValidateDeployment(del, Ctx()).allowed);
+}
+
+TEST_CASE("malformed request objects are answered 400 with the field named, by both webhooks") {
+  json::Document good = Deployment();
+  json::Document badLabels = Deployment(
+      R"([{"op":"replace","path":"/metadata/labels","value":["inplace-webhook.io/enabled"]}])");
+  for (auto* handler : {&admission::MutateDeployment, &admission::ValidateDeployment}) {
+    admission::Response r = (*handler)(Update(good, badLabels), Ctx());
+    CHECK_FALSE(r.allowed);
+    CHECK(r.code == 400);
+    CHECK(r.message ==
+          "request.object.metadata.labels must be an object of string values, got array");
+    admission::Response r2 = (*handler)(Update(badLabels, good), Ctx());
+    CHECK(r2.code == 400);
+    CHECK(r2.message.starts_with("request.oldObject.metadata.labels"));
+    admission::Request noOld = Update(good, good);
+    noOld.oldObject = nullptr;
+    CHECK((*handler)(noOld, Ctx()).message == "request.oldObject is missing for UPDATE");
+  }
+}
