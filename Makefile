@@ -30,7 +30,7 @@ certs: deps
 run: build certs
 	@echo "inplace-webhook on https://127.0.0.1:$(PORT) (probes on http://127.0.0.1:$(PROBE_PORT)). Try, in another shell:"
 	@echo "  curl --cacert $(CERT_DIR)/ca.crt -H 'Content-Type: application/json' \\"
-	@echo "       --data-binary @tests/fixtures/kubewarden-deployment-update.json \\"
+	@echo "       --data-binary @tests/fixtures/cases/mutate-deployments/start-image-change.json \\"
 	@echo "       'https://localhost:$(PORT)/mutate/deployments?timeout=10s'"
 	@exec $(BUILD)/inplace-webhook serve --bind-address 127.0.0.1 --port $(PORT) --probe-port $(PROBE_PORT) \
 	  --tls-cert-file $(CERT_DIR)/tls.crt --tls-private-key-file $(CERT_DIR)/tls.key --log-format text

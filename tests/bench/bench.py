@@ -61,7 +61,7 @@ def children(pid):
 
 class Nginx:
     def __init__(self, out, cert_dir, reviews_dir):
-        self.dir = os.path.join(out, "nginx")
+        self.dir = os.path.join(os.path.abspath(out), "nginx")
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         locations = ""
@@ -173,7 +173,11 @@ def main():
 
     hook = Webhook(a.binary, a.cert_dir, extra_args=["--log-level", "warn"],
                    log_path=os.path.join(a.out, "webhook.log")).start()
-    nginx = Nginx(a.out, os.path.abspath(a.cert_dir), reviews).start()
+    try:
+        nginx = Nginx(a.out, os.path.abspath(a.cert_dir), reviews).start()
+    except Exception:
+        hook.stop()
+        raise
     results = {"machine": {"cpus": os.cpu_count(), "kernel": os.uname().release,
                            "model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                                           if l.startswith("model name")), "?")},
