@@ -8,9 +8,11 @@
 // - Each object is stored projected (only the fields a Projection keeps) in its own exactly sized
 //   memory pool, immutable and shared: readers get shared_ptrs and never copy.
 // - Handlers run on the informer's threads, never two at once, after the cache is updated, with
-//   no lock of the cache held (they may read the informer).
-// - Runs on its own thread from construction; the destructor stops it (cancelling the watch)
-//   and joins. No exception leaves the thread: a throwing handler is logged and ignored.
+//   no lock of the cache held (they may read the informer, but must not destroy it). They should
+//   be quick (enqueue a key): a slow handler delays the watch.
+// - Runs on its own thread from construction; the destructor stops it (cancelling the watch at
+//   once; an in-flight LIST finishes first, bounded by the client's timeouts) and joins. No
+//   exception leaves the thread: a throwing handler is logged and ignored.
 #pragma once
 
 #include <atomic>
@@ -119,9 +121,9 @@ struct InformerOptions {
   std::string labelSelector;
   std::string fieldSelector;
   int pageSize = 500;
-  Projection projection;                   // empty: keep whole objects
-  std::chrono::seconds resyncPeriod{0};    // 0: no resync
-  std::chrono::seconds watchTimeout{300};  // each watch lasts [t, 2t)
+  Projection projection;                      // empty: keep whole objects
+  std::chrono::milliseconds resyncPeriod{0};  // 0: no resync
+  std::chrono::seconds watchTimeout{300};     // each watch lasts [t, 2t)
   std::chrono::milliseconds backoffInitial{800};
   std::chrono::milliseconds backoffMax{30000};
   InformerHandlers handlers;

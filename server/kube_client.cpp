@@ -116,6 +116,41 @@ bool Permanent(httplib::Error error) {
          error == httplib::Error::SSLLoadingCerts || error == httplib::Error::BindIPAddress;
 }
 
+// A transport error in words, with httplib's name for it.
+std::string Describe(httplib::Error error) {
+  std::string_view what;
+  switch (error) {
+    case httplib::Error::Connection:
+      what = "could not connect";
+      break;
+    case httplib::Error::ConnectionTimeout:
+      what = "connect timed out";
+      break;
+    case httplib::Error::Read:
+      what = "read failed or timed out";
+      break;
+    case httplib::Error::Write:
+      what = "write failed or timed out";
+      break;
+    case httplib::Error::SSLConnection:
+      what = "TLS handshake failed";
+      break;
+    case httplib::Error::SSLLoadingCerts:
+      what = "cannot load the CA bundle";
+      break;
+    case httplib::Error::SSLServerVerification:
+      what = "the server certificate did not verify against the CA bundle";
+      break;
+    case httplib::Error::Canceled:
+      what = "canceled";
+      break;
+    default:
+      what = "transport error";
+      break;
+  }
+  return std::string(what) + " (" + httplib::to_string(error) + ")";
+}
+
 std::mt19937_64& Rng() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return rng;
@@ -273,7 +308,7 @@ std::optional<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::str
 
 std::string ClientConfig::Url() const {
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return scheme + "://" + h + ":" + std::to_string(port) + basePath;
+  return scheme + "://" + h + ":" + std::to_string(port);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -622,13 +657,13 @@ Result Client::Do(const Request& rq) {
       // The connection is in an unknown state: drop it.
       Result r;
       r.reason = "TransportError";
-      r.message = rq.method + " " + rq.target + ": " + httplib::to_string(err);
+      r.message = rq.method + " " + config_.Url() + rq.target + ": " + Describe(err);
       bool retryable = (rq.idempotent || NotSent(err)) && !Permanent(err);
       if (!retryable || attempt >= config_.maxRetries) return r;
       delay = Backoff(attempt, config_.retryBaseDelay, config_.retryMaxDelay);
       log::Warn("API request failed, retrying", {{"method", rq.method},
                                                  {"path", rq.target},
-                                                 {"error", httplib::to_string(err)},
+                                                 {"error", Describe(err)},
                                                  {"attempt", std::to_string(attempt + 1)},
                                                  {"delayMs", std::to_string(delay.count())}});
     } else {
@@ -950,7 +985,7 @@ WatchResult Client::Watch(std::string_view path, const WatchOptions& options,
   if (!res) {
     out.code = 0;
     out.reason = "TransportError";
-    out.message = "GET " + target + ": " + httplib::to_string(res.error());
+    out.message = "GET " + config_.Url() + target + ": " + Describe(res.error());
     return out;
   }
   out.code = 200;  // the server ended the stream (timeoutSeconds or its own shutdown)

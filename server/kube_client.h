@@ -87,7 +87,7 @@ struct ClientConfig {
   static std::optional<ClientConfig> FromUrl(std::string_view url, std::string_view tokenFile,
                                              std::string_view caFile, std::string& error);
 
-  // "https://host:port" (brackets around IPv6), for logs.
+  // "https://host:port" (brackets around IPv6, no basePath), for logs.
   std::string Url() const;
 };
 
