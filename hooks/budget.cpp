@@ -1,0 +1,80 @@
+#include "hooks/budget.h"
+
+#include <charconv>
+#include <limits>
+#include <string_view>
+
+#include "hooks/keys.h"
+
+namespace iw::budget {
+
+int Replicas(const json::Value& workload) {
+  const json::Value* r = json::Path(&workload, {"spec", "replicas"});
+  if (r == nullptr || !r->IsInt()) return 1;
+  return r->GetInt() < 0 ? 0 : r->GetInt();
+}
+
+std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool roundUp) {
+  if (value.IsInt()) {
+    if (value.GetInt() < 0) return std::nullopt;
+    return value.GetInt();
+  }
+  if (!value.IsString()) return std::nullopt;
+  std::string_view s = json::View(value);
+  if (s.size() < 2 || s.back() != '%') return std::nullopt;
+  s.remove_suffix(1);
+  long long percent = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), percent);
+  if (ec != std::errc() || end != s.data() + s.size() || percent < 0 || percent > 100000) {
+    return std::nullopt;
+  }
+  long long scaled = percent * static_cast<long long>(total);
+  long long result = roundUp ? (scaled + 99) / 100 : scaled / 100;
+  if (result > std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
+  return static_cast<int>(result);
+}
+
+int MaxUnavailable(const json::Value& deployment) {
+  const int replicas = Replicas(deployment);
+  const json::Value* strategy = json::Path(&deployment, {"spec", "strategy"});
+  if (json::StringOr(strategy, "type") == "Recreate") return replicas > 0 ? replicas : 1;
+  const json::Value* value = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
+  std::optional<int> resolved;
+  if (value == nullptr || value->IsNull()) {
+    json::Value defaultValue("25%");
+    resolved = ResolveIntOrPercent(defaultValue, replicas, false);
+  } else {
+    resolved = ResolveIntOrPercent(*value, replicas, false);
+  }
+  if (!resolved || *resolved < 1) return 1;
+  return *resolved;
+}
+
+bool IsReady(const json::Value& pod) {
+  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->IsArray()) return false;
+  for (const auto& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") == "Ready") return json::StringOr(&c, "status") == "True";
+  }
+  return false;
+}
+
+bool IsAvailable(const json::Value& pod) {
+  std::string_view state =
+      json::StringOr(json::Path(&pod, {"metadata", "labels"}), keys::kStateLabel);
+  const bool inUpdate = state == keys::kStatePreparingUpdate || state == keys::kStateUpdating ||
+                        state == keys::kStateUpdated;
+  return !inUpdate && IsReady(pod);
+}
+
+bool Allowance::TryStart(bool podAvailable) {
+  if (inFlight_ >= limit_) return false;
+  if (podAvailable) {
+    if (unavailable_ >= limit_) return false;
+    ++unavailable_;
+  }
+  ++inFlight_;
+  return true;
+}
+
+}  // namespace iw::budget

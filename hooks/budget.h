@@ -1,0 +1,53 @@
+// How many pods of a Deployment an in-place update may hold out of service at once (DESIGN.md
+// §4a "Budget"): the Deployment's own maxUnavailable, resolved as the Deployment controller does.
+#pragma once
+
+#include <optional>
+
+#include "hooks/json.h"
+
+namespace iw::budget {
+
+// spec.replicas of a Deployment (or ReplicaSet); 1 when absent, as the API server defaults it.
+int Replicas(const json::Value& workload);
+
+// Resolves an IntOrString against `total` like intstr.GetScaledValueFromIntOrPercent: an integer
+// as is; "N%" (N a whole number) → N*total/100, rounded down, or up when `roundUp`. Anything else
+// (negative, "N" without %, "1.5%", not a number or string) → nullopt.
+std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool roundUp);
+
+// The number of pods an in-place update may have unavailable at once: spec.strategy.rollingUpdate
+// .maxUnavailable (default 25%) resolved against spec.replicas, rounded down. In-place never
+// surges, so maxSurge is ignored, and a result of 0 (the common `maxUnavailable: 0`) is 1: one
+// pod at a time. A Recreate strategy allows every replica at once. An invalid value → 1.
+int MaxUnavailable(const json::Value& deployment);
+
+// The pod's Ready condition is True.
+bool IsReady(const json::Value& pod);
+
+// A pod is available when it is not in an update (state label Normal, absent, or not one of
+// PreparingUpdate / Updating / Updated) and it is Ready.
+bool IsAvailable(const json::Value& pod);
+
+// Hands out starts of pod updates within the budget. `unavailable` counts the pods that are
+// unavailable now (updating, waiting in hooks, or not Ready); `inFlight` those already in an
+// update (state not Normal). Starting an available pod uses one unit of the budget; starting a
+// pod that is already unavailable costs no availability (so a crash-looping pod can still be
+// fixed in place) but still counts towards the pods updating at once.
+class Allowance {
+ public:
+  Allowance(int limit, int unavailable, int inFlight)
+      : limit_(limit), unavailable_(unavailable), inFlight_(inFlight) {}
+
+  // Whether a pod (available or not) may start its update now; records the start if so.
+  bool TryStart(bool podAvailable);
+
+  int limit() const { return limit_; }
+
+ private:
+  int limit_;
+  int unavailable_;
+  int inFlight_;
+};
+
+}  // namespace iw::budget

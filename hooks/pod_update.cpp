@@ -1,0 +1,793 @@
+#include "hooks/pod_update.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+
+#include "hooks/admission.h"
+#include "hooks/eligibility.h"
+#include "hooks/image_ref.h"
+#include "hooks/keys.h"
+
+namespace iw::pod_update {
+
+namespace {
+
+using json::Allocator;
+using json::Value;
+
+// Template keys the pod write never touches: ours, and the ReplicaSet's hash label.
+bool IsReservedLabel(std::string_view key) {
+  return key == keys::kStateLabel || key == keys::kPodTemplateHashLabel;
+}
+bool IsReservedAnnotation(std::string_view key) {
+  return key == keys::kStateTimestampAnnotation || key == keys::kUpdateStateAnnotation ||
+         key == keys::kHookTimeoutAnnotation;
+}
+
+std::map<std::string, std::string> StringMap(const Value* object) {
+  std::map<std::string, std::string> out;
+  if (object == nullptr || !object->IsObject()) return out;
+  for (const auto& m : object->GetObject()) {
+    if (m.value.IsString()) out[std::string(json::View(m.name))] = std::string(json::View(m.value));
+  }
+  return out;
+}
+
+std::optional<std::string> PodLabel(const Value& pod, std::string_view key) {
+  const Value* v = json::Find(json::Path(&pod, {"metadata", "labels"}), key);
+  if (v == nullptr || !v->IsString()) return std::nullopt;
+  return std::string(json::View(*v));
+}
+std::optional<std::string> PodAnnotation(const Value& pod, std::string_view key) {
+  const Value* v = json::Find(json::Path(&pod, {"metadata", "annotations"}), key);
+  if (v == nullptr || !v->IsString()) return std::nullopt;
+  return std::string(json::View(*v));
+}
+
+const Value* FindNamed(const Value* array, std::string_view nameKey, std::string_view name) {
+  if (array == nullptr || !array->IsArray()) return nullptr;
+  for (const auto& e : array->GetArray()) {
+    if (json::StringOr(&e, nameKey) == name) return &e;
+  }
+  return nullptr;
+}
+
+const Value* Condition(const Value& pod, std::string_view type) {
+  return FindNamed(json::Path(&pod, {"status", "conditions"}), "type", type);
+}
+
+std::string PodName(const Value& pod) {
+  return std::string(json::StringOr(json::Find(&pod, "metadata"), "name"));
+}
+
+// An imageID changed: compared by digest when both carry one (the runtime may report the same
+// image as "docker-pullable://x@sha256:.." or "sha256:.."), else as text.
+bool ImageIdChanged(std::string_view before, std::string_view now) {
+  if (now.empty()) return false;
+  std::string_view a = image_ref::DigestOf(before);
+  std::string_view b = image_ref::DigestOf(now);
+  if (!a.empty() && !b.empty()) return a != b;
+  return before != now;
+}
+
+// A copied string value; an empty view may have a null data() (StringOr's default).
+Value Str(std::string_view s, Allocator& a) {
+  return s.empty() ? Value("", 0, a)
+                   : Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+void SetOrNull(Value& object, std::string_view key, const std::optional<std::string>& value,
+               Allocator& alloc) {
+  if (value) {
+    json::SetString(object, key, *value, alloc);
+  } else {
+    json::Set(object, key, Value(rapidjson::kNullType), alloc);
+  }
+}
+
+std::string Seconds(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+}
+
+std::string DescribeHook(const lifecycle::Hook& hook) {
+  std::string out;
+  for (const auto& [k, v] : hook.labelsHandler) {
+    if (!out.empty()) out += ", ";
+    out += "label " + k + "=" + v;
+  }
+  for (const auto& f : hook.finalizersHandler) {
+    if (!out.empty()) out += ", ";
+    out += "finalizer " + f;
+  }
+  return out;
+}
+
+std::string DescribeChanges(const Changes& c) {
+  std::string out;
+  auto add = [&out](const std::string& s) {
+    if (!out.empty()) out += "; ";
+    out += s;
+  };
+  for (const auto& [name, image] : c.images) add("container " + name + " image " + image);
+  for (const auto& [k, v] : c.labels) add("label " + k + (v ? "=" + *v : " removed"));
+  for (const auto& [k, v] : c.annotations) add("annotation " + k + (v ? " set" : " removed"));
+  return out.empty() ? "no template change" : out;
+}
+
+// Everything a decision reads from one pod, computed once.
+struct View {
+  const Value* pod = nullptr;
+  std::string name;
+  std::string_view state;
+  std::optional<UpdateState> updateState;
+  bool inRun = false;  // the update-state was written by this run (revision is not `from`)
+  Changes changes;
+  bool atTarget = false;
+  bool hasGate = false;
+  std::optional<bool> gate;
+  std::string stateTimestamp;
+  std::optional<Clock::time_point> stateTime;
+  bool preHooked = false;
+  bool drainNeeded = false;  // the gate must be False before the pod write
+};
+
+View Look(const Target& target, const Rules& rules, const Value& pod) {
+  View v;
+  v.pod = &pod;
+  v.name = PodName(pod);
+  v.state = StateOf(pod);
+  v.updateState = ReadUpdateState(pod);
+  v.inRun =
+      v.updateState && !v.updateState->revision.empty() && v.updateState->revision != target.from;
+  v.changes = ComputeChanges(target, pod);
+  v.atTarget = v.changes.Empty() && (!v.inRun || v.updateState->revision == target.to);
+  v.hasGate = HasGate(pod);
+  v.gate = GateStatus(pod);
+  v.stateTimestamp = PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or("");
+  v.stateTime = ParseTime(v.stateTimestamp);
+  v.preHooked = rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod);
+  v.drainNeeded =
+      v.hasGate && ((rules.pre != nullptr && rules.pre->markPodNotReady) || rules.graceSeconds > 0);
+  return v;
+}
+
+void Wake(Step& step, Clock::duration after) {
+  if (after < Clock::duration::zero()) after = Clock::duration::zero();
+  if (!step.wakeAfter || after < *step.wakeAfter) step.wakeAfter = after;
+}
+
+void AddEvent(Step& step, std::string type, std::string reason, std::string message,
+              bool onDeployment = false, std::string dedupKey = {}) {
+  PodOp op;
+  op.kind = PodOp::Kind::kEvent;
+  op.event = PodEvent{std::move(type), std::move(reason), std::move(message), onDeployment,
+                      std::move(dedupKey)};
+  step.ops.push_back(std::move(op));
+}
+
+void AddPatch(Step& step, PodOp::Kind kind, json::Document body) {
+  PodOp op;
+  op.kind = kind;
+  op.body = std::move(body);
+  step.ops.push_back(std::move(op));
+}
+
+// {"metadata":{"labels":{state},"annotations":{timestamp}}}, clearing a stale timeout marker.
+json::Document StatePatch(const View& v, std::string_view state, Clock::time_point now) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  Value& meta = json::EnsureObject(d, "metadata", a);
+  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, state, a);
+  Value& annotations = json::EnsureObject(meta, "annotations", a);
+  json::SetString(annotations, keys::kStateTimestampAnnotation, admission::Rfc3339(now), a);
+  if (PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation)) {
+    json::Set(annotations, keys::kHookTimeoutAnnotation, Value(rapidjson::kNullType), a);
+  }
+  return d;
+}
+
+void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
+  if (!v.hasGate || v.gate == value) return;
+  AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(*v.pod, value, now));
+}
+
+// The pod has waited in its state longer than `timeoutSeconds`: report it once (Events first, then
+// the marker annotation, so a failed marker write only repeats Events that are deduplicated).
+void CheckTimeout(const View& v, Step& step, std::optional<long long> timeoutSeconds,
+                  std::string_view waitingFor, Clock::time_point now) {
+  if (!timeoutSeconds || !v.stateTime) return;
+  const auto deadline = *v.stateTime + std::chrono::seconds(*timeoutSeconds);
+  if (now < deadline) {
+    Wake(step, deadline - now);
+    return;
+  }
+  const std::string marker = std::string(v.state) + "@" + v.stateTimestamp;
+  if (PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation) == marker) return;
+  AddEvent(step, "Warning", "HookTimeout",
+           "pod " + v.name + " has been " + std::string(v.state) + " for " +
+               Seconds(now - *v.stateTime) + ", longer than " + std::to_string(*timeoutSeconds) +
+               "s, " + std::string(waitingFor) +
+               "; the pod stays where it is and the update is stuck (set the Deployment "
+               "annotation " +
+               std::string(keys::kAbortAnnotation) + "=true to abort)",
+           /*onDeployment=*/true, v.name + "/" + marker);
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
+                  keys::kHookTimeoutAnnotation, marker, a);
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  step.timedOut = true;
+  step.summary = "hook timeout reported";
+}
+
+// Rewrites only the revision of an update-state this run wrote, when the newer target asks for
+// nothing else of the pod.
+void Restamp(const Target& target, const View& v, Step& step) {
+  UpdateState next = v.updateState.value_or(UpdateState{});
+  next.revision = target.to;
+  next.changedLabels.insert(target.changedLabels.begin(), target.changedLabels.end());
+  next.changedAnnotations.insert(target.changedAnnotations.begin(),
+                                 target.changedAnnotations.end());
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
+                  keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  step.summary = "update-state re-targeted to " + target.to + " (nothing else to change)";
+}
+
+// The one pod write: the template difference, state Updating and a fresh update-state.
+void Write(const Target& target, const Rules& rules, const View& v, Step& step,
+           Clock::time_point now) {
+  const Value& pod = *v.pod;
+  UpdateState next;
+  next.revision = target.to;
+  next.updateTimestamp = admission::Rfc3339(now);
+  next.changedLabels = target.changedLabels;
+  next.changedAnnotations = target.changedAnnotations;
+  if (v.inRun) {
+    // A re-target: keep what this run changed before, and the baseline of containers still
+    // restarting from the previous write.
+    next.changedLabels.insert(v.updateState->changedLabels.begin(),
+                              v.updateState->changedLabels.end());
+    for (const auto& k : v.updateState->changedAnnotations) {
+      if (target.policy.AllowsAnnotation(k)) next.changedAnnotations.insert(k);
+    }
+    next.lastContainerStatuses = v.updateState->lastContainerStatuses;
+  }
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  for (const auto& [name, image] : v.changes.images) {
+    ContainerRecord rec;
+    if (const Value* st = FindNamed(statuses, "name", name)) {
+      rec.imageID = std::string(json::StringOr(st, "imageID"));
+      rec.containerID = std::string(json::StringOr(st, "containerID"));
+      const Value* rc = json::Find(st, "restartCount");
+      if (rc != nullptr && rc->IsInt64()) rec.restartCount = rc->GetInt64();
+    }
+    next.lastContainerStatuses[name] = rec;
+  }
+
+  json::Document d = StatePatch(v, keys::kStateUpdating, now);
+  auto& a = d.GetAllocator();
+  Value& meta = d["metadata"];
+  Value& labels = meta["labels"];
+  for (const auto& [k, value] : v.changes.labels) SetOrNull(labels, k, value, a);
+  Value& annotations = meta["annotations"];
+  for (const auto& [k, value] : v.changes.annotations) SetOrNull(annotations, k, value, a);
+  json::SetString(annotations, keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
+  if (!v.changes.images.empty()) {
+    Value containers(rapidjson::kArrayType);
+    for (const auto& [name, image] : v.changes.images) {
+      Value c(rapidjson::kObjectType);
+      c.AddMember("name", Str(name, a), a);
+      c.AddMember("image", Str(image, a), a);
+      containers.PushBack(c, a);
+    }
+    json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
+  }
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddEvent(step, "Normal", "PodUpdating",
+           "updating in place to template " + target.to + ": " + DescribeChanges(v.changes));
+  Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
+  step.summary = "pod write: " + DescribeChanges(v.changes);
+}
+
+// Leaves Normal (or a stale Updating/Updated after a re-target): hold in PreparingUpdate while
+// the pre-update hook is armed or a drain is needed, else write at once.
+void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
+           Clock::time_point now) {
+  const bool needPrep = v.preHooked || v.drainNeeded || rules.graceSeconds > 0;
+  if (!needPrep) {
+    Write(target, rules, v, step, now);
+    return;
+  }
+  AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, keys::kStatePreparingUpdate, now));
+  const bool gateFalse = v.preHooked ? rules.pre->markPodNotReady : v.drainNeeded;
+  if (gateFalse) SetGate(v, step, false, now);
+  std::string why;
+  if (v.preHooked) {
+    why =
+        "waiting for the pre-update hook to be released (remove " + DescribeHook(*rules.pre) + ")";
+    if (rules.pre->timeoutSeconds) Wake(step, std::chrono::seconds(*rules.pre->timeoutSeconds));
+  } else {
+    why = "draining for " + std::to_string(rules.graceSeconds) + "s before the update";
+    Wake(step, std::chrono::seconds(rules.graceSeconds));
+  }
+  AddEvent(step, "Normal", "PodPreparingUpdate",
+           "preparing in-place update to template " + target.to + ": " + why);
+  step.summary = "PreparingUpdate: " + why;
+}
+
+// The update is done (or nothing is left to do): Updated while the post-update hook is not fully
+// present, else Normal; the gate goes back to True.
+void Complete(const Target& target, const Rules& rules, const View& v, Step& step,
+              Clock::time_point now, bool restarted) {
+  const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
+  const std::string_view next = hold ? keys::kStateUpdated : keys::kStateNormal;
+  AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, next, now));
+  SetGate(v, step, true, now);
+  std::string message = restarted ? "in-place update to template " + target.to + " done"
+                                  : "pod already matches template " + target.to;
+  if (hold) {
+    message += "; waiting for the post-update hook (" + DescribeHook(*rules.post) + ")";
+    if (rules.post->timeoutSeconds) Wake(step, std::chrono::seconds(*rules.post->timeoutSeconds));
+  } else {
+    message += "; pod is Normal";
+  }
+  AddEvent(step, "Normal", "PodUpdated", message);
+  if (restarted) {
+    step.completed = true;
+    if (auto t = ParseTime(v.updateState->updateTimestamp)) {
+      step.updateSeconds = std::chrono::duration<double>(now - *t).count();
+      if (step.updateSeconds < 0) step.updateSeconds = 0;
+    }
+  }
+  step.summary = std::string(v.state) + " -> " + std::string(next);
+}
+
+}  // namespace
+
+std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+                                 const lifecycle::Policy& policy, std::string from, std::string to,
+                                 std::string& error) {
+  // The base comes from a ReplicaSet: its hash label is not part of the template's meaning.
+  json::Document base;
+  base.CopyFrom(baseTemplate, base.GetAllocator());
+  if (Value* labels = json::FindMutable(json::FindMutable(&base, "metadata"), "labels")) {
+    json::Remove(*labels, keys::kPodTemplateHashLabel);
+  }
+  eligibility::Result r = eligibility::CompareTemplates(&base, &targetTemplate, policy);
+  if (r.verdict == eligibility::Verdict::kNotEligible) {
+    error = "the change of " + r.blockingPath + " cannot be applied in place (" + r.reason + ")";
+    return std::nullopt;
+  }
+  Target t;
+  t.from = std::move(from);
+  t.to = std::move(to);
+  t.policy = policy;
+  t.labels = StringMap(json::Path(&targetTemplate, {"metadata", "labels"}));
+  t.labels.erase(std::string(keys::kPodTemplateHashLabel));
+  t.annotations = StringMap(json::Path(&targetTemplate, {"metadata", "annotations"}));
+  const Value* containers = json::Path(&targetTemplate, {"spec", "containers"});
+  if (containers != nullptr && containers->IsArray()) {
+    for (const auto& c : containers->GetArray()) {
+      t.images[std::string(json::StringOr(&c, "name"))] = std::string(json::StringOr(&c, "image"));
+    }
+  }
+  for (const auto& [k, v] : r.plan.labels) {
+    if (!IsReservedLabel(k)) t.changedLabels.insert(k);
+  }
+  for (const auto& [k, v] : r.plan.annotations) {
+    if (!IsReservedAnnotation(k)) t.changedAnnotations.insert(k);
+  }
+  for (const auto& [name, image] : r.plan.images) t.changedContainers.insert(name);
+  return t;
+}
+
+Rules MakeRules(const lifecycle::Settings& settings) {
+  Rules r;
+  r.pre = settings.lifecycle.PreHook();
+  r.post = settings.lifecycle.PostHook();
+  r.graceSeconds = std::max<long long>(0, settings.policy.gracePeriodSeconds);
+  std::optional<long long> largest;
+  for (const lifecycle::Hook* h : {r.pre, r.post}) {
+    if (h != nullptr && h->timeoutSeconds && (!largest || *h->timeoutSeconds > *largest)) {
+      largest = h->timeoutSeconds;
+    }
+  }
+  if (largest) r.updatingTimeoutSeconds = *largest;
+  return r;
+}
+
+std::optional<UpdateState> ParseUpdateState(std::string_view text) {
+  json::Document doc;
+  if (json::ParseUntrusted(text, doc) || !doc.IsObject()) return std::nullopt;
+  const Value* revision = json::Find(&doc, "revision");
+  if (revision == nullptr || !revision->IsString()) return std::nullopt;
+  UpdateState s;
+  s.revision = std::string(json::View(*revision));
+  s.updateTimestamp = std::string(json::StringOr(&doc, "updateTimestamp"));
+  const Value* last = json::Find(&doc, "lastContainerStatuses");
+  if (last != nullptr && last->IsObject()) {  // Kruise may write null
+    for (const auto& m : last->GetObject()) {
+      ContainerRecord rec;
+      rec.imageID = std::string(json::StringOr(&m.value, "imageID"));
+      rec.containerID = std::string(json::StringOr(&m.value, "containerID"));
+      const Value* rc = json::Find(&m.value, "restartCount");
+      if (rc != nullptr && rc->IsInt64()) rec.restartCount = rc->GetInt64();
+      s.lastContainerStatuses[std::string(json::View(m.name))] = rec;
+    }
+  }
+  for (auto [field, out] : {std::pair{"changedLabels", &s.changedLabels},
+                            std::pair{"changedAnnotations", &s.changedAnnotations}}) {
+    const Value* list = json::Find(&doc, field);
+    if (list == nullptr || !list->IsArray()) continue;
+    for (const auto& e : list->GetArray()) {
+      if (e.IsString()) out->insert(std::string(json::View(e)));
+    }
+  }
+  return s;
+}
+
+std::string SerializeUpdateState(const UpdateState& state) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](const std::string& s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartObject();
+  w.Key("revision");
+  str(state.revision);
+  w.Key("updateTimestamp");
+  str(state.updateTimestamp);
+  w.Key("lastContainerStatuses");
+  w.StartObject();
+  for (const auto& [name, rec] : state.lastContainerStatuses) {
+    str(name);
+    w.StartObject();
+    w.Key("imageID");
+    str(rec.imageID);
+    w.Key("containerID");
+    str(rec.containerID);
+    w.Key("restartCount");
+    w.Int64(rec.restartCount);
+    w.EndObject();
+  }
+  w.EndObject();
+  for (auto [field, set] : {std::pair{"changedLabels", &state.changedLabels},
+                            std::pair{"changedAnnotations", &state.changedAnnotations}}) {
+    if (set->empty()) continue;
+    w.Key(field);
+    w.StartArray();
+    for (const auto& k : *set) str(k);
+    w.EndArray();
+  }
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::optional<UpdateState> ReadUpdateState(const json::Value& pod) {
+  std::optional<std::string> text = PodAnnotation(pod, keys::kUpdateStateAnnotation);
+  if (!text) return std::nullopt;
+  return ParseUpdateState(*text);
+}
+
+std::string_view StateOf(const json::Value& pod) {
+  std::string_view s = json::StringOr(json::Path(&pod, {"metadata", "labels"}), keys::kStateLabel);
+  if (s == keys::kStatePreparingUpdate) return keys::kStatePreparingUpdate;
+  if (s == keys::kStateUpdating) return keys::kStateUpdating;
+  if (s == keys::kStateUpdated) return keys::kStateUpdated;
+  return keys::kStateNormal;
+}
+
+Changes ComputeChanges(const Target& target, const json::Value& pod) {
+  Changes out;
+  std::optional<UpdateState> us = ReadUpdateState(pod);
+  const bool inRun = us && !us->revision.empty() && us->revision != target.from;
+
+  std::set<std::string> labelKeys = target.changedLabels;
+  std::set<std::string> annotationKeys = target.changedAnnotations;
+  std::set<std::string> containerNames = target.changedContainers;
+  if (inRun) {
+    labelKeys.insert(us->changedLabels.begin(), us->changedLabels.end());
+    for (const auto& k : us->changedAnnotations) {
+      if (target.policy.AllowsAnnotation(k)) annotationKeys.insert(k);
+    }
+    for (const auto& [name, rec] : us->lastContainerStatuses) containerNames.insert(name);
+  }
+  for (const auto& k : labelKeys) {
+    if (IsReservedLabel(k)) continue;
+    auto it = target.labels.find(k);
+    std::optional<std::string> want =
+        it == target.labels.end() ? std::nullopt : std::optional<std::string>(it->second);
+    if (PodLabel(pod, k) != want) out.labels[k] = want;
+  }
+  for (const auto& k : annotationKeys) {
+    if (IsReservedAnnotation(k)) continue;
+    auto it = target.annotations.find(k);
+    std::optional<std::string> want =
+        it == target.annotations.end() ? std::nullopt : std::optional<std::string>(it->second);
+    if (PodAnnotation(pod, k) != want) out.annotations[k] = want;
+  }
+  const Value* containers = json::Path(&pod, {"spec", "containers"});
+  if (containers != nullptr && containers->IsArray()) {
+    for (const auto& c : containers->GetArray()) {
+      std::string name(json::StringOr(&c, "name"));
+      if (!containerNames.contains(name)) continue;
+      auto it = target.images.find(name);
+      if (it == target.images.end() || it->second.empty()) continue;
+      if (!image_ref::SameImage(json::StringOr(&c, "image"), it->second)) {
+        out.images[name] = it->second;
+      }
+    }
+  }
+  return out;
+}
+
+bool AtTarget(const Target& target, const json::Value& pod) {
+  if (!ComputeChanges(target, pod).Empty()) return false;
+  std::optional<UpdateState> us = ReadUpdateState(pod);
+  const bool inRun = us && !us->revision.empty() && us->revision != target.from;
+  return !inRun || us->revision == target.to;
+}
+
+bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  const Value* specs = json::Path(&pod, {"spec", "containers"});
+  for (const auto& [name, rec] : state.lastContainerStatuses) {
+    const Value* st = FindNamed(statuses, "name", name);
+    if (st == nullptr) return false;
+    if (ImageIdChanged(rec.imageID, json::StringOr(st, "imageID"))) continue;
+    std::string_view containerID = json::StringOr(st, "containerID");
+    const Value* spec = FindNamed(specs, "name", name);
+    if (!containerID.empty() && containerID != rec.containerID && spec != nullptr &&
+        image_ref::SameImage(json::StringOr(st, "image"), json::StringOr(spec, "image"))) {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+bool HasGate(const json::Value& pod) {
+  return FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
+                   keys::kReadyCondition) != nullptr;
+}
+
+std::optional<bool> GateStatus(const json::Value& pod) {
+  const Value* c = Condition(pod, keys::kReadyCondition);
+  if (c == nullptr) return std::nullopt;
+  return json::StringOr(c, "status") == "True";
+}
+
+json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  const std::string ts = admission::Rfc3339(now);
+  Value conditions(rapidjson::kArrayType);
+
+  Value gate(rapidjson::kObjectType);
+  gate.AddMember("type", Str(keys::kReadyCondition, a), a);
+  gate.AddMember("status", Str(value ? "True" : "False", a), a);
+  const Value* old = Condition(pod, keys::kReadyCondition);
+  const bool same = old != nullptr && (json::StringOr(old, "status") == "True") == value;
+  gate.AddMember("lastTransitionTime",
+                 Str(same ? json::StringOr(old, "lastTransitionTime", ts) : ts, a), a);
+  gate.AddMember("reason", Str(value ? "InPlaceUpdateReady" : "StartInPlaceUpdate", a), a);
+  gate.AddMember("message",
+                 Str(value ? "no in-place update holds this pod"
+                           : "inplace-webhook: out of service for an in-place update",
+                     a),
+                 a);
+  conditions.PushBack(gate, a);
+
+  // Ready as kubelet computes it (status.GeneratePodReadyCondition).
+  const Value* containersReady = Condition(pod, "ContainersReady");
+  const bool containersOk =
+      containersReady != nullptr && json::StringOr(containersReady, "status") == "True";
+  std::string gateProblem;
+  const Value* gates = json::Path(&pod, {"spec", "readinessGates"});
+  if (gates != nullptr && gates->IsArray()) {
+    for (const auto& g : gates->GetArray()) {
+      std::string_view type = json::StringOr(&g, "conditionType");
+      if (type == keys::kReadyCondition) {
+        if (!value) {
+          gateProblem = "the status of pod readiness gate \"" + std::string(type) +
+                        "\" is not \"True\", but False";
+        }
+      } else if (const Value* c = Condition(pod, type)) {
+        std::string_view status = json::StringOr(c, "status");
+        if (status != "True") {
+          gateProblem = "the status of pod readiness gate \"" + std::string(type) +
+                        "\" is not \"True\", but " + std::string(status);
+        }
+      } else {
+        gateProblem = "corresponding condition of pod readiness gate \"" + std::string(type) +
+                      "\" does not exist.";
+      }
+      if (!gateProblem.empty()) break;
+    }
+  }
+  const bool ready = containersOk && gateProblem.empty();
+  const Value* oldReady = Condition(pod, "Ready");
+  const bool wasReady = oldReady != nullptr && json::StringOr(oldReady, "status") == "True";
+  if (oldReady == nullptr || ready != wasReady) {
+    Value r(rapidjson::kObjectType);
+    r.AddMember("type", "Ready", a);
+    r.AddMember("status", Str(ready ? "True" : "False", a), a);
+    r.AddMember("lastTransitionTime", Str(ts, a), a);
+    if (!ready) {
+      if (!containersOk) {
+        r.AddMember("reason", "ContainersNotReady", a);
+        r.AddMember("message", Str(json::StringOr(containersReady, "message"), a), a);
+      } else {
+        r.AddMember("reason", "ReadinessGatesNotReady", a);
+        r.AddMember("message", Str(gateProblem, a), a);
+      }
+    }
+    conditions.PushBack(r, a);
+  }
+  json::EnsureObject(d, "status", a).AddMember("conditions", conditions, a);
+  return d;
+}
+
+std::optional<Clock::time_point> ParseTime(std::string_view s) {
+  // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
+  auto num = [&s](size_t pos, size_t len, int& out) {
+    if (pos + len > s.size()) return false;
+    auto [end, ec] = std::from_chars(s.data() + pos, s.data() + pos + len, out);
+    return ec == std::errc() && end == s.data() + pos + len;
+  };
+  int year, month, day, hour, minute, second;
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+      s[13] != ':' || s[16] != ':' || !num(0, 4, year) || !num(5, 2, month) || !num(8, 2, day) ||
+      !num(11, 2, hour) || !num(14, 2, minute) || !num(17, 2, second)) {
+    return std::nullopt;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return std::nullopt;
+  }
+  size_t pos = 19;
+  long long nanos = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    size_t digits = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (digits < 9) nanos = nanos * 10 + (s[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    if (digits == 0) return std::nullopt;
+    for (size_t i = digits; i < 9; ++i) nanos *= 10;
+  }
+  long long offset = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int oh, om;
+    if (pos + 6 != s.size() || s[pos + 3] != ':' || !num(pos + 1, 2, oh) || !num(pos + 4, 2, om)) {
+      return std::nullopt;
+    }
+    offset = (oh * 3600LL + om * 60LL) * (s[pos] == '+' ? 1 : -1);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  const std::time_t t = timegm(&tm);
+  return Clock::from_time_t(t - offset) +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanos));
+}
+
+bool WantsStart(const Target& target, const json::Value& pod) {
+  if (StateOf(pod) != keys::kStateNormal) return false;
+  return !ComputeChanges(target, pod).Empty();
+}
+
+Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
+            Clock::time_point now) {
+  Step step;
+  const View v = Look(target, rules, pod);
+
+  if (v.state == keys::kStateNormal) {
+    if (v.atTarget || (!v.changes.Empty() && !mayStart)) {
+      SetGate(v, step, true, now);  // also new pods that declare the gate and lack the condition
+      if (!step.ops.empty()) step.summary = "readiness gate set True";
+      return step;
+    }
+    if (v.changes.Empty()) {
+      Restamp(target, v, step);
+      SetGate(v, step, true, now);
+      return step;
+    }
+    step.started = true;
+    Begin(target, rules, v, step, now);
+    return step;
+  }
+
+  if (v.state == keys::kStatePreparingUpdate) {
+    if (v.atTarget) {  // re-targeted back while waiting (kruise#1156)
+      Complete(target, rules, v, step, now, /*restarted=*/false);
+      return step;
+    }
+    if (v.preHooked) {
+      if (rules.pre->markPodNotReady) SetGate(v, step, false, now);
+      CheckTimeout(v, step, rules.pre->timeoutSeconds,
+                   "waiting for the pre-update hook (" + DescribeHook(*rules.pre) + ")", now);
+      return step;
+    }
+    if (v.drainNeeded && v.gate != false) {
+      SetGate(v, step, false, now);
+      Wake(step, std::chrono::seconds(rules.graceSeconds));
+      step.summary = "readiness gate set False before the update";
+      return step;
+    }
+    std::optional<Clock::time_point> anchor = v.stateTime;
+    if (v.hasGate && v.gate == false) {
+      const Value* c = Condition(pod, keys::kReadyCondition);
+      if (auto t = ParseTime(json::StringOr(c, "lastTransitionTime"))) {
+        if (!anchor || *t > *anchor) anchor = t;
+      }
+    }
+    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(rules.graceSeconds);
+    if (now < graceEnd) {
+      Wake(step, graceEnd - now);
+      return step;
+    }
+    Write(target, rules, v, step, now);
+    return step;
+  }
+
+  if (v.state == keys::kStateUpdating) {
+    if (v.updateState && v.updateState->revision == target.to) {
+      if (UpdateCompleted(pod, *v.updateState)) {
+        Complete(target, rules, v, step, now, /*restarted=*/true);
+      } else {
+        CheckTimeout(v, step, rules.updatingTimeoutSeconds,
+                     "waiting for kubelet to restart the updated containers", now);
+      }
+      return step;
+    }
+    // Re-targeted while restarting: go through again.
+    if (v.changes.Empty()) {
+      Restamp(target, v, step);
+    } else {
+      Begin(target, rules, v, step, now);
+    }
+    return step;
+  }
+
+  // Updated: waiting for the post-update hook.
+  if (v.atTarget) {
+    SetGate(v, step, true, now);
+    if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
+      AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, keys::kStateNormal, now));
+      AddEvent(step, "Normal", "PodUpdated",
+               "post-update hook satisfied; pod is Normal at template " + target.to);
+      step.summary = "Updated -> Normal";
+    } else {
+      CheckTimeout(v, step, rules.post->timeoutSeconds,
+                   "waiting for the post-update hook (" + DescribeHook(*rules.post) + ")", now);
+    }
+    return step;
+  }
+  if (v.changes.Empty()) {
+    Restamp(target, v, step);
+  } else {
+    Begin(target, rules, v, step, now);
+  }
+  return step;
+}
+
+}  // namespace iw::pod_update

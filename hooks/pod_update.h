@@ -1,0 +1,164 @@
+// The per-pod state machine of an in-place update (DESIGN.md §4.3 and §4a), in one place:
+//
+//   Normal ──(chosen within the budget)──► PreparingUpdate ──(no pre-hook handler left, gate
+//     │          pre-hook armed, or a drain     False, grace elapsed)──┐
+//     │          (gate False / grace) needed                           ▼
+//     └──────────(nothing to wait for)───────────────────────────► Updating ──(every changed
+//                                                                      │      container restarted
+//                                                                      │      on its new image)
+//                         Normal ◄──(all post-hook handlers present)── Updated ◄──┘ (or straight
+//                                                                             to Normal)
+//
+// A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
+// the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
+// restarted loop continues where the last one stopped. Each decision yields at most one pod patch
+// and one pod status patch (strategic merge patches without resourceVersion: the driver adds the
+// precondition) plus Events.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hooks/json.h"
+#include "hooks/lifecycle.h"
+
+namespace iw::pod_update {
+
+using Clock = std::chrono::system_clock;
+
+// Kruise's default for a hook without timeoutSeconds does not exist (it waits for ever); the
+// Updating state (waiting for kubelet) is reported stuck after the largest hook timeout, or this.
+inline constexpr long long kDefaultUpdatingTimeoutSeconds = 600;
+
+// What the running in-place update wants of every pod, computed once per pass from the base
+// template (the one the pods were created from: the active ReplicaSet's) and the target template
+// (the stored Deployment's spec.template).
+struct Target {
+  std::string from, to;  // template hashes of the in-progress record
+  // The target template's labels (without pod-template-hash), annotations and container images.
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> images;
+  // What differs between base and target: label keys (changed, added, removed), annotation keys
+  // the policy allows, container names whose image changed.
+  std::set<std::string> changedLabels;
+  std::set<std::string> changedAnnotations;
+  std::set<std::string> changedContainers;
+  lifecycle::Policy policy;
+};
+
+// Builds the Target. `error` is set (and nullopt returned) when the difference is not one that
+// can be applied in place (a non-eligible change reached the loop, e.g. past a failed webhook).
+std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+                                 const lifecycle::Policy& policy, std::string from, std::string to,
+                                 std::string& error);
+
+// The hook rules of the Deployment, resolved for the two phases.
+struct Rules {
+  const lifecycle::Hook* pre = nullptr;   // holds a pod before its update (any handler present)
+  const lifecycle::Hook* post = nullptr;  // holds it after (until all handlers are present)
+  long long graceSeconds = 0;             // policy.gracePeriodSeconds
+  long long updatingTimeoutSeconds = kDefaultUpdatingTimeoutSeconds;
+};
+// Pointers into `settings`, which must outlive the Rules. The Updating timeout is the largest
+// hook timeoutSeconds, or kDefaultUpdatingTimeoutSeconds when no hook declares one.
+Rules MakeRules(const lifecycle::Settings& settings);
+
+// The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
+// {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
+//  "containerID":"..","restartCount":N}},"changedLabels":["k"],"changedAnnotations":["a"]}
+// The lists name every template key this update run wrote to the pod, so that a re-targeted
+// update can put back a key the newest target no longer changes.
+struct ContainerRecord {
+  std::string imageID;
+  std::string containerID;
+  long long restartCount = 0;
+  bool operator==(const ContainerRecord&) const = default;
+};
+struct UpdateState {
+  std::string revision;
+  std::string updateTimestamp;
+  std::map<std::string, ContainerRecord> lastContainerStatuses;
+  std::set<std::string> changedLabels;
+  std::set<std::string> changedAnnotations;
+  bool operator==(const UpdateState&) const = default;
+};
+std::optional<UpdateState> ParseUpdateState(std::string_view text);
+std::string SerializeUpdateState(const UpdateState& state);
+// The pod's update-state annotation; nullopt when absent or not of that shape.
+std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
+
+// The pod's state label: Normal when absent or not one of ours.
+std::string_view StateOf(const json::Value& pod);
+
+// What a pod needs written to reach the target: only template keys the update changes (plus
+// those this run changed before, for a re-target), and only where the pod differs.
+struct Changes {
+  std::map<std::string, std::optional<std::string>> labels;  // nullopt: remove
+  std::map<std::string, std::optional<std::string>> annotations;
+  std::map<std::string, std::string> images;  // container name → image
+  bool Empty() const { return labels.empty() && annotations.empty() && images.empty(); }
+};
+Changes ComputeChanges(const Target& target, const json::Value& pod);
+
+// The pod's content is the target's and its update-state (if this run wrote one) says `to`.
+bool AtTarget(const Target& target, const json::Value& pod);
+
+// Whether every container recorded in `state` runs its new image: its imageID changed, or its
+// containerID changed and the image it reports is the spec's image once normalised. Never the
+// imageID alone (a retag keeps it). A recorded container without a status is not done.
+bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
+
+// The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it, and the
+// status of its condition (nullopt when the condition is absent).
+bool HasGate(const json::Value& pod);
+std::optional<bool> GateStatus(const json::Value& pod);
+// A strategic merge patch for pods/status that sets the gate condition to `value` and, in the same
+// write, recomputes Ready as kubelet does (True only if ContainersReady is True and every declared
+// readiness gate is True). Ready is included only when its status changes.
+json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now);
+
+// Parses RFC 3339 (`2026-11-29T17:48:57Z`, fractions and offsets accepted); nullopt otherwise.
+std::optional<Clock::time_point> ParseTime(std::string_view text);
+
+// An Event the decision asks for, about the pod (and also its Deployment when `onDeployment`).
+// A non-empty `dedupKey` makes the Event's name deterministic: creating it twice is a no-op.
+struct PodEvent {
+  std::string type;  // Normal or Warning
+  std::string reason;
+  std::string message;
+  bool onDeployment = false;
+  std::string dedupKey;
+};
+
+// One write or Event, in the order the driver must apply them; it stops at the first failed write.
+struct PodOp {
+  enum class Kind { kPatch, kStatusPatch, kEvent };
+  Kind kind = Kind::kPatch;
+  json::Document body;  // kPatch / kStatusPatch: strategic merge patch, no resourceVersion
+  PodEvent event;       // kEvent
+};
+
+struct Step {
+  std::vector<PodOp> ops;
+  bool started = false;      // the pod left Normal for this update (it used the budget)
+  bool completed = false;    // its containers finished restarting
+  double updateSeconds = 0;  // with `completed`: time since the pod write
+  bool timedOut = false;     // a HookTimeout is reported by this step
+  std::optional<Clock::duration> wakeAfter;  // a time-based wait ends then (grace, timeout)
+  std::string summary;                       // one line for the logs, "" when nothing happens
+};
+
+// Whether the pod would start an update now if the budget allows (Normal and not at target).
+bool WantsStart(const Target& target, const json::Value& pod);
+
+// The next step for `pod`. `mayStart` grants the budget to a pod for which WantsStart is true.
+Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
+            Clock::time_point now);
+
+}  // namespace iw::pod_update

@@ -1,0 +1,703 @@
+#include "hooks/rollout_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "hooks/admission.h"
+#include "hooks/budget.h"
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "hooks/lifecycle.h"
+#include "hooks/pod_update.h"
+
+namespace iw::rollout {
+
+namespace {
+
+using json::Allocator;
+using json::Value;
+
+// The largest previous template kept in a ReplicaSet annotation (the API server limits all
+// annotations of an object to 256 KiB together).
+constexpr size_t kMaxPreviousTemplateBytes = 32 * 1024;
+// Event messages longer than this are cut (events.k8s.io limits `note` to 1 KiB).
+constexpr size_t kMaxEventMessage = 1024;
+// How often to look again while waiting for the Deployment controller or a blocked update.
+constexpr auto kControllerPoll = std::chrono::seconds(2);
+constexpr auto kBlockedPoll = std::chrono::seconds(30);
+
+std::string_view Meta(const Value& object, std::string_view key) {
+  return json::StringOr(json::Find(&object, "metadata"), key);
+}
+std::string Name(const Value& object) {
+  return std::string(Meta(object, "name"));
+}
+
+const Value* Annotation(const Value& object, std::string_view key) {
+  return json::Find(json::Path(&object, {"metadata", "annotations"}), key);
+}
+std::string_view AnnotationOr(const Value& object, std::string_view key) {
+  const Value* v = Annotation(object, key);
+  return v != nullptr && v->IsString() ? json::View(*v) : std::string_view{};
+}
+
+// A copied string value; an empty view may have a null data() (StringOr's default).
+Value Str(std::string_view s, Allocator& a) {
+  return s.empty() ? Value("", 0, a)
+                   : Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+const Value& TemplateOf(const Value& workload) {
+  static const Value kEmpty(rapidjson::kObjectType);
+  const Value* t = json::Path(&workload, {"spec", "template"});
+  return t != nullptr ? *t : kEmpty;
+}
+
+std::string Truncate(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  s.resize(cut);
+  return s + "...";
+}
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// RFC 7386: the merge patch that turns `from` into `to` (objects member by member, null for a
+// removed member, anything else replaced whole).
+Value MergeDiff(const Value& from, const Value& to, Allocator& a) {
+  if (!from.IsObject() || !to.IsObject()) return Value(to, a);
+  Value out(rapidjson::kObjectType);
+  for (const auto& m : from.GetObject()) {
+    if (!to.HasMember(m.name)) out.AddMember(Value(m.name, a), Value(rapidjson::kNullType), a);
+  }
+  for (const auto& m : to.GetObject()) {
+    auto it = from.FindMember(m.name);
+    if (it == from.MemberEnd()) {
+      out.AddMember(Value(m.name, a), Value(m.value, a), a);
+    } else if (it->value != m.value) {
+      out.AddMember(Value(m.name, a), MergeDiff(it->value, m.value, a), a);
+    }
+  }
+  return out;
+}
+
+Action EventAction(const Value& involved, std::string_view apiVersion, std::string_view kind,
+                   std::string_view type, std::string_view reason, std::string_view message,
+                   Clock::time_point now, std::string name, Metric metric = Metric::kNone) {
+  Action act;
+  act.kind = WriteKind::kEvent;
+  act.ns = std::string(Meta(involved, "namespace"));
+  act.name = name;
+  act.body = MakeEvent(involved, apiVersion, kind, type, reason, message, now, name);
+  act.metric = metric;
+  act.summary = std::string(reason) + ": " + std::string(message);
+  return act;
+}
+
+Action DeploymentEvent(const Value& d, std::string_view type, std::string_view reason,
+                       std::string_view message, Clock::time_point now, std::string name = {},
+                       Metric metric = Metric::kNone) {
+  return EventAction(d, "apps/v1", "Deployment", type, reason, message, now, std::move(name),
+                     metric);
+}
+
+Action Write(WriteKind kind, const Value& object, json::Document body, std::string summary) {
+  Action act;
+  act.kind = kind;
+  act.ns = std::string(Meta(object, "namespace"));
+  act.name = Name(object);
+  act.resourceVersion = std::string(Meta(object, "resourceVersion"));
+  act.body = std::move(body);
+  act.summary = std::move(summary);
+  return act;
+}
+
+std::string Duration(double seconds) {
+  long long s = static_cast<long long>(seconds);
+  char buf[64];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", s / 3600, (s / 60) % 60, s % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  }
+  return buf;
+}
+
+// The Deployment patch that ends the update: drop `in-progress` (and `abort`), unpause if asked.
+Action EndPatch(const Value& d, bool unpause, std::string summary) {
+  json::Document body(rapidjson::kObjectType);
+  auto& a = body.GetAllocator();
+  Value& annotations =
+      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
+  json::Set(annotations, keys::kInProgressAnnotation, Value(rapidjson::kNullType), a);
+  if (Annotation(d, keys::kAbortAnnotation) != nullptr) {
+    json::Set(annotations, keys::kAbortAnnotation, Value(rapidjson::kNullType), a);
+  }
+  if (unpause) json::EnsureObject(body, "spec", a).AddMember("paused", false, a);
+  return Write(WriteKind::kDeploymentPatch, d, std::move(body), std::move(summary));
+}
+
+bool IsPaused(const Value& d) {
+  const Value* p = json::Path(&d, {"spec", "paused"});
+  return p != nullptr && p->IsBool() && p->GetBool();
+}
+
+Plan Abort(const Value& d, const std::optional<InProgress>& record, std::string why,
+           Clock::time_point now) {
+  Plan plan;
+  plan.phase = Phase::kAborted;
+  plan.message = why;
+  // Unknown record (malformed): leave `paused` as it is rather than guess who paused it.
+  const bool unpause = record && record->pausedByUs && IsPaused(d);
+  Action patch = EndPatch(d, unpause, "abort: " + why);
+  patch.metric = Metric::kRolloutAborted;
+  plan.actions.push_back(std::move(patch));
+  std::string message = "in-place update aborted: " + why + ". Pods are left as they are; ";
+  message += unpause ? "the Deployment is unpaused and the native rollout takes over"
+                     : "the Deployment's paused setting is left unchanged";
+  plan.actions.push_back(DeploymentEvent(d, "Warning", "InPlaceUpdateAborted", message, now));
+  return plan;
+}
+
+int RevisionOf(const Value& rs) {
+  std::string_view r = AnnotationOr(rs, keys::kRevisionAnnotation);
+  int n = 0;
+  for (char c : r) {
+    if (c < '0' || c > '9' || n > 100000000) return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+// The ReplicaSet an update works from: its template is the old one (`from`), the new one (`to`:
+// the finish has begun), or an earlier target of this run that a finish already wrote (its
+// previous-template-hash is `from`).
+bool MatchesRun(const Value& rs, const InProgress& record) {
+  const std::string h = TemplateHash(TemplateOf(rs));
+  return h == record.from || h == record.to ||
+         AnnotationOr(rs, keys::kPreviousTemplateHashAnnotation) == record.from;
+}
+
+// The template the pods of `rs` were created from: its own, or, once the finish wrote the target
+// into it, the previous template it saved (so pods created meanwhile from a stale cache are still
+// brought to the target).
+json::Document BaseTemplate(const Value& rs, const InProgress& record) {
+  json::Document out;
+  const Value& t = TemplateOf(rs);
+  if (TemplateHash(t) == record.to && record.from != record.to) {
+    std::string_view saved = AnnotationOr(rs, keys::kPreviousTemplateAnnotation);
+    json::Document prev;
+    if (!saved.empty() && !json::ParseUntrusted(saved, prev) && prev.IsObject() &&
+        TemplateHash(prev) == record.from) {
+      out.CopyFrom(prev, out.GetAllocator());
+      return out;
+    }
+  }
+  out.CopyFrom(t, out.GetAllocator());
+  return out;
+}
+
+bool Moved(const Value& pod, const InProgress& record) {
+  if (pod_update::StateOf(pod) != keys::kStateNormal) return true;
+  std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
+  return us && !us->revision.empty() && us->revision != record.from;
+}
+
+void AddPodStep(Plan& plan, const Value& d, const Value& pod, pod_update::Step step) {
+  const std::string podName = Name(pod);
+  bool metricPlaced = false;
+  for (pod_update::PodOp& op : step.ops) {
+    if (op.kind == pod_update::PodOp::Kind::kEvent) {
+      const pod_update::PodEvent& e = op.event;
+      std::string name = e.dedupKey.empty() ? "" : DedupEventName(podName, e.dedupKey);
+      Action ev =
+          EventAction(pod, "v1", "Pod", e.type, e.reason, e.message, Clock::time_point{}, name);
+      ev.pod = podName;
+      plan.actions.push_back(std::move(ev));
+      if (e.onDeployment) {
+        std::string dName = e.dedupKey.empty() ? "" : DedupEventName(Name(d), e.dedupKey);
+        Action dev = DeploymentEvent(d, e.type, e.reason, e.message, Clock::time_point{}, dName);
+        dev.pod = podName;
+        plan.actions.push_back(std::move(dev));
+      }
+      continue;
+    }
+    const WriteKind kind = op.kind == pod_update::PodOp::Kind::kPatch ? WriteKind::kPodPatch
+                                                                      : WriteKind::kPodStatusPatch;
+    Action w = Write(kind, pod, std::move(op.body), step.summary);
+    w.pod = podName;
+    if (!metricPlaced && kind == WriteKind::kPodPatch) {
+      metricPlaced = true;
+      if (step.started) {
+        w.metric = Metric::kPodUpdateStarted;
+      } else if (step.completed) {
+        w.metric = Metric::kPodUpdateCompleted;
+        w.seconds = step.updateSeconds;
+      } else if (step.timedOut) {
+        w.metric = Metric::kHookTimeout;
+      }
+    }
+    plan.actions.push_back(std::move(w));
+  }
+  if (step.wakeAfter && (!plan.requeueAfter || *step.wakeAfter < *plan.requeueAfter)) {
+    plan.requeueAfter = step.wakeAfter;
+  }
+}
+
+// Event timestamps are filled once per plan (the pure pod step does not know the clock's value
+// for Events; it does for everything else).
+void StampEvents(Plan& plan, Clock::time_point now) {
+  const std::string ts = admission::Rfc3339(now);
+  for (Action& a : plan.actions) {
+    if (a.kind != WriteKind::kEvent) continue;
+    auto& alloc = a.body.GetAllocator();
+    json::SetString(a.body, "firstTimestamp", ts, alloc);
+    json::SetString(a.body, "lastTimestamp", ts, alloc);
+  }
+}
+
+// Finish step 1: mark older matching zero-replica ReplicaSets, then write the target template
+// into the active one.
+void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
+                       const std::vector<const Value*>& owned, const InProgress& record,
+                       bool patchBase) {
+  for (const Value* rs : owned) {
+    if (rs == &base || budget::Replicas(*rs) != 0) continue;
+    if (TemplateHash(TemplateOf(*rs)) != record.to) continue;
+    json::Document body(rapidjson::kObjectType);
+    auto& a = body.GetAllocator();
+    Value& tmeta = json::EnsureObject(
+        json::EnsureObject(json::EnsureObject(body, "spec", a), "template", a), "metadata", a);
+    json::SetString(json::EnsureObject(tmeta, "annotations", a), keys::kSupersededByAnnotation,
+                    record.to, a);
+    plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, *rs, std::move(body),
+                                 "mark ReplicaSet " + Name(*rs) +
+                                     " superseded: its template equals the target " + record.to));
+  }
+  if (!patchBase) return;
+
+  const Value& oldTemplate = TemplateOf(base);
+  json::Document desired;
+  desired.CopyFrom(TemplateOf(d), desired.GetAllocator());
+  auto& da = desired.GetAllocator();
+  std::string_view hashLabel =
+      json::StringOr(json::Path(&base, {"metadata", "labels"}), keys::kPodTemplateHashLabel);
+  if (hashLabel.empty()) {
+    hashLabel = json::StringOr(json::Path(&oldTemplate, {"metadata", "labels"}),
+                               keys::kPodTemplateHashLabel);
+  }
+  if (!hashLabel.empty()) {
+    json::SetString(json::EnsureObject(json::EnsureObject(desired, "metadata", da), "labels", da),
+                    keys::kPodTemplateHashLabel, hashLabel, da);
+  }
+
+  json::Document body(rapidjson::kObjectType);
+  auto& a = body.GetAllocator();
+  Value& annotations =
+      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
+  json::SetString(annotations, keys::kPreviousTemplateHashAnnotation, TemplateHash(oldTemplate), a);
+  std::string saved = json::SerializeCanonical(oldTemplate);
+  if (saved.size() <= kMaxPreviousTemplateBytes) {
+    json::SetString(annotations, keys::kPreviousTemplateAnnotation, saved, a);
+  } else if (Annotation(base, keys::kPreviousTemplateAnnotation) != nullptr) {
+    json::Set(annotations, keys::kPreviousTemplateAnnotation, Value(rapidjson::kNullType), a);
+  }
+  for (std::string_view k : {keys::kInProgressAnnotation, keys::kLifecycleAnnotation,
+                             keys::kPolicyAnnotation, keys::kAbortAnnotation}) {
+    if (Annotation(base, k) != nullptr) json::Set(annotations, k, Value(rapidjson::kNullType), a);
+  }
+  Value templatePatch = MergeDiff(oldTemplate, desired, a);
+  json::EnsureObject(body, "spec", a).AddMember("template", templatePatch, a);
+  plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, std::move(body),
+                               "ReplicaSet " + Name(base) + " template := Deployment template " +
+                                   record.to + " (was " + TemplateHash(oldTemplate) + ")"));
+}
+
+}  // namespace
+
+kube::PatchType Action::PatchType() const {
+  return (kind == WriteKind::kPodPatch || kind == WriteKind::kPodStatusPatch)
+             ? kube::PatchType::kStrategicMerge
+             : kube::PatchType::kMerge;
+}
+
+std::string Action::Path() const {
+  switch (kind) {
+    case WriteKind::kPodPatch:
+      return kube::PodPath(ns, name);
+    case WriteKind::kPodStatusPatch:
+      return kube::PodStatusPath(ns, name);
+    case WriteKind::kReplicaSetPatch:
+      return kube::ReplicaSetPath(ns, name);
+    case WriteKind::kDeploymentPatch:
+      return kube::DeploymentPath(ns, name);
+    case WriteKind::kEvent:
+      return kube::EventsPath(ns);
+  }
+  return {};
+}
+
+std::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kIdle:
+      return "idle";
+    case Phase::kUpdating:
+      return "updating";
+    case Phase::kFinishing:
+      return "finishing";
+    case Phase::kWaitingForController:
+      return "waiting-for-controller";
+    case Phase::kCompleted:
+      return "completed";
+    case Phase::kAborted:
+      return "aborted";
+    case Phase::kBlocked:
+      return "blocked";
+  }
+  return "unknown";
+}
+
+Plan PlanRollout(const Snapshot& s) {
+  Plan plan;
+  if (s.deployment == nullptr) return plan;
+  const Value& d = *s.deployment;
+  if (json::Find(json::Find(&d, "metadata"), "deletionTimestamp") != nullptr) return plan;
+
+  std::string error;
+  std::optional<InProgress> record = ReadInProgress(d, error);
+  if (!record) {
+    if (!error.empty())
+      return Abort(d, std::nullopt, "malformed in-progress record: " + error, s.now);
+    return plan;  // no in-place update
+  }
+  const InProgress& r = *record;
+  Plan out = [&]() -> Plan {
+    if (AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue) {
+      return Abort(d, record,
+                   "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
+                   s.now);
+    }
+    if (!IsPaused(d)) {
+      return Abort(d, record,
+                   "the Deployment was unpaused while the update ran (a write bypassed the "
+                   "webhook); the native rollout takes over",
+                   s.now);
+    }
+    std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(d, error);
+    if (!settings) return Abort(d, record, error, s.now);
+
+    // The Deployment's ReplicaSets and live pods.
+    const std::string_view uid = Meta(d, "uid");
+    std::vector<const Value*> owned;
+    for (const Value* rs : s.replicaSets) {
+      if (rs != nullptr && ControllerUid(*rs) == uid) owned.push_back(rs);
+    }
+    std::vector<const Value*> active;
+    for (const Value* rs : owned) {
+      if (budget::Replicas(*rs) > 0) active.push_back(rs);
+    }
+    auto podsOf = [&s](const Value& rs) {
+      std::vector<const Value*> pods;
+      const std::string_view rsUid = Meta(rs, "uid");
+      for (const Value* p : s.pods) {
+        if (p != nullptr && IsLive(*p) && ControllerUid(*p) == rsUid) pods.push_back(p);
+      }
+      std::sort(pods.begin(), pods.end(),
+                [](const Value* a, const Value* b) { return Name(*a) < Name(*b); });
+      return pods;
+    };
+    bool moved = false;
+    for (const Value* rs : owned) {
+      for (const Value* p : podsOf(*rs)) moved = moved || Moved(*p, r);
+    }
+
+    // Precondition (DESIGN.md §3): exactly one ReplicaSet with replicas, at the old template (or
+    // at the new one once the finish began). Checked until pods start moving.
+    const Value* base = nullptr;
+    if (active.size() == 1 && MatchesRun(*active[0], r)) {
+      base = active[0];
+    } else if (active.empty() && moved) {  // scaled to zero mid-update
+      for (const Value* rs : owned) {
+        if (MatchesRun(*rs, r) && (base == nullptr || RevisionOf(*rs) > RevisionOf(*base))) {
+          base = rs;
+        }
+      }
+    }
+    if (!moved && base == nullptr) {
+      if (active.size() != 1) {
+        return Abort(d, record,
+                     "an in-place update needs exactly one ReplicaSet with replicas, found " +
+                         std::to_string(active.size()),
+                     s.now);
+      }
+      return Abort(d, record,
+                   "the active ReplicaSet " + Name(*active[0]) + " has template " +
+                       TemplateHash(TemplateOf(*active[0])) + ", not the template " + r.from +
+                       " the update started from",
+                   s.now);
+    }
+    if (base == nullptr) {
+      Plan blocked;
+      blocked.phase = Phase::kBlocked;
+      blocked.message = "no single ReplicaSet with replicas matches the update (found " +
+                        std::to_string(active.size()) + " with replicas); waiting";
+      blocked.requeueAfter = kBlockedPoll;
+      return blocked;
+    }
+
+    json::Document baseTemplate = BaseTemplate(*base, r);
+    std::optional<pod_update::Target> target =
+        pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to, error);
+    if (!target) return Abort(d, record, error, s.now);
+    const pod_update::Rules rules = pod_update::MakeRules(*settings);
+    const std::vector<const Value*> pods = podsOf(*base);
+    const bool finishBegun = TemplateHash(TemplateOf(*base)) == r.to;
+
+    Plan p;
+    p.phase = Phase::kUpdating;
+    // InPlaceUpdateStarted, once per record: until the first pod reaches the new revision.
+    int pending = 0;
+    bool anyAtTo = false;
+    for (const Value* pod : pods) {
+      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
+      anyAtTo = anyAtTo || (us && us->revision == r.to);
+      if (!pod_update::AtTarget(*target, *pod)) ++pending;
+    }
+    const int limit = budget::MaxUnavailable(d);
+    if (!anyAtTo && !finishBegun && r.from != r.to) {
+      p.actions.push_back(
+          DeploymentEvent(d, "Normal", "InPlaceUpdateStarted",
+                          "in-place update from template " + r.from + " to " + r.to + ": " +
+                              std::to_string(pending) + " of " + std::to_string(pods.size()) +
+                              " pods to update, at most " + std::to_string(limit) + " at a time",
+                          s.now, DedupEventName(Name(d), "started/" + r.to + "/" + r.startedAt),
+                          Metric::kRolloutStarted));
+    }
+
+    int unavailable = 0, inFlight = 0;
+    for (const Value* pod : pods) {
+      if (!budget::IsAvailable(*pod)) ++unavailable;
+      if (pod_update::StateOf(*pod) != keys::kStateNormal) ++inFlight;
+    }
+    budget::Allowance allowance(limit, unavailable, inFlight);
+    bool settled = true;
+    const size_t before = p.actions.size();
+    for (const Value* pod : pods) {
+      const bool wants = pod_update::WantsStart(*target, *pod);
+      const bool mayStart = wants && allowance.TryStart(budget::IsAvailable(*pod));
+      pod_update::Step step = pod_update::Decide(*target, rules, *pod, mayStart, s.now);
+      ++p.podsByState[std::string(pod_update::StateOf(*pod))];
+      settled = settled && pod_update::StateOf(*pod) == keys::kStateNormal &&
+                pod_update::AtTarget(*target, *pod);
+      AddPodStep(p, d, *pod, std::move(step));
+    }
+    if (!settled || p.actions.size() != before) {
+      p.message = std::to_string(pods.size() - pending) + "/" + std::to_string(pods.size()) +
+                  " pods at template " + r.to;
+      return p;
+    }
+
+    // Finish.
+    if (!finishBegun) {
+      p.phase = Phase::kFinishing;
+      FinishReplicaSets(p, d, *base, owned, r, /*patchBase=*/true);
+      p.message = "all pods at template " + r.to + "; writing it into ReplicaSet " + Name(*base);
+      return p;
+    }
+    FinishReplicaSets(p, d, *base, owned, r, /*patchBase=*/false);
+    if (p.actions.size() != before) {
+      p.phase = Phase::kFinishing;
+      p.message = "marking ReplicaSets superseded";
+      return p;
+    }
+    const Value* status = json::Find(&d, "status");
+    auto num = [status](std::string_view k) -> long long {
+      const Value* v = json::Find(status, k);
+      return v != nullptr && v->IsInt64() ? v->GetInt64() : 0;
+    };
+    const Value* gen = json::Path(&d, {"metadata", "generation"});
+    const long long generation = gen != nullptr && gen->IsInt64() ? gen->GetInt64() : 0;
+    const long long replicas = num("replicas");
+    if (num("observedGeneration") != generation || num("updatedReplicas") != replicas ||
+        replicas != budget::Replicas(d)) {
+      p.phase = Phase::kWaitingForController;
+      p.message = "waiting for the Deployment controller to adopt ReplicaSet " + Name(*base) +
+                  " (observedGeneration " + std::to_string(num("observedGeneration")) + "/" +
+                  std::to_string(generation) + ", updatedReplicas " +
+                  std::to_string(num("updatedReplicas")) + "/" + std::to_string(replicas) + ")";
+      p.requeueAfter = kControllerPoll;
+      return p;
+    }
+    p.phase = Phase::kCompleted;
+    double seconds = 0;
+    if (auto started = pod_update::ParseTime(r.startedAt)) {
+      seconds = std::max(0.0, std::chrono::duration<double>(s.now - *started).count());
+    }
+    Action end = EndPatch(d, r.pausedByUs, "in-place update to " + r.to + " completed");
+    end.metric = Metric::kRolloutCompleted;
+    end.seconds = seconds;
+    p.actions.push_back(std::move(end));
+    p.actions.push_back(DeploymentEvent(
+        d, "Normal", "InPlaceUpdateCompleted",
+        "in-place update to template " + r.to + " completed: " + std::to_string(pods.size()) +
+            " pods in " + Duration(seconds) + (r.pausedByUs ? "; Deployment unpaused" : ""),
+        s.now));
+    p.message = "completed";
+    return p;
+  }();
+  StampEvents(out, s.now);
+  return out;
+}
+
+std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
+                                    Clock::time_point now) {
+  std::vector<Action> out;
+  for (const Value* pod : pods) {
+    if (pod == nullptr || !IsLive(*pod) || !pod_update::HasGate(*pod)) continue;
+    if (pod_update::GateStatus(*pod).has_value()) continue;
+    if (pod_update::StateOf(*pod) != keys::kStateNormal) continue;
+    Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, now),
+                     "readiness gate set True on a new pod");
+    a.pod = Name(*pod);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const json::Value& rs) {
+  if (ControllerUid(rs) != Meta(deployment, "uid") || Meta(deployment, "uid").empty()) {
+    return std::nullopt;
+  }
+  if (Annotation(deployment, keys::kInProgressAnnotation) != nullptr) return std::nullopt;
+  json::Document body(rapidjson::kObjectType);
+  auto& a = body.GetAllocator();
+  bool any = false;
+  for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation}) {
+    if (Annotation(rs, k) != nullptr && Annotation(deployment, k) == nullptr) {
+      Value& annotations =
+          json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
+      json::Set(annotations, k, Value(rapidjson::kNullType), a);
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  return Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
+               "remove stale in-place annotations copied from the Deployment");
+}
+
+json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,
+                         std::string_view kind, std::string_view type, std::string_view reason,
+                         std::string_view message, Clock::time_point now, std::string_view name) {
+  json::Document e(rapidjson::kObjectType);
+  auto& a = e.GetAllocator();
+  const std::string ts = admission::Rfc3339(now);
+  e.AddMember("apiVersion", "v1", a);
+  e.AddMember("kind", "Event", a);
+  Value meta(rapidjson::kObjectType);
+  if (!name.empty()) meta.AddMember("name", Str(name, a), a);
+  meta.AddMember("namespace", Str(Meta(involved, "namespace"), a), a);
+  e.AddMember("metadata", meta, a);
+  Value obj(rapidjson::kObjectType);
+  obj.AddMember("apiVersion", Str(apiVersion, a), a);
+  obj.AddMember("kind", Str(kind, a), a);
+  obj.AddMember("namespace", Str(Meta(involved, "namespace"), a), a);
+  obj.AddMember("name", Str(Meta(involved, "name"), a), a);
+  obj.AddMember("uid", Str(Meta(involved, "uid"), a), a);
+  obj.AddMember("resourceVersion", Str(Meta(involved, "resourceVersion"), a), a);
+  e.AddMember("involvedObject", obj, a);
+  e.AddMember("reason", Str(reason, a), a);
+  e.AddMember("message", Str(Truncate(std::string(message), kMaxEventMessage), a), a);
+  e.AddMember("type", Str(type, a), a);
+  e.AddMember("firstTimestamp", Str(ts, a), a);
+  e.AddMember("lastTimestamp", Str(ts, a), a);
+  e.AddMember("count", 1, a);
+  Value source(rapidjson::kObjectType);
+  source.AddMember("component", Str(kComponent, a), a);
+  e.AddMember("source", source, a);
+  e.AddMember("reportingComponent", Str(kComponent, a), a);
+  e.AddMember("reportingInstance", "", a);
+  return e;
+}
+
+std::string DedupEventName(std::string_view involvedName, std::string_view key) {
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(Fnv1a(std::string(involvedName) + "\n" + std::string(key))));
+  std::string prefix(involvedName.substr(0, 253 - 17));
+  while (!prefix.empty() && (prefix.back() == '-' || prefix.back() == '.')) prefix.pop_back();
+  return prefix + "." + hex;
+}
+
+std::string LabelSelector(const json::Value& selector) {
+  std::string out;
+  auto add = [&out](const std::string& term) {
+    if (!out.empty()) out += ',';
+    out += term;
+  };
+  const Value* labels = json::Find(&selector, "matchLabels");
+  if (labels != nullptr && labels->IsObject()) {
+    for (const auto& m : labels->GetObject()) {
+      if (m.value.IsString()) {
+        add(std::string(json::View(m.name)) + "=" + std::string(json::View(m.value)));
+      }
+    }
+  }
+  const Value* exprs = json::Find(&selector, "matchExpressions");
+  if (exprs != nullptr && exprs->IsArray()) {
+    for (const auto& e : exprs->GetArray()) {
+      std::string key(json::StringOr(&e, "key"));
+      std::string_view op = json::StringOr(&e, "operator");
+      std::string values;
+      const Value* vs = json::Find(&e, "values");
+      if (vs != nullptr && vs->IsArray()) {
+        for (const auto& v : vs->GetArray()) {
+          if (!v.IsString()) continue;
+          if (!values.empty()) values += ',';
+          values += json::View(v);
+        }
+      }
+      if (op == "In") {
+        add(key + " in (" + values + ")");
+      } else if (op == "NotIn") {
+        add(key + " notin (" + values + ")");
+      } else if (op == "Exists") {
+        add(key);
+      } else if (op == "DoesNotExist") {
+        add("!" + key);
+      }
+    }
+  }
+  return out;
+}
+
+std::string_view ControllerUid(const json::Value& object) {
+  const Value* refs = json::Path(&object, {"metadata", "ownerReferences"});
+  if (refs == nullptr || !refs->IsArray()) return {};
+  for (const auto& ref : refs->GetArray()) {
+    const Value* controller = json::Find(&ref, "controller");
+    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
+      return json::StringOr(&ref, "uid");
+    }
+  }
+  return {};
+}
+
+bool IsLive(const json::Value& pod) {
+  if (json::Path(&pod, {"metadata", "deletionTimestamp"}) != nullptr) return false;
+  std::string_view phase = json::StringOr(json::Find(&pod, "status"), "phase");
+  return phase != "Succeeded" && phase != "Failed";
+}
+
+}  // namespace iw::rollout

@@ -1,0 +1,116 @@
+#include "server/loop_metrics.h"
+
+#include <cstdio>
+
+#include "hooks/keys.h"
+
+namespace iw::loop {
+
+namespace {
+
+void Counter(std::string& out, std::string_view name, std::string_view help, uint64_t value) {
+  out += "# HELP " + std::string(name) + " " + std::string(help) + "\n";
+  out += "# TYPE " + std::string(name) + " counter\n";
+  out += std::string(name) + " " + std::to_string(value) + "\n";
+}
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void DurationHistogram::Observe(double seconds) {
+  if (seconds < 0) seconds = 0;
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) counts_[i].fetch_add(1);
+  }
+  count_.fetch_add(1);
+  sumMillis_.fetch_add(static_cast<uint64_t>(seconds * 1000.0));
+}
+
+void DurationHistogram::Render(std::string& out, std::string_view name,
+                               std::string_view help) const {
+  const std::string n(name);
+  out += "# HELP " + n + " " + std::string(help) + "\n";
+  out += "# TYPE " + n + " histogram\n";
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    out += n + "_bucket{le=\"" + Number(kBuckets[i]) + "\"} " + std::to_string(counts_[i].load()) +
+           "\n";
+  }
+  out += n + "_bucket{le=\"+Inf\"} " + std::to_string(count_.load()) + "\n";
+  out += n + "_sum " + Number(static_cast<double>(sumMillis_.load()) / 1000.0) + "\n";
+  out += n + "_count " + std::to_string(count_.load()) + "\n";
+}
+
+void LoopMetrics::Count(rollout::Metric metric, double seconds) {
+  if (metric == rollout::Metric::kNone) return;
+  counters_[static_cast<size_t>(metric)].fetch_add(1);
+  if (metric == rollout::Metric::kPodUpdateCompleted) podUpdate_.Observe(seconds);
+  if (metric == rollout::Metric::kRolloutCompleted) rollout_.Observe(seconds);
+}
+
+uint64_t LoopMetrics::Value(rollout::Metric metric) const {
+  return counters_[static_cast<size_t>(metric)].load();
+}
+
+void LoopMetrics::SetPodsByState(const std::string& deployment,
+                                 const std::map<std::string, int>& counts) {
+  std::lock_guard lock(mu_);
+  if (counts.empty()) {
+    podsByState_.erase(deployment);
+  } else {
+    podsByState_[deployment] = counts;
+  }
+}
+
+std::map<std::string, int> LoopMetrics::PodsByState() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, int> sum;
+  for (const auto& [d, counts] : podsByState_) {
+    for (const auto& [state, n] : counts) sum[state] += n;
+  }
+  return sum;
+}
+
+void LoopMetrics::Render(std::string& out) const {
+  using rollout::Metric;
+  Counter(out, "inplace_webhook_rollouts_started_total",
+          "In-place updates of Deployments the loop started.", Value(Metric::kRolloutStarted));
+  Counter(out, "inplace_webhook_rollouts_completed_total",
+          "In-place updates of Deployments completed.", Value(Metric::kRolloutCompleted));
+  Counter(out, "inplace_webhook_rollouts_aborted_total",
+          "In-place updates of Deployments aborted (annotation, failed precondition, unpause).",
+          Value(Metric::kRolloutAborted));
+  Counter(out, "inplace_webhook_pod_updates_started_total",
+          "Pods that left Normal for an in-place update.", Value(Metric::kPodUpdateStarted));
+  Counter(out, "inplace_webhook_pod_updates_completed_total",
+          "Pods whose changed containers restarted on the new image.",
+          Value(Metric::kPodUpdateCompleted));
+  Counter(out, "inplace_webhook_hook_timeouts_total",
+          "Pods reported stuck in a hook or in Updating past the timeout.",
+          Value(Metric::kHookTimeout));
+  Counter(out, "inplace_webhook_loop_reconciles_total", "Reconciles of in-progress Deployments.",
+          reconciles.load());
+  Counter(out, "inplace_webhook_loop_conflicts_total",
+          "Loop writes answered 409 Conflict (re-read and retried).", conflicts.load());
+  Counter(out, "inplace_webhook_loop_errors_total", "Loop API calls that failed otherwise.",
+          errors.load());
+  podUpdate_.Render(out, "inplace_webhook_pod_update_duration_seconds",
+                    "Time from a pod's in-place write to its containers running the new images.");
+  rollout_.Render(out, "inplace_webhook_rollout_duration_seconds",
+                  "Time from the start of an in-place update to its completion.");
+  out += "# HELP inplace_webhook_pods Pods of in-progress Deployments by in-place state.\n";
+  out += "# TYPE inplace_webhook_pods gauge\n";
+  std::map<std::string, int> sum = PodsByState();
+  for (std::string_view state : {keys::kStateNormal, keys::kStatePreparingUpdate,
+                                 keys::kStateUpdating, keys::kStateUpdated}) {
+    auto it = sum.find(std::string(state));
+    out += "inplace_webhook_pods{state=\"" + std::string(state) + "\"} " +
+           std::to_string(it == sum.end() ? 0 : it->second) + "\n";
+  }
+}
+
+}  // namespace iw::loop

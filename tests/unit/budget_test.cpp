@@ -1,0 +1,113 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "hooks/budget.h"
+#include "tests/unit/rollout_fixtures.h"
+
+using namespace iw;
+using fixtures::Parse;
+
+namespace {
+
+json::Document DeploymentWith(int replicas, const std::string& strategy) {
+  std::string text = R"({"spec":{"replicas":)" + std::to_string(replicas);
+  if (!strategy.empty()) text += R"(,"strategy":)" + strategy;
+  return Parse(text + "}}");
+}
+
+}  // namespace
+
+TEST_CASE("maxUnavailable resolves like the Deployment controller, rounded down, never 0") {
+  struct Case {
+    int replicas;
+    std::string strategy;
+    int expected;
+  };
+  const Case cases[] = {
+      {4, R"({"rollingUpdate":{"maxUnavailable":0}})", 1},               // 0 means one at a time
+      {4, R"({"rollingUpdate":{"maxUnavailable":0,"maxSurge":2}})", 1},  // maxSurge ignored
+      {4, R"({"rollingUpdate":{"maxUnavailable":"25%"}})", 1},
+      {10, R"({"rollingUpdate":{"maxUnavailable":"25%"}})", 2},  // 2.5 rounds down
+      {3, R"({"rollingUpdate":{"maxUnavailable":"25%"}})", 1},   // 0.75 → 0 → 1
+      {10, R"({"rollingUpdate":{"maxUnavailable":2}})", 2},
+      {3, R"({"rollingUpdate":{"maxUnavailable":"100%"}})", 3},
+      {8, "", 2},  // default 25%
+      {8, R"({"type":"RollingUpdate"})", 2},
+      {5, R"({"type":"Recreate"})", 5},                         // everything at once
+      {6, R"({"rollingUpdate":{"maxUnavailable":"abc"}})", 1},  // invalid → safest
+      {6, R"({"rollingUpdate":{"maxUnavailable":"50"}})", 1},   // a string needs %
+      {6, R"({"rollingUpdate":{"maxUnavailable":"1.5%"}})", 1},
+      {6, R"({"rollingUpdate":{"maxUnavailable":-1}})", 1},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.replicas);
+    CAPTURE(c.strategy);
+    CHECK(budget::MaxUnavailable(DeploymentWith(c.replicas, c.strategy)) == c.expected);
+  }
+}
+
+TEST_CASE("spec.replicas defaults to 1") {
+  CHECK(budget::Replicas(Parse(R"({"spec":{}})")) == 1);
+  CHECK(budget::Replicas(Parse(R"({"spec":{"replicas":0}})")) == 0);
+}
+
+TEST_CASE("ResolveIntOrPercent rounds as asked") {
+  CHECK(budget::ResolveIntOrPercent(Parse(R"("25%")"), 10, false) == 2);
+  CHECK(budget::ResolveIntOrPercent(Parse(R"("25%")"), 10, true) == 3);
+  CHECK(budget::ResolveIntOrPercent(Parse("7"), 10, false) == 7);
+  CHECK_FALSE(budget::ResolveIntOrPercent(Parse("true"), 10, false).has_value());
+  CHECK_FALSE(budget::ResolveIntOrPercent(Parse(R"("%")"), 10, false).has_value());
+}
+
+TEST_CASE("a pod is available when Normal (or unlabelled) and Ready") {
+  struct Case {
+    std::string labels;
+    std::string conditions;
+    bool available;
+  };
+  const Case cases[] = {
+      {R"({"inplace-webhook.io/state":"Normal"})", R"([{"type":"Ready","status":"True"}])", true},
+      {R"({})", R"([{"type":"Ready","status":"True"}])", true},
+      {R"({"inplace-webhook.io/state":"PreparingUpdate"})", R"([{"type":"Ready","status":"True"}])",
+       false},
+      {R"({"inplace-webhook.io/state":"Updating"})", R"([{"type":"Ready","status":"True"}])",
+       false},
+      {R"({"inplace-webhook.io/state":"Updated"})", R"([{"type":"Ready","status":"True"}])", false},
+      {R"({"inplace-webhook.io/state":"Normal"})", R"([{"type":"Ready","status":"False"}])", false},
+      {R"({"inplace-webhook.io/state":"Normal"})", R"([])", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.labels);
+    CAPTURE(c.conditions);
+    json::Document pod = Parse(R"({"metadata":{"labels":)" + c.labels +
+                               R"(},"status":{"conditions":)" + c.conditions + "}}");
+    CHECK(budget::IsAvailable(pod) == c.available);
+  }
+}
+
+TEST_CASE("the allowance spends the budget on available pods and caps pods updating at once") {
+  SUBCASE("one at a time") {
+    budget::Allowance a(1, 0, 0);
+    CHECK(a.TryStart(true));
+    CHECK_FALSE(a.TryStart(true));
+    CHECK_FALSE(a.TryStart(false));
+  }
+  SUBCASE("a pod already in an update holds the only slot") {
+    budget::Allowance a(1, 1, 1);
+    CHECK_FALSE(a.TryStart(true));
+    CHECK_FALSE(a.TryStart(false));
+  }
+  SUBCASE("an unready pod uses the budget of available pods, yet can itself be fixed in place") {
+    budget::Allowance a(1, 1, 0);  // one crash-looping pod, nothing in an update
+    CHECK_FALSE(a.TryStart(true));
+    CHECK(a.TryStart(false));
+    CHECK_FALSE(a.TryStart(false));
+  }
+  SUBCASE("two at a time") {
+    budget::Allowance a(2, 0, 0);
+    CHECK(a.TryStart(true));
+    CHECK(a.TryStart(true));
+    CHECK_FALSE(a.TryStart(true));
+  }
+}

@@ -1,0 +1,613 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "hooks/budget.h"
+#include "hooks/keys.h"
+#include "hooks/lifecycle.h"
+#include "hooks/pod_update.h"
+#include "tests/unit/fake_api.h"
+#include "tests/unit/rollout_fixtures.h"
+
+using namespace iw;
+using namespace iw::fixtures;
+using pod_update::PodOp;
+using std::chrono::seconds;
+
+namespace {
+
+constexpr std::string_view kPolicyConfig = R"({"annotations":["config/*"]})";
+
+// An update from the base template to the target template, with the Deployment's hooks.
+struct Env {
+  std::string base, target;
+  lifecycle::Settings settings;
+  pod_update::Target t;
+  pod_update::Rules rules;
+
+  Env(bool gate, std::string_view lifecycleJson = "", std::string_view policyJson = kPolicyConfig) {
+    base = Template({{"app", "web"}, {"version", "v1"}, {"old", "y"}},
+                    {{"app", "nginx:1.25"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "a"}},
+                    gate);
+    target = Template({{"app", "web"}, {"version", "v2"}, {"new", "x"}},
+                      {{"app", "nginx:1.27"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}},
+                      gate);
+    std::string error;
+    if (!lifecycleJson.empty()) {
+      auto l = lifecycle::ParseLifecycle(lifecycleJson, error);
+      REQUIRE_MESSAGE(l.has_value(), error);
+      settings.lifecycle = *l;
+    }
+    auto p = lifecycle::ParsePolicy(policyJson, error);
+    REQUIRE_MESSAGE(p.has_value(), error);
+    settings.policy = *p;
+    auto made = pod_update::MakeTarget(Parse(base), Parse(target), settings.policy, Hash(base),
+                                       Hash(target), error);
+    REQUIRE_MESSAGE(made.has_value(), error);
+    t = *made;
+    rules = pod_update::MakeRules(settings);
+  }
+  json::Document NewPod(const std::string& name = "web-a") const {
+    return Pod(name, "uid-rs", base);
+  }
+};
+
+std::vector<const PodOp*> Ops(const pod_update::Step& s, PodOp::Kind kind) {
+  std::vector<const PodOp*> out;
+  for (const auto& op : s.ops) {
+    if (op.kind == kind) out.push_back(&op);
+  }
+  return out;
+}
+std::vector<std::string> Reasons(const pod_update::Step& s) {
+  std::vector<std::string> out;
+  for (const auto* op : Ops(s, PodOp::Kind::kEvent)) out.push_back(op->event.reason);
+  return out;
+}
+
+// Applies the step's writes to `pod` as the API server would.
+void ApplyStep(json::Document& pod, const pod_update::Step& s) {
+  for (const auto& op : s.ops) {
+    if (op.kind != PodOp::Kind::kEvent) fake::StrategicMergePatch(pod, op.body, pod.GetAllocator());
+  }
+}
+
+std::string State(const json::Value& pod) {
+  return std::string(pod_update::StateOf(pod));
+}
+
+std::optional<bool> Gate(const json::Value& pod) {
+  return pod_update::GateStatus(pod);
+}
+
+// Puts a pod in `state` as if the loop had moved it there at `when`.
+void Enter(json::Document& pod, std::string_view state, Clock::time_point when) {
+  SetLabel(pod, keys::kStateLabel, std::string(state));
+  SetAnnotation(pod, keys::kStateTimestampAnnotation, Ts(when));
+}
+
+// Kubelet restarted container `name` on `image` with a new image ID and container ID.
+void Restart(json::Document& pod, std::string_view name, std::string_view image) {
+  SetContainerStatus(pod, name, "docker.io/library/" + std::string(image),
+                     "docker.io/library/" + std::string(image) + "@sha256:new",
+                     "containerd://new-" + std::string(name));
+}
+
+}  // namespace
+
+TEST_CASE("the pod write carries only the template difference") {
+  Env env(false);
+  json::Document pod = env.NewPod();
+  SetLabel(pod, "team", "payments");  // not named by the template: never touched
+  SetLabel(pod, "lb", std::nullopt);
+
+  pod_update::Changes c = pod_update::ComputeChanges(env.t, pod);
+  CHECK(c.labels.size() == 3);
+  CHECK(c.labels.at("version") == "v2");
+  CHECK(c.labels.at("new") == "x");
+  CHECK_FALSE(c.labels.at("old").has_value());  // removed from the template → removed
+  CHECK_FALSE(c.labels.contains("app"));        // unchanged template label: not re-applied
+  CHECK_FALSE(c.labels.contains("team"));
+  CHECK_FALSE(c.labels.contains(std::string(keys::kPodTemplateHashLabel)));
+  CHECK(c.annotations.size() == 1);
+  CHECK(c.annotations.at("config/hash") == "b");
+  REQUIRE(c.images.size() == 1);
+  CHECK(c.images.at("app") == "nginx:1.27");  // sidecar unchanged: not written, not restarted
+
+  SUBCASE("a template label a hook controller removed from the pod is not re-armed") {
+    Env hooked(false);
+    std::string base = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.25"}});
+    std::string target = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.27"}});
+    std::string error;
+    auto t =
+        pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target), error);
+    REQUIRE(t.has_value());
+    json::Document p = Pod("web-b", "uid-rs", base);
+    SetLabel(p, "lb", std::nullopt);  // released by the LB controller
+    pod_update::Changes changes = pod_update::ComputeChanges(*t, p);
+    CHECK(changes.labels.empty());
+    CHECK(changes.images.size() == 1);
+  }
+  SUBCASE("an image already equal after normalisation is not written") {
+    SetSpecImage(pod, "app", "docker.io/library/nginx:1.27");
+    CHECK_FALSE(pod_update::ComputeChanges(env.t, pod).images.contains("app"));
+  }
+  SUBCASE("annotations outside the policy never appear") {
+    SetAnnotation(pod, "other/key", "1");
+    CHECK_FALSE(pod_update::ComputeChanges(env.t, pod).annotations.contains("other/key"));
+  }
+}
+
+TEST_CASE("MakeTarget refuses a difference that is not in-place eligible") {
+  std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
+  std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.25"}, {"extra", "x:1"}});
+  std::string error;
+  CHECK_FALSE(pod_update::MakeTarget(Parse(base), Parse(target), {}, "a", "b", error).has_value());
+  CHECK(error.find("cannot be applied in place") != std::string::npos);
+}
+
+TEST_CASE("Normal → Updating in one write when nothing holds the pod") {
+  Env env(false);
+  json::Document pod = env.NewPod();
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
+  CHECK(s.started);
+  auto patches = Ops(s, PodOp::Kind::kPatch);
+  REQUIRE(patches.size() == 1);
+  CHECK(Ops(s, PodOp::Kind::kStatusPatch).empty());
+  CHECK(Reasons(s) == std::vector<std::string>{"PodUpdating"});
+  const json::Value& body = patches[0]->body;
+  CHECK(json::Serialize(body["spec"]) == R"({"containers":[{"name":"app","image":"nginx:1.27"}]})");
+
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "Updating");
+  CHECK(Annotation(pod, keys::kStateTimestampAnnotation) == Ts(T0()));
+  CHECK(Label(pod, "version") == "v2");
+  CHECK(Label(pod, "new") == "x");
+  CHECK_FALSE(Label(pod, "old").has_value());
+  CHECK(Label(pod, "app") == "web");
+  CHECK(Annotation(pod, "config/hash") == "b");
+  auto us = pod_update::ReadUpdateState(pod);
+  REQUIRE(us.has_value());
+  CHECK(us->revision == env.t.to);
+  CHECK(us->updateTimestamp == Ts(T0()));
+  REQUIRE(us->lastContainerStatuses.size() == 1);
+  const auto& rec = us->lastContainerStatuses.at("app");
+  CHECK(rec.imageID == "nginx:1.25@sha256:old-app");
+  CHECK(rec.containerID == "containerd://web-a-app");
+  CHECK(rec.restartCount == 0);
+  // Kruise's field names, in order.
+  CHECK(Annotation(pod, keys::kUpdateStateAnnotation)
+            ->starts_with(
+                R"({"revision":")" + env.t.to + R"(","updateTimestamp":")" + Ts(T0()) +
+                R"(","lastContainerStatuses":{"app":{"imageID":"nginx:1.25@sha256:old-app",)"
+                R"("containerID":"containerd://web-a-app","restartCount":0}})"));
+}
+
+TEST_CASE("Normal waits without budget, but a new pod still gets its gate") {
+  Env env(true);
+  json::Document pod = env.NewPod();
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/false, T0());
+  CHECK(s.ops.empty());
+  CHECK_FALSE(s.started);
+
+  RemoveCondition(pod, keys::kReadyCondition);  // a new pod: gate declared, no condition
+  s = pod_update::Decide(env.t, env.rules, pod, false, T0());
+  auto status = Ops(s, PodOp::Kind::kStatusPatch);
+  REQUIRE(status.size() == 1);
+  ApplyStep(pod, s);
+  CHECK(Gate(pod) == true);
+  CHECK(State(pod) == "Normal");
+}
+
+TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate False if asked") {
+  constexpr std::string_view kHook =
+      R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"markPodNotReady":true,"timeoutSeconds":300}})";
+  Env env(true, kHook);
+  json::Document pod = env.NewPod();
+  SetLabel(pod, "lb", "on");  // armed by the LB controller
+
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  CHECK(s.started);
+  REQUIRE(s.ops.size() == 3);
+  CHECK(s.ops[0].kind == PodOp::Kind::kPatch);  // state first, then the gate: resumable order
+  CHECK(s.ops[1].kind == PodOp::Kind::kStatusPatch);
+  CHECK(Reasons(s) == std::vector<std::string>{"PodPreparingUpdate"});
+  CHECK(s.wakeAfter == seconds(300));
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "PreparingUpdate");
+  CHECK(Label(pod, "version") == "v1");  // nothing of the template yet
+  CHECK(Gate(pod) == false);
+  CHECK_FALSE(pod_update::GateStatus(pod).value());
+  // Ready recomputed in the same write, as kubelet would.
+  bool readyFalse = false;
+  for (const auto& c : pod["status"]["conditions"].GetArray()) {
+    if (json::StringOr(&c, "type") == "Ready") {
+      readyFalse = json::StringOr(&c, "status") == "False" &&
+                   json::StringOr(&c, "reason") == "ReadinessGatesNotReady";
+    }
+  }
+  CHECK(readyFalse);
+
+  SUBCASE("it waits while any handler is present") {
+    pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(10));
+    CHECK(wait.ops.empty());
+    CHECK(wait.wakeAfter == seconds(290));
+  }
+  SUBCASE("after a crash between the two writes the gate write is made on the next pass") {
+    SetCondition(pod, keys::kReadyCondition, "True");
+    pod_update::Step again = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(1));
+    REQUIRE(again.ops.size() == 1);
+    CHECK(again.ops[0].kind == PodOp::Kind::kStatusPatch);
+  }
+  SUBCASE("released: the pod write follows") {
+    SetLabel(pod, "lb", std::nullopt);
+    pod_update::Step w = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(20));
+    CHECK_FALSE(w.started);  // it started when it left Normal
+    CHECK(Reasons(w) == std::vector<std::string>{"PodUpdating"});
+    ApplyStep(pod, w);
+    CHECK(State(pod) == "Updating");
+    CHECK(Label(pod, "version") == "v2");
+    CHECK_FALSE(Label(pod, "lb").has_value());  // the hook label is not put back
+  }
+}
+
+TEST_CASE("a declared but unarmed hook lets the pod through; finalizer handlers hold it too") {
+  constexpr std::string_view kHook =
+      R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"finalizersHandler":["example.com/drain"]}})";
+  Env env(false, kHook);
+  json::Document pod = env.NewPod();
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  CHECK(Reasons(s) == std::vector<std::string>{"PodUpdating"});
+
+  json::Document held = env.NewPod("web-b");
+  auto& a = held.GetAllocator();
+  json::Value finalizers(rapidjson::kArrayType);
+  finalizers.PushBack("example.com/drain", a);
+  held["metadata"].AddMember("finalizers", finalizers, a);
+  s = pod_update::Decide(env.t, env.rules, held, true, T0());
+  CHECK(Reasons(s) == std::vector<std::string>{"PodPreparingUpdate"});
+}
+
+TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
+  Env env(true, "", R"({"annotations":["config/*"],"gracePeriodSeconds":30})");
+  json::Document pod = env.NewPod();
+
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  CHECK(Reasons(s) == std::vector<std::string>{"PodPreparingUpdate"});
+  CHECK(Ops(s, PodOp::Kind::kStatusPatch).size() == 1);
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "PreparingUpdate");
+  CHECK(Gate(pod) == false);
+
+  pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10));
+  CHECK(early.ops.empty());
+  CHECK(early.wakeAfter == seconds(20));
+
+  pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(30));
+  CHECK(Reasons(late) == std::vector<std::string>{"PodUpdating"});
+
+  SUBCASE("the grace counts from the gate going False, not from an earlier hook wait") {
+    json::Document p = env.NewPod("web-c");
+    Enter(p, keys::kStatePreparingUpdate, T0() - seconds(600));  // held by a hook for 10 min
+    pod_update::Step g = pod_update::Decide(env.t, env.rules, p, false, T0());
+    REQUIRE(Ops(g, PodOp::Kind::kStatusPatch).size() == 1);  // gate False now
+    CHECK(Ops(g, PodOp::Kind::kPatch).empty());
+    ApplyStep(p, g);
+    pod_update::Step wait = pod_update::Decide(env.t, env.rules, p, false, T0() + seconds(5));
+    CHECK(wait.ops.empty());
+    CHECK(wait.wakeAfter == seconds(25));
+  }
+}
+
+TEST_CASE("Updating → Normal once every changed container runs its new image; gate True") {
+  Env env(true);
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  REQUIRE(State(pod) == "Updating");
+
+  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+  CHECK(wait.ops.empty());
+  CHECK(wait.wakeAfter == seconds(595));  // the default Updating timeout
+
+  Restart(pod, "app", "nginx:1.27");
+  SetCondition(pod, keys::kReadyCondition, "False");  // as if drained
+  pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(42));
+  CHECK(done.completed);
+  CHECK(done.updateSeconds == doctest::Approx(42));
+  CHECK(Reasons(done) == std::vector<std::string>{"PodUpdated"});
+  ApplyStep(pod, done);
+  CHECK(State(pod) == "Normal");
+  CHECK(Gate(pod) == true);
+  CHECK(pod_update::AtTarget(env.t, pod));
+}
+
+TEST_CASE(
+    "Updating → Updated while the post-update hook is not fully present, → Normal when it is") {
+  constexpr std::string_view kHook =
+      R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on","registered":"yes"},"timeoutSeconds":60}})";
+  Env env(true, kHook);
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));  // not armed: write
+  REQUIRE(State(pod) == "Updating");
+  Restart(pod, "app", "nginx:1.27");
+
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "Updated");
+  CHECK(s.wakeAfter == seconds(60));
+
+  SetLabel(pod, "lb", "on");  // one of two handlers back: not enough (kruise#528)
+  s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(6));
+  CHECK(Ops(s, PodOp::Kind::kPatch).empty());
+
+  SetLabel(pod, "registered", "yes");
+  s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(7));
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "Normal");
+  CHECK(Reasons(s) == std::vector<std::string>{"PodUpdated"});
+}
+
+TEST_CASE("an empty post-update hook counts as all present") {
+  Env env(false, R"({"postUpdate":{}})");
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  Restart(pod, "app", "nginx:1.27");
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
+  CHECK(State(pod) == "Normal");
+
+  SUBCASE("and a pod left in Updated moves on") {
+    Enter(pod, keys::kStateUpdated, T0());
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2)));
+    CHECK(State(pod) == "Normal");
+  }
+}
+
+TEST_CASE("completion: imageID changed, or containerID changed and the image matches") {
+  json::Document pod = Parse(R"({"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]},
+    "status":{"containerStatuses":[{"name":"app","image":"docker.io/library/nginx:1.25",
+    "imageID":"docker.io/library/nginx@sha256:aaa","containerID":"containerd://1"}]}})");
+  pod_update::UpdateState st;
+  st.lastContainerStatuses["app"] = {"docker.io/library/nginx@sha256:aaa", "containerd://1", 0};
+
+  struct Case {
+    const char* what;
+    std::string image, imageID, containerID;
+    bool done;
+  };
+  const Case cases[] = {
+      {"nothing restarted yet", "docker.io/library/nginx:1.25",
+       "docker.io/library/nginx@sha256:aaa", "containerd://1", false},
+      {"new imageID", "docker.io/library/nginx:1.27", "docker.io/library/nginx@sha256:bbb",
+       "containerd://2", true},
+      {"retag: same imageID, new container, normalised image matches",
+       "docker.io/library/nginx:1.27", "docker.io/library/nginx@sha256:aaa", "containerd://2",
+       true},
+      {"imageID and containerID unchanged even if the image name matches",
+       "docker.io/library/nginx:1.27", "docker.io/library/nginx@sha256:aaa", "containerd://1",
+       false},
+      {"crash restart on the old image", "docker.io/library/nginx:1.25",
+       "docker.io/library/nginx@sha256:aaa", "containerd://3", false},
+      {"same digest in another imageID format", "docker.io/library/nginx:1.25", "sha256:aaa",
+       "containerd://1", false},
+      {"waiting for the pull: empty imageID and containerID", "nginx:1.27", "", "", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    SetContainerStatus(pod, "app", c.image, c.imageID, c.containerID);
+    CHECK(pod_update::UpdateCompleted(pod, st) == c.done);
+  }
+  SUBCASE("a recorded container without a status is not done") {
+    st.lastContainerStatuses["gone"] = {"x", "y", 0};
+    SetContainerStatus(pod, "app", "nginx:1.27", "nginx@sha256:bbb", "containerd://2");
+    CHECK_FALSE(pod_update::UpdateCompleted(pod, st));
+  }
+  SUBCASE("no recorded container: a metadata-only update is done at once") {
+    CHECK(pod_update::UpdateCompleted(pod, pod_update::UpdateState{}));
+  }
+}
+
+TEST_CASE("hook timeouts are reported once, the pod stays where it is") {
+  constexpr std::string_view kHook =
+      R"({"preUpdate":{"labelsHandler":{"lb":"on"},"timeoutSeconds":60},)"
+      R"("postUpdate":{"labelsHandler":{"lb":"on"},"timeoutSeconds":120}})";
+  Env env(false, kHook);
+
+  SUBCASE("pre-update hook") {
+    json::Document pod = env.NewPod();
+    SetLabel(pod, "lb", "on");
+    Enter(pod, keys::kStatePreparingUpdate, T0());
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(59)).ops.empty());
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(61));
+    CHECK(s.timedOut);
+    REQUIRE(s.ops.size() == 2);
+    CHECK(s.ops[0].kind == PodOp::Kind::kEvent);  // Event first: the marker only after it
+    CHECK(s.ops[0].event.reason == "HookTimeout");
+    CHECK(s.ops[0].event.type == "Warning");
+    CHECK(s.ops[0].event.onDeployment);
+    CHECK_FALSE(s.ops[0].event.dedupKey.empty());
+    CHECK(s.ops[0].event.message.find("label lb=on") != std::string::npos);
+    CHECK(s.ops[1].kind == PodOp::Kind::kPatch);
+    ApplyStep(pod, s);
+    CHECK(State(pod) == "PreparingUpdate");  // never skipped
+    CHECK(Annotation(pod, keys::kHookTimeoutAnnotation) == "PreparingUpdate@" + Ts(T0()));
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600)).ops.empty());
+
+    // A later wait in another state is reported again, and the marker is cleared on the way.
+    SetLabel(pod, "lb", std::nullopt);
+    pod_update::Step w = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(601));
+    CHECK(w.ops[0].body["metadata"]["annotations"][keys::kHookTimeoutAnnotation.data()].IsNull());
+  }
+  SUBCASE("post-update hook") {
+    json::Document pod = env.NewPod();
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    Restart(pod, "app", "nginx:1.27");
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));
+    REQUIRE(State(pod) == "Updated");
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(119)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(121)).timedOut);
+  }
+  SUBCASE("Updating: the largest hook timeout") {
+    json::Document pod = env.NewPod();
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    REQUIRE(State(pod) == "Updating");
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(119)).ops.empty());
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(121));
+    CHECK(s.timedOut);
+    CHECK(s.ops[0].event.message.find("kubelet") != std::string::npos);
+  }
+  SUBCASE("Updating without any hook timeout: 600 s") {
+    Env plain(false);
+    json::Document pod = plain.NewPod();
+    ApplyStep(pod, pod_update::Decide(plain.t, plain.rules, pod, true, T0()));
+    CHECK_FALSE(pod_update::Decide(plain.t, plain.rules, pod, false, T0() + seconds(599)).timedOut);
+    CHECK(pod_update::Decide(plain.t, plain.rules, pod, false, T0() + seconds(600)).timedOut);
+  }
+  SUBCASE("a hook without timeoutSeconds waits for ever") {
+    Env forever(false, R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})");
+    json::Document pod = forever.NewPod();
+    SetLabel(pod, "lb", "on");
+    Enter(pod, keys::kStatePreparingUpdate, T0());
+    pod_update::Step s =
+        pod_update::Decide(forever.t, forever.rules, pod, false, T0() + seconds(100000));
+    CHECK(s.ops.empty());
+    CHECK_FALSE(s.wakeAfter.has_value());
+  }
+}
+
+TEST_CASE("re-target: a pod mid-update goes through again to the newest template") {
+  Env env(false);
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));  // at T2 = env.target
+  REQUIRE(State(pod) == "Updating");
+
+  // T3: version back to v1, an image change of its own; `from` stays the base template.
+  std::string t3 =
+      Template({{"app", "web"}, {"version", "v1"}, {"new", "x"}},
+               {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
+  std::string error;
+  auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
+                                        Hash(env.base), Hash(t3), error);
+  REQUIRE(target3.has_value());
+  CHECK_FALSE(pod_update::AtTarget(*target3, pod));
+
+  pod_update::Step s = pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(3));
+  CHECK(Reasons(s) == std::vector<std::string>{"PodUpdating"});
+  ApplyStep(pod, s);
+  CHECK(State(pod) == "Updating");
+  CHECK(Label(pod, "version") == "v1");  // put back although T3 does not change it vs. the base
+  CHECK(pod_update::ReadUpdateState(pod)->revision == target3->to);
+  // The baseline of the restart still pending from the first write is kept.
+  CHECK(pod_update::ReadUpdateState(pod)->lastContainerStatuses.at("app").imageID ==
+        "nginx:1.25@sha256:old-app");
+
+  SUBCASE("a re-target that asks nothing more only re-stamps the revision") {
+    std::string t4 = t3;
+    auto target4 = pod_update::MakeTarget(Parse(env.base), Parse(t4), env.settings.policy,
+                                          Hash(env.base), "t4hash", error);
+    REQUIRE(target4.has_value());
+    pod_update::Step r = pod_update::Decide(*target4, env.rules, pod, false, T0() + seconds(4));
+    REQUIRE(r.ops.size() == 1);
+    ApplyStep(pod, r);
+    CHECK(State(pod) == "Updating");
+    CHECK(pod_update::ReadUpdateState(pod)->revision == "t4hash");
+  }
+  SUBCASE("a pod in PreparingUpdate re-targeted back to its own template is released") {
+    json::Document waiting = env.NewPod("web-w");
+    Enter(waiting, keys::kStatePreparingUpdate, T0());
+    auto back = pod_update::MakeTarget(Parse(env.base), Parse(env.base), env.settings.policy,
+                                       Hash(env.base), Hash(env.base), error);
+    REQUIRE(back.has_value());
+    pod_update::Step b = pod_update::Decide(*back, env.rules, waiting, false, T0());
+    ApplyStep(waiting, b);
+    CHECK(State(waiting) == "Normal");
+    CHECK_FALSE(b.completed);
+  }
+}
+
+TEST_CASE("a pod in Updated targeted by a newer template waits in the pre-update hook again") {
+  constexpr std::string_view kHook = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})";
+  Env env(false, kHook);
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  Restart(pod, "app", "nginx:1.27");
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));
+  REQUIRE(State(pod) == "Updated");
+
+  std::string t3 =
+      Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
+               {{"app", "nginx:1.27"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
+  std::string error;
+  auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
+                                        Hash(env.base), Hash(t3), error);
+  REQUIRE(target3.has_value());
+  SetLabel(pod, "lb", "on");  // re-registered meanwhile: the pre-update hook holds it again
+  ApplyStep(pod, pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(1)));
+  CHECK(State(pod) == "PreparingUpdate");
+}
+
+TEST_CASE("GatePatch recomputes Ready as kubelet does") {
+  json::Document pod =
+      Parse(R"({"spec":{"readinessGates":[{"conditionType":"inplace-webhook.io/ready"},
+    {"conditionType":"example.com/lb"}]},"status":{"conditions":[
+    {"type":"ContainersReady","status":"True"},{"type":"Ready","status":"False"},
+    {"type":"example.com/lb","status":"True"},
+    {"type":"inplace-webhook.io/ready","status":"False","lastTransitionTime":"2026-01-01T00:00:00Z"}]}})");
+  json::Document patch = pod_update::GatePatch(pod, true, T0());
+  fake::StrategicMergePatch(pod, patch, pod.GetAllocator());
+  CHECK(budget::IsReady(pod));
+  CHECK(pod_update::GateStatus(pod) == true);
+
+  SUBCASE("another gate False keeps Ready False") {
+    SetCondition(pod, "example.com/lb", "False");
+    SetCondition(pod, "Ready", "False");
+    json::Document p = pod_update::GatePatch(pod, true, T0());
+    CHECK(p["status"]["conditions"].Size() == 1);  // Ready unchanged: not written
+    fake::StrategicMergePatch(pod, p, pod.GetAllocator());
+    CHECK_FALSE(budget::IsReady(pod));
+  }
+  SUBCASE("containers not ready keep Ready False") {
+    SetCondition(pod, "ContainersReady", "False");
+    SetCondition(pod, "Ready", "True");
+    fake::StrategicMergePatch(pod, pod_update::GatePatch(pod, true, T0()), pod.GetAllocator());
+    CHECK_FALSE(budget::IsReady(pod));
+  }
+  SUBCASE("gate False takes Ready down in the same write") {
+    json::Document p = pod_update::GatePatch(pod, false, T0());
+    CHECK(p["status"]["conditions"].Size() == 2);
+    fake::StrategicMergePatch(pod, p, pod.GetAllocator());
+    CHECK_FALSE(budget::IsReady(pod));
+    CHECK(pod_update::GateStatus(pod) == false);
+  }
+}
+
+TEST_CASE("update-state round-trips and reads Kruise's shape") {
+  pod_update::UpdateState s;
+  s.revision = "abc";
+  s.updateTimestamp = "2026-03-01T12:00:00Z";
+  s.lastContainerStatuses["app"] = {"img@sha256:1", "containerd://x", 3};
+  s.changedLabels = {"version"};
+  auto back = pod_update::ParseUpdateState(pod_update::SerializeUpdateState(s));
+  REQUIRE(back.has_value());
+  CHECK(*back == s);
+
+  auto kruise = pod_update::ParseUpdateState(
+      R"({"revision":"rev_new","updateTimestamp":"2022-03-22T09:06:55Z","lastContainerStatuses":null,)"
+      R"("updateImages":true,"containerBatchesRecord":[]})");
+  REQUIRE(kruise.has_value());
+  CHECK(kruise->revision == "rev_new");
+  CHECK(kruise->lastContainerStatuses.empty());
+  CHECK_FALSE(pod_update::ParseUpdateState("not json").has_value());
+  CHECK_FALSE(pod_update::ParseUpdateState(R"({"updateTimestamp":"x"})").has_value());
+}
+
+TEST_CASE("ParseTime reads RFC 3339") {
+  CHECK(pod_update::ParseTime("2026-03-01T12:00:00Z") == T0());
+  CHECK(pod_update::ParseTime("2026-03-01T13:00:00+01:00") == T0());
+  CHECK(pod_update::ParseTime("2026-03-01T12:00:00.500000Z") ==
+        T0() + std::chrono::milliseconds(500));
+  CHECK_FALSE(pod_update::ParseTime("2026-03-01 12:00:00").has_value());
+  CHECK_FALSE(pod_update::ParseTime("2026-13-01T12:00:00Z").has_value());
+  CHECK_FALSE(pod_update::ParseTime("").has_value());
+  CHECK_FALSE(pod_update::ParseTime("2026-03-01T12:00:00").has_value());
+}

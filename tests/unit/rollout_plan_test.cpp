@@ -1,0 +1,557 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "hooks/pod_update.h"
+#include "hooks/rollout_plan.h"
+#include "tests/unit/fake_api.h"
+#include "tests/unit/rollout_fixtures.h"
+
+using namespace iw;
+using namespace iw::fixtures;
+using rollout::Phase;
+using rollout::WriteKind;
+using std::chrono::seconds;
+
+namespace {
+
+// A Deployment mid-way through an in-place update from `base` to `target`: one ReplicaSet
+// (web-h1, replicas = pods) at the base template, pods created from it.
+struct Scenario {
+  DeploymentSpec spec;
+  std::string base, target;
+  std::vector<json::Document> replicaSets;
+  std::vector<json::Document> pods;
+
+  explicit Scenario(int replicas = 3, bool gate = false) {
+    base = Template({{"app", "web"}, {"version", "v1"}}, {{"app", "nginx:1.25"}}, {}, gate);
+    target = Template({{"app", "web"}, {"version", "v2"}}, {{"app", "nginx:1.27"}}, {}, gate);
+    spec.replicas = replicas;
+    spec.templateJson = target;
+    spec.inProgress = InProgress{Hash(base), Hash(target), true, Ts(T0() - seconds(60))};
+    replicaSets.push_back(
+        Parse(ReplicaSetJson("web-h1", "uid-rs1", spec.uid, replicas, base, "h1")));
+    for (int i = 0; i < replicas; ++i) {
+      pods.push_back(Pod("web-" + std::string(1, static_cast<char>('a' + i)), "uid-rs1", base));
+    }
+  }
+  std::string From() const { return spec.inProgress->from; }
+  std::string To() const { return spec.inProgress->to; }
+
+  rollout::Plan Plan(Clock::time_point now = T0()) {
+    deployment = Parse(DeploymentJson(spec));
+    rollout::Snapshot s;
+    s.deployment = &deployment;
+    for (auto& rs : replicaSets) s.replicaSets.push_back(&rs);
+    for (auto& p : pods) s.pods.push_back(&p);
+    s.now = now;
+    return rollout::PlanRollout(s);
+  }
+
+  json::Document* PodNamed(std::string_view name) {
+    for (auto& p : pods) {
+      if (json::StringOr(json::Find(&p, "metadata"), "name") == name) return &p;
+    }
+    return nullptr;
+  }
+  json::Document* ReplicaSetNamed(std::string_view name) {
+    for (auto& r : replicaSets) {
+      if (json::StringOr(json::Find(&r, "metadata"), "name") == name) return &r;
+    }
+    return nullptr;
+  }
+
+  // Applies the plan's writes to the scenario's objects as the API server would.
+  void Apply(const rollout::Plan& plan) {
+    for (const auto& a : plan.actions) {
+      if (a.kind == WriteKind::kPodPatch || a.kind == WriteKind::kPodStatusPatch) {
+        json::Document* p = PodNamed(a.name);
+        REQUIRE(p != nullptr);
+        fake::StrategicMergePatch(*p, a.body, p->GetAllocator());
+      } else if (a.kind == WriteKind::kReplicaSetPatch) {
+        json::Document* r = ReplicaSetNamed(a.name);
+        REQUIRE(r != nullptr);
+        fake::MergePatch(*r, a.body, r->GetAllocator());
+      } else if (a.kind == WriteKind::kDeploymentPatch) {
+        const json::Value* ann = json::Path(&a.body, {"metadata", "annotations"});
+        if (ann != nullptr && json::Find(ann, keys::kInProgressAnnotation) != nullptr) {
+          spec.inProgress.reset();
+        }
+        const json::Value* paused = json::Path(&a.body, {"spec", "paused"});
+        if (paused != nullptr) spec.paused = paused->GetBool();
+      }
+    }
+  }
+
+  // Kubelet restarts every container whose spec image changed.
+  void Kubelet() {
+    for (auto& p : pods) {
+      for (const auto& c : p["spec"]["containers"].GetArray()) {
+        std::string name(json::StringOr(&c, "name")), image(json::StringOr(&c, "image"));
+        for (auto& st : p["status"]["containerStatuses"].GetArray()) {
+          if (json::StringOr(&st, "name") == name && json::StringOr(&st, "image") != image) {
+            auto& a = p.GetAllocator();
+            json::SetString(st, "image", image, a);
+            json::SetString(st, "imageID", image + "@sha256:new", a);
+            json::SetString(st, "containerID", "containerd://new-" + name, a);
+          }
+        }
+      }
+    }
+  }
+
+  json::Document deployment;
+};
+
+std::vector<const rollout::Action*> Of(const rollout::Plan& p, WriteKind kind) {
+  std::vector<const rollout::Action*> out;
+  for (const auto& a : p.actions) {
+    if (a.kind == kind) out.push_back(&a);
+  }
+  return out;
+}
+
+std::vector<std::string> Reasons(const rollout::Plan& p) {
+  std::vector<std::string> out;
+  for (const auto* a : Of(p, WriteKind::kEvent))
+    out.emplace_back(json::StringOr(&a->body, "reason"));
+  return out;
+}
+
+// Pods whose update this plan starts (a write or PreparingUpdate leaving Normal).
+std::vector<std::string> Started(const rollout::Plan& p) {
+  std::vector<std::string> out;
+  for (const auto* a : Of(p, WriteKind::kPodPatch)) {
+    if (a->metric == rollout::Metric::kPodUpdateStarted) out.push_back(a->name);
+  }
+  return out;
+}
+
+std::string Serialized(const rollout::Plan& p) {
+  std::string out;
+  for (const auto& a : p.actions) {
+    out += std::to_string(static_cast<int>(a.kind)) + " " + a.name + " " + a.resourceVersion + " " +
+           json::Serialize(a.body) + "\n";
+  }
+  return out;
+}
+
+// Brings every pod to the target as the loop would have.
+void AllAtTarget(Scenario& s) {
+  for (int pass = 0; pass < 10; ++pass) {
+    rollout::Plan p = s.Plan();
+    if (p.phase != Phase::kUpdating) return;
+    s.Apply(p);
+    s.Kubelet();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("no in-progress record: nothing to do") {
+  Scenario s;
+  s.spec.inProgress.reset();
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kIdle);
+  CHECK(p.actions.empty());
+}
+
+TEST_CASE("the first pass announces the update and starts the first pod by name") {
+  Scenario s;
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kUpdating);
+  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted", "PodUpdating"});
+  CHECK(Started(p) == std::vector<std::string>{"web-a"});
+  const rollout::Action& started = p.actions[0];
+  CHECK(started.name ==
+        rollout::DedupEventName("web", "started/" + s.To() + "/" + s.spec.inProgress->startedAt));
+  CHECK(started.metric == rollout::Metric::kRolloutStarted);
+  auto writes = Of(p, WriteKind::kPodPatch);
+  REQUIRE(writes.size() == 1);
+  CHECK(writes[0]->resourceVersion == "30");
+  CHECK(writes[0]->PatchType() == kube::PatchType::kStrategicMerge);
+  CHECK(writes[0]->Path() == "/api/v1/namespaces/default/pods/web-a");
+  CHECK(p.podsByState.at("Normal") == 3);
+
+  // The same snapshot gives the same plan: nothing depends on memory.
+  CHECK(Serialized(s.Plan()) == Serialized(p));
+
+  s.Apply(p);
+  rollout::Plan next = s.Plan();
+  CHECK(std::find(Reasons(next).begin(), Reasons(next).end(), "InPlaceUpdateStarted") ==
+        Reasons(next).end());
+}
+
+TEST_CASE("the budget: maxUnavailable 0 / 25% / 2 of 4 replicas") {
+  struct Case {
+    std::string maxUnavailable;
+    std::vector<std::string> started;
+  };
+  const Case cases[] = {
+      {"0", {"web-a"}},
+      {R"("25%")", {"web-a"}},
+      {"2", {"web-a", "web-b"}},
+      {R"("100%")", {"web-a", "web-b", "web-c", "web-d"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.maxUnavailable);
+    Scenario s(4);
+    s.spec.strategy = R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":)" +
+                      c.maxUnavailable + R"(,"maxSurge":1}})";
+    CHECK(Started(s.Plan()) == c.started);
+  }
+}
+
+TEST_CASE("unavailable pods count against the budget; pods in an update hold their slot") {
+  SUBCASE("a not-Ready pod uses a slot but can itself be updated") {
+    Scenario s(4);
+    s.spec.strategy = R"({"rollingUpdate":{"maxUnavailable":2}})";
+    SetCondition(*s.PodNamed("web-c"), "Ready", "False");
+    CHECK(Started(s.Plan()) == std::vector<std::string>{"web-a", "web-c"});
+  }
+  SUBCASE("budget 1 taken by a not-Ready pod: only that pod starts") {
+    Scenario s(4);
+    SetCondition(*s.PodNamed("web-d"), "Ready", "False");
+    CHECK(Started(s.Plan()) == std::vector<std::string>{"web-d"});
+  }
+  SUBCASE("a pod waiting in a hook holds the only slot") {
+    Scenario s(3);
+    s.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})";
+    SetLabel(*s.PodNamed("web-a"), "lb", "on");
+    s.Apply(s.Plan());
+    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == "PreparingUpdate");
+    for (int i = 0; i < 3; ++i) {
+      rollout::Plan p = s.Plan(T0() + seconds(i));
+      CHECK(Started(p).empty());
+      CHECK(Of(p, WriteKind::kPodPatch).empty());
+    }
+    SetLabel(*s.PodNamed("web-a"), "lb", std::nullopt);  // released
+    rollout::Plan p = s.Plan();
+    // (InPlaceUpdateStarted is repeated under its fixed name until a pod reaches the target.)
+    CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted", "PodUpdating"});
+  }
+}
+
+TEST_CASE("pods created meanwhile at the old template are updated too") {
+  Scenario s(2);
+  AllAtTarget(s);
+  s.pods.push_back(Pod("web-z", "uid-rs1", s.base));  // scale-up from the unchanged RS
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kUpdating);
+  CHECK(Started(p) == std::vector<std::string>{"web-z"});
+}
+
+TEST_CASE("pods being deleted or finished are ignored") {
+  Scenario s(2);
+  auto& a = s.pods[0].GetAllocator();
+  s.pods[0]["metadata"].AddMember("deletionTimestamp", "2026-03-01T11:00:00Z", a);
+  json::SetString(s.pods[1]["status"], "phase", "Failed", s.pods[1].GetAllocator());
+  rollout::Plan p = s.Plan();
+  CHECK(Of(p, WriteKind::kPodPatch).empty());
+  CHECK(p.phase == Phase::kFinishing);  // nothing live left to update
+}
+
+TEST_CASE("abort: restore paused, drop in-progress and abort, leave pods as they are") {
+  Scenario s;
+  s.Apply(s.Plan());  // web-a is Updating
+  s.spec.abort = "true";
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kAborted);
+  REQUIRE(p.actions.size() == 2);
+  const rollout::Action& patch = p.actions[0];
+  CHECK(patch.kind == WriteKind::kDeploymentPatch);
+  CHECK(patch.PatchType() == kube::PatchType::kMerge);
+  CHECK(patch.resourceVersion == "10");
+  CHECK(patch.metric == rollout::Metric::kRolloutAborted);
+  CHECK(json::Serialize(patch.body) ==
+        R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null,)"
+        R"("inplace-webhook.io/abort":null}},"spec":{"paused":false}})");
+  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateAborted"});
+  CHECK(json::StringOr(&p.actions[1].body, "type") == "Warning");
+
+  SUBCASE("a Deployment the user had paused stays paused") {
+    s.spec.inProgress->pausedByUs = false;
+    rollout::Plan q = s.Plan();
+    CHECK(json::Find(&q.actions[0].body, "spec") == nullptr);
+  }
+  SUBCASE("abort values other than true are ignored") {
+    s.spec.abort = "false";
+    CHECK(s.Plan().phase == Phase::kUpdating);
+  }
+}
+
+TEST_CASE("abort when something unpaused the Deployment or the record is malformed") {
+  Scenario s;
+  s.spec.paused = false;
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kAborted);
+  CHECK(p.message.find("unpaused") != std::string::npos);
+  CHECK(json::Find(&p.actions[0].body, "spec") == nullptr);  // already unpaused
+
+  Scenario m;
+  m.spec.inProgress.reset();
+  m.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":"oops"}})";
+  m.spec.inProgress = InProgress{m.From(), m.To(), true, ""};
+  rollout::Plan bad = m.Plan();
+  CHECK(bad.phase == Phase::kAborted);
+  CHECK(bad.message.find("labelsHandler") != std::string::npos);
+}
+
+TEST_CASE("the precondition: exactly one ReplicaSet with replicas, at the old template") {
+  SUBCASE("two ReplicaSets with replicas") {
+    Scenario s;
+    s.replicaSets.push_back(Parse(ReplicaSetJson(
+        "web-h0", "uid-rs0", "uid-web", 1, Template({{"app", "web"}}, {{"app", "old:1"}}), "h0")));
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    CHECK(p.message.find("exactly one ReplicaSet") != std::string::npos);
+    CHECK(p.message.find("found 2") != std::string::npos);
+  }
+  SUBCASE("the active ReplicaSet is not at the old template") {
+    Scenario s;
+    s.spec.inProgress->from = "0123456789";
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    CHECK(p.message.find("not the template 0123456789") != std::string::npos);
+  }
+  SUBCASE("another Deployment's ReplicaSet does not count") {
+    Scenario s;
+    s.replicaSets.push_back(Parse(ReplicaSetJson("other", "uid-o", "uid-other", 3, s.base, "h9")));
+    CHECK(s.Plan().phase == Phase::kUpdating);
+  }
+  SUBCASE("once pods moved, a failed precondition blocks instead of aborting") {
+    Scenario s;
+    s.Apply(s.Plan());
+    s.replicaSets.push_back(Parse(ReplicaSetJson(
+        "web-h0", "uid-rs0", "uid-web", 1, Template({{"app", "web"}}, {{"app", "old:1"}}), "h0")));
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kBlocked);
+    CHECK(p.actions.empty());
+  }
+  SUBCASE("a change that cannot be applied in place") {
+    Scenario s;
+    s.spec.templateJson = Template({{"app", "web"}}, {{"app", "nginx:1.25"}, {"x", "y:1"}});
+    s.spec.inProgress->to = Hash(s.spec.templateJson);
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    CHECK(p.message.find("cannot be applied in place") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "finish: supersede the older matching zero-replica ReplicaSet, then patch the active one") {
+  Scenario s;
+  s.spec.lifecycle = R"({"inPlaceUpdate":{}})";
+  // History: web-h2 once ran the target template; web-h3 some other one.
+  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h2", "uid-rs2", "uid-web", 0, s.target, "h2",
+                                               {}, "2025-12-01T00:00:00Z")));
+  s.replicaSets.push_back(Parse(ReplicaSetJson(
+      "web-h3", "uid-rs3", "uid-web", 0, Template({{"app", "web"}}, {{"app", "x:1"}}), "h3")));
+  // The Deployment controller copied our annotations onto the active ReplicaSet.
+  SetAnnotation(s.replicaSets[0], keys::kLifecycleAnnotation, "{}");
+  SetAnnotation(s.replicaSets[0], keys::kInProgressAnnotation, "{}");
+  AllAtTarget(s);
+
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kFinishing);
+  auto rsWrites = Of(p, WriteKind::kReplicaSetPatch);
+  REQUIRE(rsWrites.size() == 2);
+  CHECK(rsWrites[0]->name == "web-h2");  // before the active one: the controller picks the oldest
+  CHECK(rsWrites[1]->name == "web-h1");
+  CHECK(Of(p, WriteKind::kDeploymentPatch).empty());
+  s.Apply(p);
+
+  const json::Document& h2 = *s.ReplicaSetNamed("web-h2");
+  CHECK(Annotation(h2["spec"]["template"], keys::kSupersededByAnnotation) == s.To());
+  CHECK(TemplateHash(h2["spec"]["template"]) != s.To());
+
+  const json::Document& h1 = *s.ReplicaSetNamed("web-h1");
+  CHECK(TemplateHash(h1["spec"]["template"]) == s.To());
+  CHECK(Label(h1["spec"]["template"], keys::kPodTemplateHashLabel) == "h1");
+  CHECK(Annotation(h1, keys::kPreviousTemplateHashAnnotation) == s.From());
+  json::Document previous = Parse(*Annotation(h1, keys::kPreviousTemplateAnnotation));
+  CHECK(TemplateHash(previous) == s.From());
+  CHECK_FALSE(Annotation(h1, keys::kInProgressAnnotation).has_value());
+  CHECK_FALSE(Annotation(h1, keys::kLifecycleAnnotation).has_value());
+  const json::Document& h3 = *s.ReplicaSetNamed("web-h3");
+  CHECK_FALSE(Annotation(h3["spec"]["template"], keys::kSupersededByAnnotation).has_value());
+
+  SUBCASE("then wait while paused for the Deployment controller") {
+    s.spec.status = R"({"observedGeneration":2,"replicas":3,"updatedReplicas":0})";
+    rollout::Plan w = s.Plan();
+    CHECK(w.phase == Phase::kWaitingForController);
+    CHECK(w.actions.empty());
+    CHECK(w.requeueAfter.has_value());
+    s.spec.status = R"({"observedGeneration":1,"replicas":3,"updatedReplicas":3})";
+    CHECK(s.Plan().phase == Phase::kWaitingForController);
+  }
+  SUBCASE("then unpause and drop in-progress in one patch") {
+    rollout::Plan done = s.Plan(T0());
+    CHECK(done.phase == Phase::kCompleted);
+    REQUIRE(done.actions.size() == 2);
+    CHECK(done.actions[0].kind == WriteKind::kDeploymentPatch);
+    CHECK(json::Serialize(done.actions[0].body) ==
+          R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null}},)"
+          R"("spec":{"paused":false}})");
+    CHECK(done.actions[0].metric == rollout::Metric::kRolloutCompleted);
+    CHECK(done.actions[0].seconds == doctest::Approx(60));
+    CHECK(Reasons(done) == std::vector<std::string>{"InPlaceUpdateCompleted"});
+    CHECK(std::string(json::StringOr(&done.actions[1].body, "message")).find("in 1m00s") !=
+          std::string::npos);
+  }
+  SUBCASE("a Deployment the user had paused is left paused") {
+    s.spec.inProgress->pausedByUs = false;
+    rollout::Plan done = s.Plan();
+    CHECK(json::Find(&done.actions[0].body, "spec") == nullptr);
+  }
+  SUBCASE("a pod created from a stale cache after the patch is still brought to the target") {
+    s.pods.push_back(Pod("web-z", "uid-rs1", s.base));
+    rollout::Plan p2 = s.Plan();
+    CHECK(p2.phase == Phase::kUpdating);
+    CHECK(Started(p2) == std::vector<std::string>{"web-z"});
+  }
+}
+
+TEST_CASE("resume: every intermediate state gives the same next step on a fresh look") {
+  // A Deployment with a pre/post hook, a readiness gate and a drain; the pod walks through every
+  // state. At each point the plan is computed twice from the stored objects alone.
+  Scenario s(1, /*gate=*/true);
+  s.spec.lifecycle =
+      R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"markPodNotReady":true,"timeoutSeconds":600}})";
+  s.spec.policy = R"({"gracePeriodSeconds":5})";
+  json::Document& pod = *s.PodNamed("web-a");
+  SetLabel(pod, "lb", "on");
+
+  std::vector<std::string> states;
+  Clock::time_point now = T0();
+  for (int pass = 0; pass < 20; ++pass) {
+    rollout::Plan p = s.Plan(now);
+    CHECK(Serialized(s.Plan(now)) == Serialized(p));
+    states.push_back(std::string(pod_update::StateOf(pod)) + "/" +
+                     std::string(rollout::PhaseName(p.phase)));
+    if (p.phase == Phase::kCompleted) break;
+    s.Apply(p);
+    // The world moves on: the LB controller releases the pre-hook, kubelet restarts, the LB
+    // re-registers the pod after the update.
+    if (pod_update::StateOf(pod) == "PreparingUpdate") SetLabel(pod, "lb", std::nullopt);
+    s.Kubelet();
+    if (pod_update::StateOf(pod) == "Updated") SetLabel(pod, "lb", "on");
+    now += seconds(3);
+  }
+  const std::vector<std::string> expected = {
+      "Normal/updating",           // → PreparingUpdate + gate False
+      "PreparingUpdate/updating",  // released by the LB; gate already False; grace 5 s pending
+      "PreparingUpdate/updating",  // grace elapsed → write
+      "Updating/updating",         // restarted → Updated (not all hooked yet)
+      "Updated/updating",          // re-registered → Normal
+      "Normal/finishing",          // RS template := Deployment template
+      "Normal/completed",
+  };
+  CHECK(states == expected);
+  CHECK(pod_update::GateStatus(pod) == true);
+  CHECK(Label(pod, "version") == "v2");
+  CHECK(Label(pod, "lb") == "on");
+}
+
+TEST_CASE("hook timeouts become Events on the pod and the Deployment with stable names") {
+  Scenario s(1);
+  s.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"timeoutSeconds":30}})";
+  SetLabel(*s.PodNamed("web-a"), "lb", "on");
+  s.Apply(s.Plan(T0()));
+  rollout::Plan p = s.Plan(T0() + seconds(31));
+  std::vector<const rollout::Action*> events;
+  for (const auto* e : Of(p, WriteKind::kEvent)) {
+    if (json::StringOr(&e->body, "reason") == "HookTimeout") events.push_back(e);
+  }
+  REQUIRE(events.size() == 2);
+  CHECK(json::StringOr(json::Find(&events[0]->body, "involvedObject"), "kind") == "Pod");
+  CHECK(json::StringOr(json::Find(&events[1]->body, "involvedObject"), "kind") == "Deployment");
+  CHECK_FALSE(events[0]->name.empty());
+  CHECK(events[0]->name.starts_with("web-a."));
+  CHECK(events[1]->name.starts_with("web."));
+  auto marker = Of(p, WriteKind::kPodPatch);
+  REQUIRE(marker.size() == 1);
+  CHECK(marker[0]->metric == rollout::Metric::kHookTimeout);
+  CHECK(Serialized(s.Plan(T0() + seconds(31))) == Serialized(p));  // same names on a retry
+  s.Apply(p);
+  CHECK(Of(s.Plan(T0() + seconds(90)), WriteKind::kPodPatch).empty());
+}
+
+TEST_CASE("new pods that declare the gate get it set True, others are left alone") {
+  Scenario s(4, /*gate=*/true);
+  for (auto& p : s.pods) RemoveCondition(p, keys::kReadyCondition);
+  SetCondition(s.pods[1], keys::kReadyCondition, "False");  // someone else's business
+  SetLabel(s.pods[2], keys::kStateLabel, "Updating");
+  auto& a = s.pods[3].GetAllocator();
+  s.pods[3]["metadata"].AddMember("deletionTimestamp", "2026-03-01T11:00:00Z", a);
+  std::vector<const json::Value*> pods;
+  for (auto& p : s.pods) pods.push_back(&p);
+  auto actions = rollout::PlanNewPodGates(pods, T0());
+  REQUIRE(actions.size() == 1);
+  CHECK(actions[0].name == "web-a");
+  CHECK(actions[0].kind == WriteKind::kPodStatusPatch);
+  CHECK(actions[0].Path() == "/api/v1/namespaces/default/pods/web-a/status");
+}
+
+TEST_CASE("stale annotation copies on ReplicaSets are removed once the update ended") {
+  Scenario s;
+  s.spec.inProgress.reset();
+  json::Document d = Parse(DeploymentJson(s.spec));
+  json::Document& rs = s.replicaSets[0];
+  SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
+  SetAnnotation(rs, keys::kLifecycleAnnotation, "{}");
+  auto a = rollout::PlanReplicaSetCleanup(d, rs);
+  REQUIRE(a.has_value());
+  CHECK(json::Serialize(a->body) ==
+        R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null}}})");
+  CHECK(a->resourceVersion == "20");
+
+  SetAnnotation(rs, keys::kInProgressAnnotation, std::nullopt);
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+
+  SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
+  s.spec.inProgress = InProgress{"a", "b", true, ""};
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
+  s.spec.inProgress.reset();
+  s.spec.uid = "someone-else";
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
+}
+
+TEST_CASE("Events are core/v1 Events from inplace-webhook") {
+  json::Document pod = Pod("web-a", "uid-rs1", Template({{"app", "web"}}, {{"app", "x:1"}}));
+  json::Document e =
+      rollout::MakeEvent(pod, "v1", "Pod", "Normal", "PodUpdating", "msg", T0(), "n1");
+  CHECK(
+      json::Serialize(e) ==
+      R"({"apiVersion":"v1","kind":"Event","metadata":{"name":"n1","namespace":"default"},)"
+      R"("involvedObject":{"apiVersion":"v1","kind":"Pod","namespace":"default","name":"web-a",)"
+      R"("uid":"uid-web-a","resourceVersion":"30"},"reason":"PodUpdating","message":"msg",)"
+      R"("type":"Normal","firstTimestamp":"2026-03-01T12:00:00Z",)"
+      R"("lastTimestamp":"2026-03-01T12:00:00Z","count":1,"source":{"component":"inplace-webhook"},)"
+      R"("reportingComponent":"inplace-webhook","reportingInstance":""})");
+}
+
+TEST_CASE("deterministic Event names are valid and distinct") {
+  CHECK(rollout::DedupEventName("web", "k1") == rollout::DedupEventName("web", "k1"));
+  CHECK(rollout::DedupEventName("web", "k1") != rollout::DedupEventName("web", "k2"));
+  CHECK(rollout::DedupEventName("web", "k1") != rollout::DedupEventName("web2", "k1"));
+  std::string longName(250, 'a');
+  longName[235] = '-';
+  std::string n = rollout::DedupEventName(longName, "k");
+  CHECK(n.size() <= 253);
+  CHECK(n.find("-.") == std::string::npos);
+}
+
+TEST_CASE("label selectors") {
+  CHECK(rollout::LabelSelector(Parse(R"({"matchLabels":{"app":"web","tier":"fe"}})")) ==
+        "app=web,tier=fe");
+  CHECK(
+      rollout::LabelSelector(Parse(
+          R"({"matchLabels":{"app":"web"},"matchExpressions":[{"key":"env","operator":"In","values":["a","b"]},
+            {"key":"x","operator":"NotIn","values":["c"]},{"key":"y","operator":"Exists"},
+            {"key":"z","operator":"DoesNotExist"}]})")) == "app=web,env in (a,b),x notin (c),y,!z");
+  CHECK(rollout::LabelSelector(Parse("{}")).empty());
+}
