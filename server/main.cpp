@@ -5,20 +5,23 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "hooks/admission.h"
+#include "server/kube_client.h"
+#include "server/leader_election.h"
 #include "server/log.h"
+#include "server/loop.h"
+#include "server/loop_metrics.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/review_codec.h"
 #include "server/webhook_server.h"
-
-#ifndef IW_VERSION
-#define IW_VERSION "0.1.0"
-#endif
 
 namespace {
 
@@ -42,6 +45,93 @@ int Review(const iw::cli::ReviewOptions& o) {
   return reply.allowed ? 0 : 1;
 }
 
+// The in-place loop and what it needs: an API client, metrics, and (when electing) the Lease.
+// Absent when the loop is disabled or no API server is configured.
+class LoopRuntime {
+ public:
+  // Returns nullptr with `error` empty when there is nothing to run, or with `error` set when the
+  // configuration is wrong.
+  static std::unique_ptr<LoopRuntime> Create(const iw::cli::ServeOptions& o,
+                                             iw::metrics::Registry& metrics, std::string& error) {
+    if (o.disableLoop) return nullptr;
+    std::optional<iw::kube::ClientConfig> config;
+    bool inCluster = false;
+    if (!o.apiServer.empty()) {
+      config =
+          iw::kube::ClientConfig::FromUrl(o.apiServer, o.tokenFile, o.certificateAuthority, error);
+    } else if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) {
+      config = iw::kube::ClientConfig::InCluster(error);
+      inCluster = true;
+    } else {
+      iw::log::Warn(
+          "in-place loop not started: no API server (give --api-server, or run in a cluster)");
+      return nullptr;
+    }
+    if (!config) return nullptr;
+    bool elect = o.leaderElect == "true" || (o.leaderElect == "auto" && inCluster);
+    std::string leaseNamespace =
+        !o.leaderElectionNamespace.empty() ? o.leaderElectionNamespace : config->namespaceName;
+    if (elect && leaseNamespace.empty()) {
+      error = "--leader-elect needs --leader-election-namespace outside a cluster";
+      return nullptr;
+    }
+    auto rt = std::make_unique<LoopRuntime>(std::move(*config));
+    iw::loop::Options loopOptions;
+    loopOptions.metrics = &rt->loopMetrics_;
+    const char* pod = std::getenv("POD_NAME");
+    loopOptions.instance = pod != nullptr ? pod : iw::leader::DefaultIdentity();
+    rt->loop_ = std::make_unique<iw::loop::Loop>(*rt->client_, loopOptions);
+    if (elect) {
+      iw::leader::Options lo;
+      lo.namespaceName = leaseNamespace;
+      iw::loop::Loop* loop = rt->loop_.get();
+      lo.onStartedLeading = [loop] { loop->Start(); };
+      lo.onStoppedLeading = [loop] { loop->Stop(); };
+      rt->elector_ = std::make_unique<iw::leader::LeaderElector>(*rt->client_, lo);
+    }
+    iw::kube::Client* client = rt->client_.get();
+    iw::loop::LoopMetrics* lm = &rt->loopMetrics_;
+    iw::leader::LeaderElector* el = rt->elector_.get();
+    metrics.AddCollector([client, lm, el](std::string& out) {
+      client->RenderMetrics(out);
+      lm->Render(out);
+      if (el != nullptr) el->RenderMetrics(out);
+    });
+    iw::log::Info(
+        "in-place loop configured",
+        {{"apiServer", rt->client_->Config().Url()},
+         {"leaderElection", elect ? "Lease " + leaseNamespace + "/inplace-webhook" : "off"}});
+    return rt;
+  }
+
+  void Start() {
+    if (elector_)
+      elector_->Start();
+    else
+      loop_->Start();
+  }
+
+  // Releases the Lease (which stops the loop), stops the loop, and fails the client's pending
+  // retries so nothing outlives the process's shutdown.
+  void Stop() {
+    if (elector_) elector_->Stop();
+    loop_->Stop();
+    client_->Shutdown();
+  }
+
+  explicit LoopRuntime(iw::kube::ClientConfig config)
+      : client_(std::make_unique<iw::kube::Client>(std::move(config))) {}
+  ~LoopRuntime() { Stop(); }
+  LoopRuntime(const LoopRuntime&) = delete;
+  LoopRuntime& operator=(const LoopRuntime&) = delete;
+
+ private:
+  std::unique_ptr<iw::kube::Client> client_;
+  iw::loop::LoopMetrics loopMetrics_;
+  std::unique_ptr<iw::loop::Loop> loop_;
+  std::unique_ptr<iw::leader::LeaderElector> elector_;
+};
+
 int Serve(const iw::cli::ServeOptions& o) {
   iw::log::Configure(o.logLevel, o.logFormat);
   // SIGTERM/SIGINT are taken by sigwait below; SIGPIPE (a peer gone mid-write) is ignored.
@@ -53,6 +143,12 @@ int Serve(const iw::cli::ServeOptions& o) {
   signal(SIGPIPE, SIG_IGN);
 
   iw::metrics::Registry metrics;
+  std::string loopError;
+  std::unique_ptr<LoopRuntime> loop = LoopRuntime::Create(o, metrics, loopError);
+  if (!loopError.empty()) {
+    iw::log::Error("cannot start the in-place loop", {{"error", loopError}});
+    return 1;
+  }
   iw::server::WebhookServer server(o.server, metrics);
   if (std::string err = server.Start(); !err.empty()) {
     iw::log::Error("cannot start", {{"error", err}});
@@ -63,9 +159,11 @@ int Serve(const iw::cli::ServeOptions& o) {
                                       {"probePort", std::to_string(server.ProbePort())},
                                       {"certificate", server.Certificates().Fingerprint()},
                                       {"version", IW_VERSION}});
+  if (loop) loop->Start();
   int sig = 0;
   sigwait(&set, &sig);
   iw::log::Info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  if (loop) loop->Stop();
   server.Shutdown(std::chrono::seconds(o.shutdownDelaySeconds));
   iw::log::Info("stopped");
   return 0;
