@@ -104,8 +104,11 @@ class ApiError(Exception):
         self.details = details
         self.headers = headers or {}
         self.metadata = metadata or {}
+        self.raw = None  # a complete metav1.Status answered as is (see from_status)
 
     def status(self):
+        if self.raw is not None:
+            return dict(self.raw)
         s = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.metadata), "status": "Failure",
              "message": self.message, "reason": self.reason}
         if self.details is not None:
@@ -114,6 +117,13 @@ class ApiError(Exception):
         return s
 
     # -- constructors mirroring k8s.io/apimachinery/pkg/api/errors -------------------------------
+
+    @classmethod
+    def from_status(cls, status):
+        """A StatusError carrying a metav1.Status as received (a webhook's denial is passed on so)."""
+        e = cls(status.get("code"), status.get("reason") or "", status.get("message") or "", status.get("details"))
+        e.raw = status
+        return e
 
     @staticmethod
     def _details(gr, name=None, **extra):

@@ -334,8 +334,10 @@ def _remove(doc, path, op="remove"):
     return con.pop(_index(last, len(con), False))
 
 
-def json_patch(doc, ops):
-    """Applies RFC 6902 operations to a deep copy of doc."""
+def json_patch(doc, ops, wrap_errors=True):
+    """Applies RFC 6902 operations to a deep copy of doc. An operation that does not apply raises
+    ApiError 422 (as a PATCH request answers), or JsonPatchError with the library's message when
+    wrap_errors is False (a webhook's patch: kube-apiserver reports that one as an internal error)."""
     if not isinstance(ops, list):
         raise ApiError.bad_request("json: cannot unmarshal %s into Go value of type jsonpatch.Patch" %
                                    ("object" if isinstance(ops, dict) else type(ops).__name__))
@@ -400,6 +402,8 @@ def json_patch(doc, ops):
     except JsonPatchError:
         # kube-apiserver wraps every Apply error into NewGenericServerResponse(422, ...), whose
         # message is the fixed generic one.
+        if not wrap_errors:
+            raise
         raise ApiError.generic(422)
     return doc
 

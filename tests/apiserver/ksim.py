@@ -3,8 +3,9 @@ controller (after kubernetes/kubernetes pkg/controller/deployment) and a garbage
 
 All controllers run on one worker thread fed by the store's write events (event driven, deduplicated
 keys, timers for delays), and write through the same Store code paths as clients: every write bumps
-the resourceVersion, produces watch events and is checked for conflicts. Controller writes are not
-subject to fault injection and are not in the request log.
+the resourceVersion, produces watch events, is checked for conflicts and passes through the admission
+webhooks as the component's own identity (reads stay direct). Controller writes are not subject to
+fault injection and are not in the request log.
 """
 
 import calendar
@@ -19,6 +20,7 @@ import threading
 import time
 import traceback
 
+import kadmission
 import klabels
 import kstore
 import kvalidation as kv
@@ -40,6 +42,15 @@ MAX_REV_HISTORY_CHARS = 2000
 NODE_NAME = "sim-node-1"
 BATCH_SECONDS = 0.005  # owners (ReplicaSet, Deployment) sync at most this long after a child changed
 HOST_IP = "10.0.0.11"
+
+# The identities the components' writes carry, as on a real cluster (admission webhooks see them).
+KUBELET = kadmission.node_user(NODE_NAME)
+RS_CONTROLLER = kadmission.service_account_user("kube-system", "replicaset-controller")
+DEPLOY_CONTROLLER = kadmission.service_account_user("kube-system", "deployment-controller")
+GC_CONTROLLER = kadmission.service_account_user("kube-system", "generic-garbage-collector")
+SCHEDULER = {"username": "system:kube-scheduler", "groups": ["system:authenticated"]}
+COMPONENT_USERS = {"replicaset-controller": RS_CONTROLLER, "deployment-controller": DEPLOY_CONTROLLER,
+                   "kubelet": KUBELET, "default-scheduler": SCHEDULER}
 
 DEFAULT_SETTINGS = {
     "kubelet": True,
@@ -381,8 +392,9 @@ def omit_zero(d, keys):
 # ----------------------------------------------------------------------------------------------
 
 class Simulation:
-    def __init__(self, store, log=None):
+    def __init__(self, store, log=None, admission=None):
         self.store = store
+        self.admission = admission  # kadmission.Chain: the components' writes pass the webhooks too
         self.log = log or (lambda msg: None)
         self.settings = dict(DEFAULT_SETTINGS)
         self.cv = threading.Condition()
@@ -617,11 +629,33 @@ class Simulation:
                 self.gc(key[1])
 
     # -- writes ----------------------------------------------------------------------------------
-    def update(self, rt, obj, subresource=None):
-        """Writes obj (carrying the resourceVersion it was read at) and returns the stored object."""
+    def admit(self, rt, operation, ns, name, user, subresource="", **kw):
+        """Admission for a component's write (reads stay direct, as from an informer cache)."""
+        if self.admission is None:
+            return None
+        return self.admission.bind(rt, operation, ns, name, user, subresource=subresource, **kw)
+
+    def update(self, rt, obj, user, subresource=None):
+        """Writes obj (carrying the resourceVersion it was read at) as user; returns the stored object."""
         m = obj["metadata"]
-        e = self.store.update(rt, m.get("namespace", ""), m["name"], lambda cur: obj, subresource=subresource)
+        ns = m.get("namespace", "")
+        e = self.store.update(rt, ns, m["name"], lambda cur: obj, subresource=subresource,
+                              admit=self.admit(rt, "UPDATE", ns, m["name"], user, subresource or ""))
         return kstore.clone(e.obj)
+
+    def create(self, rt, ns, obj, user):
+        in_tree = None
+        if rt is PODS:
+            def in_tree(o):
+                o = kstore.clone(o)
+                rt.admit_create(o)
+                return o
+        return self.store.create(rt, ns, obj, admit=self.admit(rt, "CREATE", ns, "", user, in_tree=in_tree))
+
+    def delete(self, rt, ns, name, user, options=None):
+        admit = self.admit(rt, "DELETE", ns, name, user,
+                          options=kadmission.options_for("DELETE", delete_options=options))
+        return self.store.delete(rt, ns, name, options, admit=admit)
 
     def record_event(self, obj, etype, reason, message, component):
         if not self.settings["events"]:
@@ -636,7 +670,7 @@ class Simulation:
               "lastTimestamp": ts, "count": 1, "type": etype, "reportingComponent": component,
               "reportingInstance": ""}
         try:
-            self.store.create(EVENTS, m.get("namespace", ""), ev)
+            self.create(EVENTS, m.get("namespace", ""), ev, COMPONENT_USERS.get(component, kadmission.ANONYMOUS))
         except ApiError as e:
             self.log("event not recorded: %s" % e.message)
 
@@ -651,11 +685,11 @@ class Simulation:
             alive = [r for r in others if self.store.lookup_uid(r.get("uid")) is not None]
             if policy == "Orphan" or alive:
                 obj["metadata"]["ownerReferences"] = others
-                self.update(rt, obj)
+                self.update(rt, obj, GC_CONTROLLER)
             else:
                 try:
-                    self.store.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
-                                      {"propagationPolicy": "Background"})
+                    self.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], GC_CONTROLLER,
+                                {"propagationPolicy": "Background"})
                 except ApiError as err:
                     if err.code != 404:
                         raise
@@ -808,7 +842,7 @@ class Simulation:
             status["initContainerStatuses"] = init_statuses
         if not kv.semantic_equal(status, pod.get("status")):
             pod["status"] = status
-            self.update(PODS, pod, subresource="status")
+            self.update(PODS, pod, KUBELET, subresource="status")
         if wake:
             self.enqueue_after(("pod", ns, name), max(0.0, min(wake) - time.time()))
 
@@ -823,7 +857,15 @@ class Simulation:
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_ts()}]
             return cur
 
-        self.store.update(PODS, m.get("namespace", ""), m["name"], mutate, subresource="binding")
+        ns = m.get("namespace", "")
+        admit = self.admit(PODS, "CREATE", ns, m["name"], SCHEDULER, "binding", kind=("", "v1", "Binding"))
+        if admit is not None:  # POST pods/NAME/binding: the webhooks see the Binding
+            binding = {"kind": "Binding", "apiVersion": "v1",
+                       "metadata": {"name": m["name"], "namespace": ns, "uid": m.get("uid")},
+                       "target": {"kind": "Node", "name": NODE_NAME}}
+            admit.mutate_versioned(binding, None)
+            admit.chain.validate(admit.attributes(binding, None), admit.warnings)
+        self.store.update(PODS, ns, m["name"], mutate, subresource="binding")
 
     # -- ReplicaSet controller ---------------------------------------------------------------------
     def sync_rs(self, ns, name):
@@ -852,7 +894,7 @@ class Simulation:
                     p = kstore.clone(pod)
                     p["metadata"]["ownerReferences"] = [r for r in p["metadata"].get("ownerReferences") or []
                                                         if r.get("uid") != uid]
-                    self.update(PODS, p)
+                    self.update(PODS, p, RS_CONTROLLER)
                 continue
             pods.append(pod)
         if not deleting:
@@ -864,7 +906,7 @@ class Simulation:
                     p = kstore.clone(pe.obj)
                     p["metadata"].setdefault("ownerReferences", []).append(
                         make_controller_ref(rs, "ReplicaSet", "apps/v1"))
-                    pods.append(self.update(PODS, p))
+                    pods.append(self.update(PODS, p, RS_CONTROLLER))
         active = [p for p in pods if pod_active(p)]
         replicas = spec.get("replicas", 1)
         diff = len(active) - replicas
@@ -881,7 +923,7 @@ class Simulation:
                 if tmeta.get("finalizers"):
                     pod["metadata"]["finalizers"] = list(tmeta["finalizers"])
                 try:
-                    created = self.store.create(PODS, ns, pod)
+                    created = self.create(PODS, ns, pod, RS_CONTROLLER)
                 except ApiError as err:
                     self.record_event(rs, "Warning", "FailedCreate", "Error creating: " + err.message,
                                       "replicaset-controller")
@@ -891,7 +933,7 @@ class Simulation:
         elif not deleting and diff > 0:
             for pod in self.pods_to_delete(active, diff):
                 try:
-                    self.store.delete(PODS, ns, pod["metadata"]["name"])
+                    self.delete(PODS, ns, pod["metadata"]["name"], RS_CONTROLLER)
                 except ApiError as err:
                     if err.code != 404:
                         raise
@@ -921,7 +963,7 @@ class Simulation:
         omit_zero(status, ("fullyLabeledReplicas", "readyReplicas", "availableReplicas", "observedGeneration"))
         if not kv.semantic_equal(status, rs.get("status")):
             rs["status"] = status
-            self.update(RSS, rs, subresource="status")
+            self.update(RSS, rs, RS_CONTROLLER, subresource="status")
         if wake is not None:
             self.enqueue_after(("rs", ns, name), wake - now + 0.01)
 
@@ -981,7 +1023,7 @@ class Simulation:
                 if not deleting:
                     rs["metadata"]["ownerReferences"] = [r for r in rs["metadata"].get("ownerReferences") or []
                                                          if r.get("uid") != uid]
-                    self.update(RSS, rs)
+                    self.update(RSS, rs, DEPLOY_CONTROLLER)
                 continue
             out.append(rs)
         if not deleting:
@@ -993,17 +1035,17 @@ class Simulation:
                     rs = kstore.clone(e.obj)
                     rs["metadata"].setdefault("ownerReferences", []).append(
                         make_controller_ref(d, "Deployment", "apps/v1"))
-                    out.append(self.update(RSS, rs))
+                    out.append(self.update(RSS, rs, DEPLOY_CONTROLLER))
         return out
 
     def write_status(self, d):
         """UpdateStatus(d): status and annotations (the status strategy keeps spec and labels)."""
-        stored = self.update(DEPLOYS, d, subresource="status")
+        stored = self.update(DEPLOYS, d, DEPLOY_CONTROLLER, subresource="status")
         d["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
         return d
 
     def update_rs(self, rs):
-        stored = self.update(RSS, rs)
+        stored = self.update(RSS, rs, DEPLOY_CONTROLLER)
         rs.clear()
         rs.update(stored)
         return rs
@@ -1072,7 +1114,7 @@ class Simulation:
         set_new_rs_annotations(d, rs, new_revision, False)
         already = False
         try:
-            created = kstore.clone(self.store.create(RSS, ns, rs).obj)
+            created = kstore.clone(self.create(RSS, ns, rs, DEPLOY_CONTROLLER).obj)
         except ApiError as err:
             if err.code != 409 or err.reason != "AlreadyExists":
                 raise
@@ -1262,7 +1304,7 @@ class Simulation:
                     rs["metadata"].get("generation", 0) > rs_status(rs, "observedGeneration")):
                 continue
             try:
-                self.store.delete(RSS, rs["metadata"].get("namespace", ""), rs["metadata"]["name"])
+                self.delete(RSS, rs["metadata"].get("namespace", ""), rs["metadata"]["name"], DEPLOY_CONTROLLER)
             except ApiError as err:
                 if err.code != 404:
                     raise

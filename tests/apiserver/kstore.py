@@ -573,7 +573,10 @@ class Store:
             fn(srt, etype, new_obj, old_obj)
 
     # -- create ---------------------------------------------------------------------------------
-    def create(self, rt, ns, obj, dry_run=False, internal=False):
+    def create(self, rt, ns, obj, dry_run=False, internal=False, admit=None):
+        """Creates obj. admit (a kadmission.Binding, or None when no webhook is configured) runs the
+        mutating webhooks after defaulting and the built-in admission plugins, and the validating
+        ones after validation, both outside the store lock, as kube-apiserver's create handler does."""
         if not isinstance(obj, dict):
             raise ApiError.bad_request("Object 'Kind' is missing in the request body")
         obj = clone(obj)
@@ -590,91 +593,165 @@ class Store:
             raise ApiError.bad_request("resourceVersion can not be set for Create requests")
         rt.default(obj)
         rt.admit_create(obj)
+        if admit is not None:
+            obj = admit.mutate(obj, None)
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict):
+                raise ApiError.bad_request("metadata must be an object")
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise ApiError.bad_request("the namespace of the provided object does not match the namespace "
+                                           "sent on the request")
+            meta["namespace"] = ns
         for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                   "selfLink"):
             meta.pop(k, None)
         rt.prepare_create(obj)
         meta["creationTimestamp"] = now_rfc3339()
         meta["uid"] = str(uuid.uuid4())
+        if admit is None:
+            with self.lock:
+                self._generate_name(rt, ns, meta)
+                self._validate_create(rt, obj)
+                return self._commit_create(rt, ns, obj, dry_run)
         with self.lock:
-            if not meta.get("name") and meta.get("generateName"):
-                for _ in range(100):
-                    candidate = meta["generateName"] + kv.random_suffix()
-                    if self.get_entry(rt, ns, candidate) is None:
-                        meta["name"] = candidate
-                        break
-            errs = rt.validate(obj)
-            if errs:
-                raise ApiError.invalid(rt.group, rt.kind, meta.get("name") or meta.get("generateName") or "", errs)
-            if self.get_entry(rt, ns, meta["name"]) is not None:
-                raise ApiError.already_exists(rt.gr, meta["name"])
-            if dry_run:
-                srt = BY_KEY[rt.key]
-                obj = _ordered(_drop_nulls(obj), srt.kind, srt.api_version)
-                return Entry(obj, dumps(obj), 0)
-            entry = self._store_entry(rt, obj, self.rv + 1)
-            self._commit(rt, "ADDED", entry, None)
-            return entry
+            generated = self._generate_name(rt, ns, meta)
+        self._validate_create(rt, obj)
+        admit.validate(obj, None)
+        with self.lock:
+            if generated and self.get_entry(rt, ns, meta["name"]) is not None:
+                self._generate_name(rt, ns, meta, force=True)
+            return self._commit_create(rt, ns, obj, dry_run)
+
+    def _generate_name(self, rt, ns, meta, force=False):
+        if (force or not meta.get("name")) and meta.get("generateName"):
+            for _ in range(100):
+                candidate = meta["generateName"] + kv.random_suffix()
+                if self.get_entry(rt, ns, candidate) is None:
+                    meta["name"] = candidate
+                    return True
+        return False
+
+    @staticmethod
+    def _validate_create(rt, obj):
+        errs = rt.validate(obj)
+        if errs:
+            meta = obj["metadata"]
+            raise ApiError.invalid(rt.group, rt.kind, meta.get("name") or meta.get("generateName") or "", errs)
+
+    def _commit_create(self, rt, ns, obj, dry_run):
+        meta = obj["metadata"]
+        if self.get_entry(rt, ns, meta["name"]) is not None:
+            raise ApiError.already_exists(rt.gr, meta["name"])
+        if dry_run:
+            srt = BY_KEY[rt.key]
+            obj = _ordered(_drop_nulls(obj), srt.kind, srt.api_version)
+            return Entry(obj, dumps(obj), 0)
+        entry = self._store_entry(rt, obj, self.rv + 1)
+        self._commit(rt, "ADDED", entry, None)
+        return entry
 
     # -- update / patch ---------------------------------------------------------------------------
-    def update(self, rt, ns, name, mutate, subresource=None, dry_run=False):
+    def update(self, rt, ns, name, mutate, subresource=None, dry_run=False, admit=None):
         """GuaranteedUpdate: mutate(current_obj_copy) returns the desired object. Applies the
         optimistic-concurrency check, strategies and validation; a no-op write is not stored.
-        Returns the resulting Entry."""
-        with self.lock:
-            cur = self.get(rt, ns, name)
-            old = cur.obj
-            new = mutate(json.loads(cur.body))
-            if not isinstance(new, dict):
-                raise ApiError.bad_request("the body of the request must be a JSON object")
-            new = clone(new)
-            meta = new.get("metadata")
-            if meta is None:
-                meta = new["metadata"] = {}
-            if not isinstance(meta, dict):
-                raise ApiError.bad_request("metadata must be an object")
-            if meta.get("namespace") and meta["namespace"] != ns:
-                raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent "
-                                           "on the request")
-            meta["namespace"] = ns
-            if meta.get("name") != name:
-                raise ApiError.bad_request("the name of the object (%s) does not match the name on the URL (%s)" %
-                                           (meta.get("name") or "", name))
-            want_rv = meta.get("resourceVersion")
-            if want_rv:
-                if _parse_rv(want_rv) != cur.rv:
-                    raise ApiError.stale(rt.gr, name)
-            elif not rt.allow_unconditional_update:
-                raise ApiError.invalid(rt.group, rt.plural, name, [FieldError.invalid(
-                    "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update")])
+        Returns the resulting Entry.
+
+        With admit (a kadmission.Binding), the mutating webhooks run on the desired object after
+        defaulting and the validating ones after validation, outside the lock; if the object changed
+        meanwhile, a request without a resourceVersion starts again from the new state (patches are
+        re-applied, admission runs again) and one with a resourceVersion gets 409."""
+        if admit is None:
+            with self.lock:
+                cur = self.get(rt, ns, name)
+                old = cur.obj
+                new = self._desired(rt, ns, name, mutate(json.loads(cur.body)))
+                want_rv = self._check_rv(rt, name, new, cur)
+                rt.default(new)
+                kv.reset_system_meta_on_update(new, old)
+                self._prepare_and_validate(rt, name, new, old, subresource)
+                return self._commit_update(rt, cur, new, old, dry_run)
+        for _ in range(100):
+            with self.lock:
+                cur = self.get(rt, ns, name)
+                body = cur.body
+                old = cur.obj
+            new = self._desired(rt, ns, name, mutate(json.loads(body)))
             rt.default(new)
+            new = admit.mutate(new, old)
+            new = self._desired(rt, ns, name, new)
+            self._check_rv(rt, name, new, cur)
             kv.reset_system_meta_on_update(new, old)
-            if subresource == "binding":  # internal only: the simulated scheduler
-                errs = []
-            elif subresource == "status":
-                rt.prepare_status_update(new, old)
-                errs = rt.validate_status_update(new, old)
-            else:
-                rt.prepare_update(new, old)
-                errs = rt.validate_update(new, old)
-            if errs:
-                raise ApiError.invalid(rt.group, rt.kind, name, errs)
-            meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-            srt = BY_KEY[rt.key]
-            new = _ordered(_drop_nulls(new), srt.kind, srt.api_version)
-            if old["metadata"].get("deletionTimestamp") and not meta.get("finalizers"):
-                # Finalizers emptied on an object being deleted: it goes away now (the stored
-                # state, not the update, is what the DELETED event and the answer carry).
-                if dry_run:
-                    return cur
-                return self._remove(rt, cur)
-            if new == old or kv.semantic_equal(new, old):
-                return cur
+            self._prepare_and_validate(rt, name, new, old, subresource)
+            admit.validate(new, old)
+            with self.lock:
+                if self.get_entry(rt, ns, name) is not cur:
+                    # As GuaranteedUpdate: start again from the new state. A request that carried
+                    # a resourceVersion then fails the check above with 409.
+                    continue
+                return self._commit_update(rt, cur, new, old, dry_run)
+        raise ApiError.stale(rt.gr, name)
+
+    @staticmethod
+    def _desired(rt, ns, name, new):
+        if not isinstance(new, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        new = clone(new)
+        meta = new.get("metadata")
+        if meta is None:
+            meta = new["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise ApiError.bad_request("metadata must be an object")
+        if meta.get("namespace") and meta["namespace"] != ns:
+            raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent "
+                                       "on the request")
+        meta["namespace"] = ns
+        if meta.get("name") != name:
+            raise ApiError.bad_request("the name of the object (%s) does not match the name on the URL (%s)" %
+                                       (meta.get("name") or "", name))
+        return new
+
+    @staticmethod
+    def _check_rv(rt, name, new, cur):
+        want_rv = new["metadata"].get("resourceVersion")
+        if want_rv:
+            if _parse_rv(want_rv) != cur.rv:
+                raise ApiError.stale(rt.gr, name)
+        elif not rt.allow_unconditional_update:
+            raise ApiError.invalid(rt.group, rt.plural, name, [FieldError.invalid(
+                "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update")])
+        return want_rv
+
+    @staticmethod
+    def _prepare_and_validate(rt, name, new, old, subresource):
+        if subresource == "binding":  # internal only: the simulated scheduler
+            errs = []
+        elif subresource == "status":
+            rt.prepare_status_update(new, old)
+            errs = rt.validate_status_update(new, old)
+        else:
+            rt.prepare_update(new, old)
+            errs = rt.validate_update(new, old)
+        if errs:
+            raise ApiError.invalid(rt.group, rt.kind, name, errs)
+
+    def _commit_update(self, rt, cur, new, old, dry_run):
+        meta = new["metadata"]
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        srt = BY_KEY[rt.key]
+        new = _ordered(_drop_nulls(new), srt.kind, srt.api_version)
+        if old["metadata"].get("deletionTimestamp") and not meta.get("finalizers"):
+            # Finalizers emptied on an object being deleted: it goes away now (the stored
+            # state, not the update, is what the DELETED event and the answer carry).
             if dry_run:
-                return Entry(new, dumps(new), cur.rv)
-            entry = self._store_entry(rt, new, self.rv + 1)
-            self._commit(rt, "MODIFIED", entry, cur)
-            return entry
+                return cur
+            return self._remove(rt, cur)
+        if new == old or kv.semantic_equal(new, old):
+            return cur
+        if dry_run:
+            return Entry(new, dumps(new), cur.rv)
+        entry = self._store_entry(rt, new, self.rv + 1)
+        self._commit(rt, "MODIFIED", entry, cur)
+        return entry
 
     def _remove(self, rt, cur):
         obj = json.loads(cur.body)
@@ -683,41 +760,61 @@ class Store:
         return cur
 
     # -- delete ---------------------------------------------------------------------------------
-    def delete(self, rt, ns, name, options=None, dry_run=False):
-        """Returns (entry, deleted_now)."""
+    def delete(self, rt, ns, name, options=None, dry_run=False, admit=None):
+        """Returns (entry, deleted_now). With admit, DELETE admission runs (outside the lock) on the
+        current object after the preconditions are checked, as the storage's conditional delete
+        does; if the object changes meanwhile, it runs again."""
         options = options or {}
-        with self.lock:
-            cur = self.get(rt, ns, name)
-            meta = cur.obj["metadata"]
-            pre = options.get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise ApiError.conflict(rt.gr, name, "Precondition failed: UID in precondition: %s, UID in object "
-                                                     "meta: %s" % (pre["uid"], meta.get("uid")))
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-                raise ApiError.conflict(rt.gr, name, "Precondition failed: ResourceVersion in precondition: %s, "
-                                                     "ResourceVersion in object meta: %s" %
-                                        (pre["resourceVersion"], meta.get("resourceVersion")))
-            policy = options.get("propagationPolicy")
-            if options.get("orphanDependents") is True:
-                policy = "Orphan"
-            if meta.get("finalizers"):
-                if meta.get("deletionTimestamp"):
-                    return cur, False
-                new = json.loads(cur.body)
-                new["metadata"]["deletionTimestamp"] = now_rfc3339()
-                new["metadata"]["deletionGracePeriodSeconds"] = 0
-                if dry_run:
-                    return Entry(new, dumps(new), cur.rv), False
-                if policy:
-                    self.delete_policies[meta.get("uid")] = policy
-                entry = self._store_entry(rt, new, self.rv + 1)
-                self._commit(rt, "MODIFIED", entry, cur)
-                return entry, False
+        if admit is None:
+            with self.lock:
+                return self._delete_locked(rt, ns, name, options, dry_run)
+        for _ in range(100):
+            with self.lock:
+                cur = self.get(rt, ns, name)
+            self._check_preconditions(rt, name, cur.obj["metadata"], options)
+            admit.delete(cur.obj)
+            with self.lock:
+                if self.get_entry(rt, ns, name) is not cur:
+                    continue
+                return self._delete_locked(rt, ns, name, options, dry_run)
+        raise ApiError.stale(rt.gr, name)
+
+    @staticmethod
+    def _check_preconditions(rt, name, meta, options):
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise ApiError.conflict(rt.gr, name, "Precondition failed: UID in precondition: %s, UID in object "
+                                                 "meta: %s" % (pre["uid"], meta.get("uid")))
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise ApiError.conflict(rt.gr, name, "Precondition failed: ResourceVersion in precondition: %s, "
+                                                 "ResourceVersion in object meta: %s" %
+                                    (pre["resourceVersion"], meta.get("resourceVersion")))
+
+    def _delete_locked(self, rt, ns, name, options, dry_run):
+        cur = self.get(rt, ns, name)
+        meta = cur.obj["metadata"]
+        self._check_preconditions(rt, name, meta, options)
+        policy = options.get("propagationPolicy")
+        if options.get("orphanDependents") is True:
+            policy = "Orphan"
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return cur, False
+            new = json.loads(cur.body)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
             if dry_run:
-                return cur, True
+                return Entry(new, dumps(new), cur.rv), False
             if policy:
                 self.delete_policies[meta.get("uid")] = policy
-            return self._remove(rt, cur), True
+            entry = self._store_entry(rt, new, self.rv + 1)
+            self._commit(rt, "MODIFIED", entry, cur)
+            return entry, False
+        if dry_run:
+            return cur, True
+        if policy:
+            self.delete_policies[meta.get("uid")] = policy
+        return self._remove(rt, cur), True
 
     # -- list -----------------------------------------------------------------------------------
     def list(self, rt, ns, lreqs, freqs, limit=0, cont=None, rv_param=None, rv_match=None):

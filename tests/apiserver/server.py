@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A test Kubernetes API server: the REST surface of kube-apiserver for pods, deployments,
 replicasets, leases and events, with a simulated kubelet, ReplicaSet and Deployment controller,
-fault injection and a /_test control API. Python 3 standard library only. See README.md.
+admission webhooks called as kube-apiserver calls them, fault injection and a /_test control API.
+Python 3 standard library only (python3-yaml for YAML webhook configurations). See README.md.
 
-    python3 tests/apiserver/server.py --port 0 --port-file PATH [--token-file F]
+    python3 tests/apiserver/server.py --port 0 --port-file PATH [--token-file F] [--users-file F]
         [--tls-cert F --tls-key F] [--log-file F]
+        [--webhook-config F ...] [--webhook-resolve HOST:PORT] [--webhook-ca F]
 """
 
 import argparse
@@ -26,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import kadmission  # noqa: E402
 import klabels  # noqa: E402
 import kpatch  # noqa: E402
 import ksim  # noqa: E402
@@ -174,10 +177,13 @@ class App:
         self.faults = Faults()
         self.requests = RequestLog()
         self.bookmark_interval = args.bookmark_interval_ms / 1000.0
-        self.sim = ksim.Simulation(self.store, log=self.log)
-        self.store.listeners.append(self.sim.on_event)
         self.log_lock = threading.Lock()
         self.log_file = open(args.log_file, "a", buffering=1) if args.log_file else None
+        self.auth = kadmission.Authenticator(args.token_file, args.users_file, log=self.log)
+        self.admission = kadmission.Chain(resolve=args.webhook_resolve, default_ca=args.webhook_ca_pem,
+                                          log=self.log)
+        self.sim = ksim.Simulation(self.store, log=self.log, admission=self.admission)
+        self.store.listeners.append(self.sim.on_event)
         self.port = 0
 
     def log(self, msg):
@@ -185,14 +191,10 @@ class App:
             with self.log_lock:
                 self.log_file.write("%s %s\n" % (time.strftime("%H:%M:%S"), msg))
 
-    def token(self):
-        if not self.args.token_file:
-            return None
-        try:
-            with open(self.args.token_file) as f:
-                return f.read().strip()
-        except OSError:
-            return ""
+    def bind(self, handler, rt, operation, ns, name, subresource="", dry_run=False, options=None, **kw):
+        """The admission binding of one client request (None when no webhook is configured)."""
+        return self.admission.bind(rt, operation, ns, name, handler._user, subresource=subresource or "",
+                                   dry_run=dry_run, options=options, warnings=handler._warnings, **kw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -201,6 +203,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "iw-test-apiserver"
     sys_version = ""
+    _warnings = ()
+    _user = kadmission.ANONYMOUS
 
     def setup(self):
         if self.server.tls_context is not None:
@@ -283,6 +287,9 @@ class Handler(BaseHTTPRequestHandler):
                  "Date: " + self.date_time_string()]
         for k, v in (headers or {}).items():
             lines.append("%s: %s" % (k, v))
+        if self._warnings:
+            for k, v in kadmission.warning_headers(self._warnings):
+                lines.append("%s: %s" % (k, v))
         if self.close_connection:
             lines.append("Connection: close")
         self._code = code
@@ -299,6 +306,8 @@ class Handler(BaseHTTPRequestHandler):
         self._code = 0
         self._logged = False
         self._reqinfo = None
+        self._warnings = []
+        self._user = kadmission.ANONYMOUS
         url = urllib.parse.urlsplit(self.path)
         path = url.path
         raw_query = url.query
@@ -330,11 +339,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             verb = self.verb_of(method, path, query)
             self._reqinfo["verb"] = verb
-            token = self.app.token()
-            if token is not None:
-                auth = self.headers.get("Authorization") or ""
-                if not token or auth != "Bearer " + token:
-                    raise ApiError.unauthorized()
+            user = self.app.auth.authenticate(self.headers.get("Authorization"))
+            if user is None:
+                raise ApiError.unauthorized()
+            self._user = user
+            self._reqinfo["user"] = user["username"]
             faults = self.app.faults
             self._fault_match = faults.matches(method, verb, path)
             if self._fault_match:
@@ -418,7 +427,25 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json(200, {"items": []})
             else:
                 self.send_json(200, {"items": app.requests.get()})
+        elif path == "/_test/webhooks":
+            if method == "POST":
+                try:
+                    n = app.admission.add(kadmission.load_documents(body))
+                except kadmission.ConfigError as e:
+                    raise ApiError(422, "Invalid", str(e))
+                if n == 0:
+                    raise ApiError.bad_request("no MutatingWebhookConfiguration or ValidatingWebhookConfiguration "
+                                               "in the body")
+            elif method == "DELETE":
+                app.admission.clear()
+            self.send_json(200, {"items": app.admission.list_configs()})
+        elif path == "/_test/admission":
+            if method == "DELETE":
+                app.admission.clear_call_log()
+            self.send_json(200, {"items": [] if method == "DELETE" else app.admission.call_log()})
         elif path == "/_test/reset" and method == "POST":
+            app.admission.restore_startup()
+            app.admission.clear_call_log()
             app.faults.clear()
             app.sim.reset()
             app.store.reset()
@@ -655,8 +682,21 @@ class Handler(BaseHTTPRequestHandler):
     def do_create(self, r, query, body, ctype):
         rt = r.rt
         obj = rt.from_view(self.decode_object(rt, body, ctype))
-        e = self.app.store.create(rt, r.ns, obj, dry_run=self.dry_run(query))
+        dry = self.dry_run(query)
+        admit = self.app.bind(self, rt, "CREATE", r.ns, "", dry_run=dry,
+                              options=kadmission.options_for("CREATE", dry, query.get("fieldManager")),
+                              in_tree=self.in_tree_plugins(rt))
+        e = self.app.store.create(rt, r.ns, obj, dry_run=dry, admit=admit)
         self.send_bytes(201, rt.encode_full(e))
+
+    @staticmethod
+    def in_tree_plugins(rt):
+        """The built-in mutating admission plugins of a CREATE (run again on reinvocation)."""
+        def run(obj):
+            obj = kstore.clone(obj)
+            rt.admit_create(obj)
+            return obj
+        return run if rt.kind == "Pod" else None
 
     def to_scale(self, rt, obj):
         meta = obj["metadata"]
@@ -689,6 +729,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_update(self, r, method, query, body, ctype):
         rt, store = r.rt, self.app.store
         dry = self.dry_run(query)
+        options = kadmission.options_for("UPDATE", dry, query.get("fieldManager"))
         if method == "PUT":
             new_body = self.decode_object(rt, body, ctype) if r.sub != "scale" else self.decode_scale(body, ctype)
         elif ctype.split(";")[0].strip().lower() not in PATCH_TYPES:
@@ -699,6 +740,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError.stale(rt.gr, r.name)
 
         if r.sub == "scale":
+            admit = self.app.bind(self, rt, "UPDATE", r.ns, r.name, "scale", dry, options,
+                                  kind=("autoscaling", "v1", "Scale"),
+                                  to_versioned=lambda o: self.to_scale(rt, o), mutate_in_store=False)
+
             def mutate(cur):
                 scale = self.to_scale(rt, cur)
                 if method == "PUT":
@@ -707,6 +752,10 @@ class Handler(BaseHTTPRequestHandler):
                     want = self.apply_patch(kpatch.GENERIC, scale, body, ctype)
                 if not isinstance(want, dict):
                     raise ApiError.bad_request("the body of the request must be a Scale object")
+                if admit is not None:
+                    want = admit.mutate_versioned(want, scale)
+                    if not isinstance(want, dict):
+                        raise ApiError.bad_request("the body of the request must be a Scale object")
                 replicas = (want.get("spec") or {}).get("replicas", 0)
                 if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
                     raise ApiError.invalid("autoscaling", "Scale", r.name, [FieldError.invalid(
@@ -719,7 +768,7 @@ class Handler(BaseHTTPRequestHandler):
                 cur["metadata"]["resourceVersion"] = wmeta.get("resourceVersion") or ""
                 return cur
 
-            e = store.update(rt, r.ns, r.name, mutate, subresource=None, dry_run=dry)
+            e = store.update(rt, r.ns, r.name, mutate, subresource=None, dry_run=dry, admit=admit)
             return self.send_json(200, self.to_scale(rt, e.obj))
 
         def mutate(cur):
@@ -731,8 +780,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError.bad_request("the patched object is not a JSON object")
             return rt.from_view(patched)
 
+        admit = self.app.bind(self, rt, "UPDATE", r.ns, r.name, r.sub, dry, options)
         try:
-            e = store.update(rt, r.ns, r.name, mutate, subresource=r.sub, dry_run=dry)
+            e = store.update(rt, r.ns, r.name, mutate, subresource=r.sub, dry_run=dry, admit=admit)
         except ApiError as err:
             if not (err.code == 404 and method == "PUT" and rt.allow_create_on_update and not r.sub):
                 raise
@@ -741,7 +791,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                            % ((body_obj.get("metadata") or {}).get("name") or "", r.name))
             body_obj["metadata"].pop("resourceVersion", None)
-            e = store.create(rt, r.ns, body_obj, dry_run=dry)
+            admit = self.app.bind(self, rt, "CREATE", r.ns, r.name, dry_run=dry,
+                                  options=kadmission.options_for("CREATE", dry, query.get("fieldManager")))
+            e = store.create(rt, r.ns, body_obj, dry_run=dry, admit=admit)
             return self.send_bytes(201, rt.encode_full(e))
         self.send_bytes(200, rt.encode_full(e))
 
@@ -773,7 +825,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_delete(self, r, query, body):
         rt = r.rt
         opts = self.delete_options(query, body)
-        e, deleted = self.app.store.delete(rt, r.ns, r.name, opts, dry_run=self.dry_run(query, opts))
+        dry = self.dry_run(query, opts)
+        admit = self.app.bind(self, rt, "DELETE", r.ns, r.name, dry_run=dry,
+                              options=kadmission.options_for("DELETE", dry, delete_options=opts))
+        e, deleted = self.app.store.delete(rt, r.ns, r.name, opts, dry_run=dry, admit=admit)
         if not deleted or rt.return_deleted_object:
             code = 202 if (not deleted and opts.get("orphanDependents") is False) else 200
             return self.send_bytes(code, rt.encode_full(e))
@@ -796,8 +851,11 @@ class Handler(BaseHTTPRequestHandler):
         entries, rv, _, _ = self.app.store.list(rt, r.ns, lreqs, freqs)
         out = []
         for e in entries:
+            name = e.obj["metadata"]["name"]
+            admit = self.app.bind(self, rt, "DELETE", r.ns, name, dry_run=dry,
+                                  options=kadmission.options_for("DELETE", dry, delete_options=opts))
             try:
-                d, _ = self.app.store.delete(rt, r.ns, e.obj["metadata"]["name"], opts, dry_run=dry)
+                d, _ = self.app.store.delete(rt, r.ns, name, opts, dry_run=dry, admit=admit)
                 out.append(d)
             except ApiError as err:
                 if err.code != 404:
@@ -984,15 +1042,47 @@ def main(argv=None):
     p.add_argument("--bookmark-interval-ms", type=int, default=1000)
     p.add_argument("--history-limit", type=int, default=20000,
                    help="watch events kept per resource before the oldest are compacted")
+    p.add_argument("--users-file", help='JSON {"<bearer token>": {"username": ..., "groups": [...]}}, re-read '
+                                        "when it changes; other tokens get 401")
+    p.add_argument("--webhook-config", action="append", default=[], metavar="FILE",
+                   help="YAML/JSON file with admissionregistration.k8s.io/v1 Mutating/ValidatingWebhook"
+                        "Configuration objects (repeatable; other documents are ignored)")
+    p.add_argument("--webhook-resolve", metavar="HOST:PORT",
+                   help="where webhook service references connect (default 127.0.0.1:<service port>); TLS "
+                        "still verifies <service>.<namespace>.svc")
+    p.add_argument("--webhook-ca", metavar="FILE", help="PEM CA bundle for webhooks whose caBundle is empty")
     args = p.parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
+    args.webhook_ca_pem = None
+    if args.webhook_ca:
+        try:
+            with open(args.webhook_ca) as f:
+                args.webhook_ca_pem = f.read()
+        except OSError as e:
+            p.error("--webhook-ca: %s" % e)
+    if args.webhook_resolve:
+        host, _, port = args.webhook_resolve.rpartition(":")
+        if not host or not port.isdigit():
+            p.error("--webhook-resolve must be HOST:PORT")
+        args.webhook_resolve = (host.strip("[]"), int(port))
+    if args.users_file:
+        try:
+            kadmission.read_users(args.users_file)
+        except (OSError, ValueError) as e:
+            p.error("--users-file: %s" % e)
     ctx = None
     if args.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(args.tls_cert, args.tls_key)
     app = App(args)
+    for path in args.webhook_config:
+        try:
+            with open(path, "rb") as f:
+                app.admission.add(kadmission.load_documents(f.read()), startup=True)
+        except (OSError, kadmission.ConfigError) as e:
+            p.error("--webhook-config %s: %s" % (path, e))
     server = Server((args.bind_address, args.port), app, ctx)
     app.port = server.server_address[1]
     app.sim.start()
