@@ -13,7 +13,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-sanitize bench fuzz demo chart-test format clean
+.PHONY: all deps build certs run test test-sanitize sanitize-one bench bench-loop fuzz demo chart-test format clean
 
 all: build
 
@@ -55,6 +55,15 @@ bench: deps
 	@cmake --build build-release -j $(JOBS) --target inplace-webhook
 	@certs/gen-dev-certs.sh build-release/certs >/dev/null
 	@python3 tests/bench/bench.py build-release/inplace-webhook . build-release/certs build-release/bench --seconds $(BENCH_SECONDS)
+
+bench-loop: deps
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build-release -j $(JOBS) --target inplace-webhook
+	@certs/gen-dev-certs.sh build-release/certs >/dev/null
+	@python3 tests/bench/loop_bench.py build-release/inplace-webhook . build-release/certs build-release/bench-loop
+
+demo: build certs
+	@python3 tests/e2e/demo.py $(BUILD)/inplace-webhook --certs $(CERT_DIR)
 
 FUZZ_SECONDS ?= 60
 fuzz: deps

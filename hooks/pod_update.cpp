@@ -740,7 +740,11 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         if (!anchor || *t > *anchor) anchor = t;
       }
     }
-    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(rules.graceSeconds);
+    // The anchors are cluster timestamps with whole seconds, truncated: the drain began up to a
+    // second after them, so one more second keeps the drain from ever being shorter than asked.
+    const auto slack =
+        rules.graceSeconds > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
+    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(rules.graceSeconds) + slack;
     if (now < graceEnd) {
       Wake(step, graceEnd - now);
       return step;
