@@ -1,5 +1,6 @@
 #include "hooks/admission.h"
 
+#include <cstddef>
 #include <ctime>
 
 #include "hooks/json_patch.h"
@@ -49,11 +50,28 @@ Response Errored(int code, std::string message) {
 
 Response Patched(const json::Value& original, const json::Value& mutated,
                  std::vector<std::string> warnings) {
+  return PatchedAt("", original, mutated, std::move(warnings));
+}
+
+Response PatchedAt(std::string_view at, const json::Value& original, const json::Value& mutated,
+                   std::vector<std::string> warnings) {
   Response r;
   r.warnings = std::move(warnings);
-  json::Document scratch;
-  json::Value ops = json_patch::Diff(original, mutated, scratch.GetAllocator());
-  if (ops.IsArray() && !ops.Empty()) r.patch = json::Serialize(ops);
+  // A patch is a few operations: a buffer on the stack holds them, the pool grows if need be.
+  alignas(std::max_align_t) char buffer[4096];
+  json::Allocator alloc(buffer, sizeof buffer);
+  json::Value ops = json_patch::Diff(original, mutated, alloc);
+  if (ops.Empty()) return r;
+  if (!at.empty()) {
+    std::string path;
+    for (json::Value& op : ops.GetArray()) {
+      json::Value& p = op["path"];
+      path.assign(at);
+      path += json::View(p);
+      p.SetString(path.data(), static_cast<rapidjson::SizeType>(path.size()), alloc);
+    }
+  }
+  r.patch = json::Serialize(ops);
   return r;
 }
 
@@ -61,9 +79,24 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   std::time_t secs = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  const int year = tm.tm_year + 1900;
+  if (year < 0 || year > 9999) {  // strftime writes such years with other widths
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+  }
+  std::string out = "0000-00-00T00:00:00Z";
+  auto put = [&out](std::size_t end, int value) {  // right-aligned digits ending before `end`
+    for (std::size_t i = end; value > 0; value /= 10)
+      out[--i] = static_cast<char>('0' + value % 10);
+  };
+  put(4, year);
+  put(7, tm.tm_mon + 1);
+  put(10, tm.tm_mday);
+  put(13, tm.tm_hour);
+  put(16, tm.tm_min);
+  put(19, tm.tm_sec);
+  return out;
 }
 
 }  // namespace iw::admission

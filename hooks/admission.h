@@ -32,6 +32,9 @@ struct Request {
   const json::Value* object = nullptr;     // nullptr when null or absent
   const json::Value* oldObject = nullptr;  // nullptr when null or absent
   bool dryRun = false;
+  // Memory for the handler's scratch documents (json::Document d(req.scratch)), released after
+  // the response is encoded; nullptr: each document has its own.
+  json::Allocator* scratch = nullptr;
 };
 
 struct Response {
@@ -60,6 +63,11 @@ Response Errored(int code, std::string message);
 // Allowed with the JSON Patch that turns `original` into `mutated` (no patch when they are equal).
 Response Patched(const json::Value& original, const json::Value& mutated,
                  std::vector<std::string> warnings = {});
+// As Patched, for a handler that changes only the subtree at JSON Pointer `at` (e.g. "/metadata")
+// of the request object: `original` and `mutated` are that subtree before and after, so only it
+// is copied and diffed; every operation's path starts with `at`.
+Response PatchedAt(std::string_view at, const json::Value& original, const json::Value& mutated,
+                   std::vector<std::string> warnings = {});
 
 // Formats `t` as RFC 3339 in UTC with second precision: 2026-11-29T17:48:57Z.
 std::string Rfc3339(std::chrono::system_clock::time_point t);

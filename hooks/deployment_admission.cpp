@@ -85,8 +85,9 @@ Response MutateDeployment(const Request& req, const Context& ctx) {
   if (auto err = CheckRequest(req)) return Errored(400, *err);
   Decision d = deployment::Decide(*req.oldObject, *req.object, ctx);
   if (d.action == Decision::Action::kIgnore) return Allowed();
-  json::Document mutated;
-  mutated.CopyFrom(*req.object, mutated.GetAllocator());
+  json::Document mutated(req.scratch);
+  static_cast<json::Value&>(mutated) =
+      json::CopySharingStrings(*req.object, mutated.GetAllocator());  // moves
   deployment::Apply(d, mutated, mutated.GetAllocator());
   return Patched(*req.object, mutated, std::move(d.warnings));
 }

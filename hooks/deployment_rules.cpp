@@ -1,5 +1,6 @@
 #include "hooks/deployment_rules.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 
@@ -84,8 +85,10 @@ std::string_view Expected(Kind kind) {
   return "";
 }
 
-// Why `v` at `path` is not of `kind`, naming the offending member or element; nullopt if it is.
-std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const std::string& path) {
+// Why `v` at `path()` is not of `kind`, naming the offending member or element; nullopt if it is.
+// `path` is called only to word an error, so a well-formed object costs no string building.
+template <typename PathFn>
+std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const PathFn& path) {
   auto wrong = [](const std::string& at, std::string_view expected, const json::Value& got) {
     return at + " must be " + std::string(expected) + ", got " + std::string(TypeName(got));
   };
@@ -109,29 +112,29 @@ std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const std::
     }
     return false;
   }();
-  if (!ok) return wrong(path, Expected(kind), v);
+  if (!ok) return wrong(path(), Expected(kind), v);
   if (kind == Kind::kStringMap) {
     for (const auto& m : v.GetObject()) {
       if (!m.value.IsString()) {
-        return wrong(path + "[\"" + std::string(json::View(m.name)) + "\"]", "a string", m.value);
+        return wrong(path() + "[\"" + std::string(json::View(m.name)) + "\"]", "a string", m.value);
       }
     }
   }
   if (!v.IsArray() || kind == Kind::kObject) return std::nullopt;
   for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
     const json::Value& e = v[i];
-    const std::string at = path + "[" + std::to_string(i) + "]";
+    auto at = [&] { return path() + "[" + std::to_string(i) + "]"; };
     if (kind == Kind::kStringArray) {
-      if (!e.IsString()) return wrong(at, "a string", e);
+      if (!e.IsString()) return wrong(at(), "a string", e);
       continue;
     }
-    if (!e.IsObject()) return wrong(at, "an object", e);
+    if (!e.IsObject()) return wrong(at(), "an object", e);
     if (kind != Kind::kNamedArray) continue;
     const json::Value* name = json::Find(&e, "name");
-    if (name == nullptr || !name->IsString()) return at + ".name must be a string";
+    if (name == nullptr || !name->IsString()) return at() + ".name must be a string";
     const json::Value* image = json::Find(&e, "image");
     if (image != nullptr && !image->IsNull() && !image->IsString()) {
-      return wrong(at + ".image", "a string", *image);
+      return wrong(at() + ".image", "a string", *image);
     }
   }
   return std::nullopt;
@@ -144,11 +147,31 @@ struct Field {
 
 std::optional<std::string> CheckFields(const json::Value& object, std::string_view name,
                                        std::initializer_list<Field> fields) {
+  // Consecutive fields share prefixes (metadata.*, spec.template.*): each path is resolved from
+  // the deepest value it shares with the previous one. at[i] is the value at the previous path's
+  // first i keys (nullptr once absent).
+  constexpr std::size_t kMaxKeys = 8;
+  std::array<const json::Value*, kMaxKeys + 1> at{&object};
+  const std::string_view* previous = nullptr;
+  std::size_t previousSize = 0;
   for (const Field& f : fields) {
-    const json::Value* v = json::Path(&object, f.path);
+    const std::string_view* keys = f.path.begin();
+    const std::size_t size = std::min(f.path.size(), kMaxKeys);
+    std::size_t common = 0;
+    while (common < size && common < previousSize && keys[common] == previous[common]) ++common;
+    for (std::size_t i = common; i < size; ++i) at[i + 1] = json::Find(at[i], keys[i]);
+    previous = keys;
+    previousSize = size;
+    const json::Value* v = at[size];
     if (v == nullptr || v->IsNull()) continue;
-    std::string path(name);
-    for (std::string_view k : f.path) path += "." + std::string(k);
+    auto path = [&] {
+      std::string p(name);
+      for (std::string_view k : f.path) {
+        p += '.';
+        p += k;
+      }
+      return p;
+    };
     if (auto err = Mismatch(*v, f.kind, path)) return err;
   }
   return std::nullopt;

@@ -18,12 +18,50 @@ using Allocator = rapidjson::Document::AllocatorType;
 // every recursive walk over a parsed document (serialise, compare, diff) far from the stack limit.
 inline constexpr int kMaxDepth = 512;
 
-// Parses `text` into `out` with RapidJSON's iterative parser, validating UTF-8 and rejecting
-// nesting deeper than kMaxDepth. Returns an error message, or nullopt on success.
+// Parses `text` (after a UTF-8 byte order mark, if any) into `out` in one forward pass without
+// recursion, validating UTF-8 (RFC 3629; also what \u escapes decode to: an unpaired surrogate is
+// an error) and rejecting nesting deeper than kMaxDepth. Strings are copied into `out`'s
+// allocator; numbers convert exactly as RapidJSON converts them. Returns an error message
+// (RapidJSON's wording, with the byte offset), or nullopt on success; on error `out` keeps its
+// previous value.
 std::optional<std::string> ParseUntrusted(std::string_view text, Document& out);
+// As ParseUntrusted, but strings without escapes point into `text` instead of being copied (as
+// constant strings, which Value(v, alloc) copies by reference too): `text` must outlive `out` and
+// every value copied from it. For a request body answered before it is released.
+std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out);
 
-// Compact serialisation.
+// Memory for the documents of one request, kept by the thread between requests: a pool allocator
+// whose first chunk is a per-thread buffer sized to the largest recent request (within a
+// process-wide budget), so steady traffic builds documents without malloc and without faulting
+// fresh pages in. Documents using allocator() must be destroyed before the arena: declare it first.
+// One arena per thread at a time gets the buffer; a nested one falls back to plain chunks.
+class RequestArena {
+ public:
+  RequestArena();
+  ~RequestArena();
+  RequestArena(const RequestArena&) = delete;
+  RequestArena& operator=(const RequestArena&) = delete;
+
+  Allocator& allocator() { return *allocator_; }
+
+ private:
+  bool ownsThreadBuffer_ = false;
+  std::optional<Allocator> allocator_;
+};
+
+// A deep copy of `value` in `alloc` (one walk; RapidJSON 1.1's copy constructor builds a
+// temporary document for every container it copies). Strings `value` holds by reference stay
+// references, as with Value(value, alloc).
+Value Copy(const Value& value, Allocator& alloc);
+// A deep copy of `value`'s structure in `alloc` whose strings point into `value` instead of being
+// copied: cheaper than Copy, and valid only while `value` lives unchanged. For the scratch copy
+// a handler mutates and then diffs against `value`.
+Value CopySharingStrings(const Value& value, Allocator& alloc);
+
+// Compact serialisation (as RapidJSON's Writer writes it).
 std::string Serialize(const Value& value);
+// Appends `s` as a JSON string literal, escaped as Serialize escapes strings.
+void AppendString(std::string& out, std::string_view s);
 
 // Member `key` of `object` when `object` is an object that has it, else nullptr.
 const Value* Find(const Value* object, std::string_view key);
@@ -57,6 +95,8 @@ inline rapidjson::GenericStringRef<char> Ref(std::string_view s) {
 
 // RFC 6901 reference-token escaping: "~" -> "~0", "/" -> "~1", and back.
 std::string EscapePointerToken(std::string_view token);
+// Appends EscapePointerToken(token) to `out`.
+void AppendEscapedPointerToken(std::string& out, std::string_view token);
 std::string UnescapePointerToken(std::string_view token);
 
 }  // namespace iw::json

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -118,15 +119,16 @@ std::size_t CountValues(const Value& v) {
 // ---------------------------------------------------------------------------------------------
 // Diff.
 
-using MemberIndex = std::unordered_map<std::string_view, const Value*>;
+using Members = Value::ConstMemberIterator;
 
-// Indexes the members of `object` by name; returns false when a name occurs twice.
-bool IndexMembers(const Value& object, MemberIndex& index) {
-  index.reserve(object.MemberCount());
-  for (const auto& m : object.GetObject()) {
-    if (!index.emplace(json::View(m.name), &m.value).second) return false;
-  }
-  return true;
+// Whether strings `a` and `b` hold the same bytes. A handler's scratch copy shares the strings of
+// the original (json::CopySharingStrings): those compare by address, without reading them.
+bool SameString(const Value& a, const Value& b) {
+  const rapidjson::SizeType n = a.GetStringLength();
+  if (n != b.GetStringLength()) return false;
+  const char* pa = a.GetString();
+  const char* pb = b.GetString();
+  return pa == pb || std::memcmp(pa, pb, n) == 0;
 }
 
 // True when `a` and `b` serialise to the same text (member order included).
@@ -140,7 +142,7 @@ bool Identical(const Value& a, const Value& b) {
     case Kind::kNumber:
       return NumbersIdentical(a, b);
     case Kind::kString:
-      return json::View(a) == json::View(b);
+      return SameString(a, b);
     case Kind::kArray: {
       if (a.Size() != b.Size()) return false;
       for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
@@ -151,9 +153,7 @@ bool Identical(const Value& a, const Value& b) {
     case Kind::kObject: {
       if (a.MemberCount() != b.MemberCount()) return false;
       for (auto ia = a.MemberBegin(), ib = b.MemberBegin(); ia != a.MemberEnd(); ++ia, ++ib) {
-        if (json::View(ia->name) != json::View(ib->name) || !Identical(ia->value, ib->value)) {
-          return false;
-        }
+        if (!SameString(ia->name, ib->name) || !Identical(ia->value, ib->value)) return false;
       }
       return true;
     }
@@ -161,82 +161,225 @@ bool Identical(const Value& a, const Value& b) {
   return false;
 }
 
-void Emit(Value& patch, std::string_view op, const std::string& path, const Value* value,
-          Allocator& alloc) {
-  Value entry(rapidjson::kObjectType);
-  entry.AddMember("op", Value(json::Ref(op)), alloc);  // `op` is a literal: no copy needed
-  entry.AddMember("path", Value(path.data(), static_cast<rapidjson::SizeType>(path.size()), alloc),
-                  alloc);
-  if (value != nullptr) entry.AddMember("value", Value(*value, alloc), alloc);
-  patch.PushBack(entry, alloc);
+// Identical(a, b), tried on every member or element pair before descending into it: most pairs
+// are equal strings, and an unchanged subtree compares faster than it diffs.
+inline bool Unchanged(const Value& a, const Value& b) {
+  if (a.IsString()) return b.IsString() && SameString(a, b);
+  return Identical(a, b);
 }
 
-// Appends to `patch` the operations turning `from` into `to`, both located at `path`. `path` is
-// used as a scratch buffer and restored before returning.
-void DiffInto(const Value& from, const Value& to, std::string& path, Value& patch,
-              Allocator& alloc) {
-  if (KindOf(from) != KindOf(to)) {
-    Emit(patch, "replace", path, &to, alloc);
-    return;
+// Below this many candidates a linear scan beats building an index.
+constexpr rapidjson::SizeType kLinearScanLimit = 16;
+
+// A cheap hash of `s` for the duplicate check: its length and its first and last eight bytes
+// (member names sharing a prefix, like example.com/note-001, differ at the end). Collisions only
+// cost comparisons.
+std::size_t QuickHash(std::string_view s) {
+  std::uint64_t head = 0;
+  std::uint64_t tail = 0;
+  if (s.size() >= 8) {
+    std::memcpy(&head, s.data(), 8);
+    std::memcpy(&tail, s.data() + s.size() - 8, 8);
+  } else {
+    std::memcpy(&head, s.data(), s.size());
   }
-  const std::size_t base = path.size();
-  switch (KindOf(from)) {
-    case Kind::kObject: {
-      MemberIndex fromIndex;
-      MemberIndex toIndex;
-      if (!IndexMembers(from, fromIndex) || !IndexMembers(to, toIndex)) {
-        // Duplicate names make member-wise operations ambiguous: replace the object whole.
-        if (!Identical(from, to)) Emit(patch, "replace", path, &to, alloc);
-        return;
-      }
-      for (const auto& m : from.GetObject()) {
-        if (toIndex.contains(json::View(m.name))) continue;
-        path += '/';
-        path += json::EscapePointerToken(json::View(m.name));
-        Emit(patch, "remove", path, nullptr, alloc);
-        path.resize(base);
-      }
-      for (const auto& m : to.GetObject()) {
-        path += '/';
-        path += json::EscapePointerToken(json::View(m.name));
-        auto it = fromIndex.find(json::View(m.name));
-        if (it == fromIndex.end()) {
-          Emit(patch, "add", path, &m.value, alloc);
-        } else {
-          DiffInto(*it->second, m.value, path, patch, alloc);
-        }
-        path.resize(base);
-      }
-      return;
-    }
-    case Kind::kArray: {
-      const rapidjson::SizeType common = std::min(from.Size(), to.Size());
-      for (rapidjson::SizeType i = 0; i < common; ++i) {
-        path += '/';
-        path += std::to_string(i);
-        DiffInto(from[i], to[i], path, patch, alloc);
-        path.resize(base);
-      }
-      for (rapidjson::SizeType i = common; i < to.Size(); ++i) {
-        path += '/';
-        path += std::to_string(i);
-        Emit(patch, "add", path, &to[i], alloc);
-        path.resize(base);
-      }
-      // Remove from the end backwards so that every index is valid when its operation runs.
-      for (rapidjson::SizeType i = from.Size(); i > common; --i) {
-        path += '/';
-        path += std::to_string(i - 1);
-        Emit(patch, "remove", path, nullptr, alloc);
-        path.resize(base);
-      }
-      return;
-    }
-    default:
-      if (!Identical(from, to)) Emit(patch, "replace", path, &to, alloc);
-      return;
-  }
+  std::uint64_t h = (head ^ std::rotl(tail, 29) ^ s.size()) * 0x9E3779B97F4A7C15ULL;
+  return static_cast<std::size_t>(h ^ (h >> 32));
 }
+
+// Whether two members of `object` have the same name. `slots` is scratch space.
+bool HasDuplicateNames(const Value& object, std::vector<std::uint32_t>& slots) {
+  const rapidjson::SizeType n = object.MemberCount();
+  const Members m = object.MemberBegin();
+  if (n <= kLinearScanLimit) {
+    for (rapidjson::SizeType i = 1; i < n; ++i) {
+      for (rapidjson::SizeType j = 0; j < i; ++j) {
+        if (json::View(m[i].name) == json::View(m[j].name)) return true;
+      }
+    }
+    return false;
+  }
+  // Open addressing in a table at least twice as large as n; a slot holds a member index + 1.
+  const std::size_t mask = std::bit_ceil(2 * static_cast<std::size_t>(n)) - 1;
+  slots.assign(mask + 1, 0);
+  for (rapidjson::SizeType i = 0; i < n; ++i) {
+    const std::string_view name = json::View(m[i].name);
+    std::size_t slot = QuickHash(name) & mask;
+    for (; slots[slot] != 0; slot = (slot + 1) & mask) {
+      if (json::View(m[slots[slot] - 1].name) == name) return true;
+    }
+    slots[slot] = i + 1;
+  }
+  return false;
+}
+
+// Finds members by name among members [begin, end) of an object: a linear scan when they are
+// few, else a sorted index built once.
+class MemberFinder {
+ public:
+  MemberFinder(Members members, rapidjson::SizeType begin, rapidjson::SizeType end)
+      : members_(members), begin_(begin), end_(end) {
+    if (end - begin <= kLinearScanLimit) return;
+    index_.reserve(end - begin);
+    for (rapidjson::SizeType i = begin; i < end; ++i) {
+      index_.emplace_back(json::View(members[i].name), i);
+    }
+    std::sort(index_.begin(), index_.end());
+  }
+
+  // Position of the first member named `name`, or `end` when there is none.
+  rapidjson::SizeType Find(std::string_view name) const {
+    if (index_.empty()) {
+      for (rapidjson::SizeType i = begin_; i < end_; ++i) {
+        if (json::View(members_[i].name) == name) return i;
+      }
+      return end_;
+    }
+    auto it = std::lower_bound(index_.begin(), index_.end(),
+                               std::pair<std::string_view, rapidjson::SizeType>(name, 0));
+    return (it != index_.end() && it->first == name) ? it->second : end_;
+  }
+
+ private:
+  Members members_;
+  rapidjson::SizeType begin_, end_;
+  std::vector<std::pair<std::string_view, rapidjson::SizeType>> index_;
+};
+
+// Collects the operations of one Diff. The location being compared is kept as a stack of
+// reference tokens; its JSON Pointer is written only for an operation actually emitted.
+class Differ {
+ public:
+  Differ(Value& patch, Allocator& alloc) : patch_(patch), alloc_(alloc) {}
+
+  // Appends the operations turning `from` into `to` (both at the current location). Returns
+  // whether the two are identical (they serialise alike); then nothing was appended.
+  bool Diff(const Value& from, const Value& to) {
+    if (KindOf(from) != KindOf(to)) {
+      Emit("replace", &to);
+      return false;
+    }
+    switch (KindOf(from)) {
+      case Kind::kObject:
+        return DiffObjects(from, to);
+      case Kind::kArray:
+        return DiffArrays(from, to);
+      default:
+        if (Identical(from, to)) return true;
+        Emit("replace", &to);
+        return false;
+    }
+  }
+
+ private:
+  struct Token {
+    const Value* name;  // nullptr for an array index
+    rapidjson::SizeType index;
+  };
+
+  // Members are matched by name: removes first (in `from`'s order), then adds and nested diffs in
+  // `to`'s order. Members in the same place under the same name (the usual case: handlers add at
+  // the end and erase in place) are paired without a search.
+  bool DiffObjects(const Value& from, const Value& to) {
+    const rapidjson::SizeType nf = from.MemberCount();
+    const rapidjson::SizeType nt = to.MemberCount();
+    const Members f = from.MemberBegin();
+    const Members t = to.MemberBegin();
+    rapidjson::SizeType same = 0;  // members [0, same) have the same names in both
+    while (same < nf && same < nt && SameString(f[same].name, t[same].name)) ++same;
+    const bool sameNames = same == nf && same == nt;
+    const rapidjson::SizeType mark = patch_.Size();
+    bool identical = sameNames;
+
+    if (!sameNames) {
+      // Without duplicate names, a member past `same` can only match one past `same`.
+      const MemberFinder inTo(t, same, nt);
+      for (rapidjson::SizeType i = same; i < nf; ++i) {
+        if (inTo.Find(json::View(f[i].name)) != nt) continue;
+        tokens_.push_back({&f[i].name, 0});
+        Emit("remove", nullptr);
+        tokens_.pop_back();
+      }
+    }
+    const MemberFinder inFrom(f, same, nf);  // not searched when the names are the same
+    for (rapidjson::SizeType j = 0; j < nt; ++j) {
+      const rapidjson::SizeType i = j < same ? j : inFrom.Find(json::View(t[j].name));
+      if (i != nf && Unchanged(f[i].value, t[j].value)) continue;
+      tokens_.push_back({&t[j].name, 0});
+      if (i == nf) {
+        Emit("add", &t[j].value);
+      } else if (!Diff(f[i].value, t[j].value)) {
+        identical = false;
+      }
+      tokens_.pop_back();
+    }
+    if (identical) return true;
+    // When one object's names are a prefix of the other's (same names, added at the end, or
+    // removed from the end), the longer one holds every duplicate.
+    const bool ambiguous = same == nf ? HasDuplicateNames(to, slots_)
+                           : same == nt
+                               ? HasDuplicateNames(from, slots_)
+                               : HasDuplicateNames(from, slots_) || HasDuplicateNames(to, slots_);
+    if (ambiguous) {
+      // Member-wise operations would be ambiguous: replace the object whole.
+      while (patch_.Size() > mark) patch_.PopBack();
+      Emit("replace", &to);
+    }
+    return false;
+  }
+
+  // Elements are diffed in place for the common prefix, then added or removed at the tail.
+  bool DiffArrays(const Value& from, const Value& to) {
+    const rapidjson::SizeType common = std::min(from.Size(), to.Size());
+    bool identical = from.Size() == to.Size();
+    for (rapidjson::SizeType i = 0; i < common; ++i) {
+      if (Unchanged(from[i], to[i])) continue;
+      tokens_.push_back({nullptr, i});
+      if (!Diff(from[i], to[i])) identical = false;
+      tokens_.pop_back();
+    }
+    for (rapidjson::SizeType i = common; i < to.Size(); ++i) {
+      tokens_.push_back({nullptr, i});
+      Emit("add", &to[i]);
+      tokens_.pop_back();
+    }
+    // Remove from the end backwards so that every index is valid when its operation runs.
+    for (rapidjson::SizeType i = from.Size(); i > common; --i) {
+      tokens_.push_back({nullptr, i - 1});
+      Emit("remove", nullptr);
+      tokens_.pop_back();
+    }
+    return identical;
+  }
+
+  // Appends {op, path: the current location, value (copied) unless nullptr}.
+  void Emit(std::string_view op, const Value* value) {
+    pointer_.clear();
+    for (const Token& token : tokens_) {
+      pointer_ += '/';
+      if (token.name != nullptr) {
+        json::AppendEscapedPointerToken(pointer_, json::View(*token.name));
+      } else {
+        char digits[16];
+        auto [end, ec] = std::to_chars(digits, digits + sizeof digits, token.index);
+        pointer_.append(digits, end);
+      }
+    }
+    Value entry(rapidjson::kObjectType);
+    entry.AddMember("op", Value(json::Ref(op)), alloc_);  // `op` is a literal: no copy needed
+    entry.AddMember(
+        "path", Value(pointer_.data(), static_cast<rapidjson::SizeType>(pointer_.size()), alloc_),
+        alloc_);
+    if (value != nullptr) entry.AddMember("value", json::Copy(*value, alloc_), alloc_);
+    patch_.PushBack(entry, alloc_);
+  }
+
+  Value& patch_;
+  Allocator& alloc_;
+  std::vector<Token> tokens_;
+  std::string pointer_;
+  std::vector<std::uint32_t> slots_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Apply.
@@ -545,8 +688,7 @@ std::string OperationError(std::size_t index, const Operation* op, const std::st
 
 json::Value Diff(const json::Value& from, const json::Value& to, json::Allocator& alloc) {
   Value patch(rapidjson::kArrayType);
-  std::string path;
-  DiffInto(from, to, path, patch, alloc);
+  Differ(patch, alloc).Diff(from, to);
   return patch;
 }
 

@@ -37,20 +37,21 @@ Response MutatePod(const Request& req, const Context& ctx) {
   if (auto err = CheckRequest(req)) return Errored(400, *err);
   const json::Value& pod = *req.object;
   if (!deployment::IsOptedIn(pod)) return Allowed();
-  json::Document mutated;
+  // Only metadata changes: copy and diff that subtree (an object: IsOptedIn read its labels).
+  const json::Value& meta = *json::Find(&pod, "metadata");
+  json::Document mutated(req.scratch);
   auto& alloc = mutated.GetAllocator();
-  mutated.CopyFrom(pod, alloc);
-  json::Value& meta = json::EnsureObject(mutated, "metadata", alloc);
+  static_cast<json::Value&>(mutated) = json::CopySharingStrings(meta, alloc);  // moves
   const bool hasState = deployment::Label(pod, keys::kStateLabel).has_value();
   if (!hasState) {
-    json::SetString(json::EnsureObject(meta, "labels", alloc), keys::kStateLabel,
+    json::SetString(json::EnsureObject(mutated, "labels", alloc), keys::kStateLabel,
                     keys::kStateNormal, alloc);
   }
   if (!hasState || !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
-    json::SetString(json::EnsureObject(meta, "annotations", alloc), keys::kStateTimestampAnnotation,
-                    Rfc3339(ctx.now), alloc);
+    json::SetString(json::EnsureObject(mutated, "annotations", alloc),
+                    keys::kStateTimestampAnnotation, Rfc3339(ctx.now), alloc);
   }
-  return Patched(pod, mutated);
+  return PatchedAt("/metadata", meta, mutated);
 }
 
 Response ValidatePod(const Request& req, const Context& ctx) {

@@ -1,11 +1,11 @@
 #include "server/review_codec.h"
 
-#include <openssl/evp.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <exception>
 #include <optional>
 
@@ -144,65 +144,74 @@ void WriteString(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
+// The AdmissionReview answering `uid`, written directly (it has a fixed shape).
 std::string Encode(std::string_view apiVersion, std::string_view uid,
                    const admission::Response& resp) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("apiVersion");
-  WriteString(w, apiVersion);
-  w.Key("kind");
-  w.String("AdmissionReview");
-  w.Key("response");
-  w.StartObject();
-  w.Key("uid");
-  WriteString(w, uid);
-  w.Key("allowed");
-  w.Bool(resp.allowed);
+  std::string out;
+  out.reserve(160 + uid.size() + resp.message.size() + resp.patch.size() * 4 / 3);
+  out += "{\"apiVersion\":";
+  json::AppendString(out, apiVersion);
+  out += ",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":";
+  json::AppendString(out, uid);
+  out += resp.allowed ? ",\"allowed\":true" : ",\"allowed\":false";
   if (!resp.allowed || !resp.message.empty()) {
-    w.Key("status");
-    w.StartObject();
-    if (!resp.allowed) {
-      w.Key("status");
-      w.String("Failure");
-    }
+    out += ",\"status\":{";
+    if (!resp.allowed) out += "\"status\":\"Failure\",";
     if (!resp.message.empty()) {
-      w.Key("message");
-      WriteString(w, resp.message);
+      out += "\"message\":";
+      json::AppendString(out, resp.message);
+      out += ',';
     }
     if (!resp.reason.empty()) {
-      w.Key("reason");
-      WriteString(w, resp.reason);
+      out += "\"reason\":";
+      json::AppendString(out, resp.reason);
+      out += ',';
     }
-    w.Key("code");
-    w.Int(resp.code);
-    w.EndObject();
+    out += "\"code\":";
+    out += std::to_string(resp.code);
+    out += '}';
   }
   if (!resp.patch.empty()) {
-    w.Key("patchType");
-    w.String("JSONPatch");
-    w.Key("patch");
-    WriteString(w, Base64(resp.patch));
+    out += ",\"patchType\":\"JSONPatch\",\"patch\":\"";  // base64 needs no escaping
+    out += Base64(resp.patch);
+    out += '"';
   }
   if (!resp.warnings.empty()) {
-    w.Key("warnings");
-    w.StartArray();
-    for (const auto& s : resp.warnings) WriteString(w, s);
-    w.EndArray();
+    out += ",\"warnings\":[";
+    for (std::size_t i = 0; i < resp.warnings.size(); ++i) {
+      if (i > 0) out += ',';
+      json::AppendString(out, resp.warnings[i]);
+    }
+    out += ']';
   }
-  w.EndObject();
-  w.EndObject();
-  return {buf.GetString(), buf.GetSize()};
+  out += "}}";
+  return out;
 }
 
 }  // namespace
 
 std::string Base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out(4 * ((bytes.size() + 2) / 3), '=');
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::size_t whole = bytes.size() / 3 * 3;
+  char* w = out.data();
+  for (std::size_t i = 0; i < whole; i += 3, w += 4) {
+    const std::uint32_t v =
+        (std::uint32_t{in[i]} << 16) | (std::uint32_t{in[i + 1]} << 8) | in[i + 2];
+    w[0] = kAlphabet[v >> 18];
+    w[1] = kAlphabet[(v >> 12) & 63];
+    w[2] = kAlphabet[(v >> 6) & 63];
+    w[3] = kAlphabet[v & 63];
+  }
+  if (const std::size_t rest = bytes.size() - whole; rest > 0) {  // one or two bytes: padded
+    const std::uint32_t v =
+        (std::uint32_t{in[whole]} << 16) | (rest == 2 ? std::uint32_t{in[whole + 1]} << 8 : 0);
+    w[0] = kAlphabet[v >> 18];
+    w[1] = kAlphabet[(v >> 12) & 63];
+    if (rest == 2) w[2] = kAlphabet[(v >> 6) & 63];
+  }
   return out;
 }
 
@@ -252,8 +261,10 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
     return PlainError(415,
                       "contentType=" + std::string(contentType) + ", expected application/json");
   }
-  json::Document doc;
-  if (auto err = json::ParseUntrusted(body, doc)) {
+  // `body` and the arena outlive `doc` and everything the handler derives from it.
+  json::RequestArena arena;
+  json::Document doc(&arena.allocator());
+  if (auto err = json::ParseUntrustedBorrowing(body, doc)) {
     return PlainError(400, "request body is not valid JSON: " + *err);
   }
   if (!doc.IsObject())
@@ -282,6 +293,7 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
   reply.uid.assign(uid->GetString(), uid->GetStringLength());
   admission::Request req;
   req.uid = reply.uid;
+  req.scratch = &arena.allocator();
   admission::Response resp;
   if (auto err = DecodeRequest(*request, req)) {
     resp = admission::Errored(400, "malformed AdmissionReview: " + *err);

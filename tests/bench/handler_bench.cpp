@@ -25,9 +25,12 @@ int main(int argc, char** argv) {
   iw::admission::Context ctx;
   size_t bytes = 0;
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) bytes += iw::review::Answer(*route, body, "application/json", ctx).body.size();
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / n;
-  std::cout << "{\"route\":\"" << argv[1] << "\",\"bytes_in\":" << body.size() << ",\"us_per_review\":" << us
-            << ",\"bytes_out\":" << bytes / n << "}\n";
+  for (int i = 0; i < n; ++i)
+    bytes += iw::review::Answer(*route, body, "application/json", ctx).body.size();
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      n;
+  std::cout << "{\"route\":\"" << argv[1] << "\",\"bytes_in\":" << body.size()
+            << ",\"us_per_review\":" << us << ",\"bytes_out\":" << bytes / n << "}\n";
   return 0;
 }

@@ -282,9 +282,11 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
 
   pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10));
   CHECK(early.ops.empty());
-  CHECK(early.wakeAfter == seconds(20));
+  // Cluster timestamps have whole seconds: one second of slack keeps the drain >= 30 s.
+  CHECK(early.wakeAfter == seconds(21));
+  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(30)).ops.empty());
 
-  pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(30));
+  pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31));
   CHECK(Reasons(late) == std::vector<std::string>{"PodUpdating"});
 
   SUBCASE("the grace counts from the gate going False, not from an earlier hook wait") {
@@ -296,7 +298,7 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
     ApplyStep(p, g);
     pod_update::Step wait = pod_update::Decide(env.t, env.rules, p, false, T0() + seconds(5));
     CHECK(wait.ops.empty());
-    CHECK(wait.wakeAfter == seconds(25));
+    CHECK(wait.wakeAfter == seconds(26));
   }
 }
 
