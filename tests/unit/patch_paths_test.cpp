@@ -45,7 +45,7 @@ std::string Members(int n, int skip = -1) {
   for (int i = 0; i < n; ++i) {
     if (i == skip) continue;
     if (s.size() > 1) s += ',';
-    char name[8];
+    char name[16];
     std::snprintf(name, sizeof name, "k%03d", i);
     s += "\"" + std::string(name) + "\":\"v" + std::to_string(i) + "\"";
   }
