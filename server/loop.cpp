@@ -1,11 +1,18 @@
 #include "server/loop.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 
+#include "hooks/budget.h"
 #include "hooks/keys.h"
+#include "hooks/pod_update.h"
 #include "server/log.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace iw::loop {
 
@@ -15,11 +22,26 @@ using Steady = std::chrono::steady_clock;
 using json::Value;
 
 constexpr size_t kMaxRememberedEvents = 10000;
-constexpr auto kConflictRetry = std::chrono::milliseconds(200);
 constexpr auto kMinRequeue = std::chrono::milliseconds(100);
+constexpr auto kRequeueMargin = std::chrono::milliseconds(50);
+constexpr auto kGateRetry = std::chrono::seconds(1);
+constexpr auto kSyncPoll = std::chrono::milliseconds(200);
+constexpr auto kTrimDelay = std::chrono::seconds(1);
+constexpr int kWorkDeployment = 0;
+constexpr int kWorkPodGate = 1;
+constexpr std::string_view kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
 
 std::string_view Meta(const Value& o, std::string_view k) {
   return json::StringOr(json::Find(&o, "metadata"), k);
+}
+
+std::string KeyOf(std::string_view ns, std::string_view name) {
+  std::string k;
+  k.reserve(ns.size() + name.size() + 1);
+  k += ns;
+  k += '/';
+  k += name;
+  return k;
 }
 
 std::vector<const Value*> Items(const json::Document& list) {
@@ -27,6 +49,13 @@ std::vector<const Value*> Items(const json::Document& list) {
   const Value* items = json::Find(&list, "items");
   if (items == nullptr || !items->IsArray()) return out;
   for (const auto& item : items->GetArray()) out.push_back(&item);
+  return out;
+}
+
+std::vector<const Value*> Values(const std::vector<kube::ObjectPtr>& objects) {
+  std::vector<const Value*> out;
+  out.reserve(objects.size());
+  for (const auto& o : objects) out.push_back(&o->Value());
   return out;
 }
 
@@ -42,7 +71,163 @@ bool Terminal(rollout::Phase p) {
          p == rollout::Phase::kAborted;
 }
 
+bool HasAnnotation(const Value& o, std::string_view key) {
+  return json::Find(json::Path(&o, {"metadata", "annotations"}), key) != nullptr;
+}
+
+bool InProgress(const kube::ObjectPtr& d) {
+  return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
+}
+
+// The name of the controller owner of `object` if it is of `kind`, else "".
+std::string_view ControllerName(const Value& object, std::string_view kind) {
+  const Value* refs = json::Path(&object, {"metadata", "ownerReferences"});
+  if (refs == nullptr || !refs->IsArray()) return {};
+  for (const auto& ref : refs->GetArray()) {
+    const Value* controller = json::Find(&ref, "controller");
+    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
+      return json::StringOr(&ref, "kind") == kind ? json::StringOr(&ref, "name")
+                                                  : std::string_view{};
+    }
+  }
+  return {};
+}
+
+bool OptedIn(const Value* templ) {
+  return json::StringOr(json::Path(templ, {"metadata", "labels"}), keys::kEnabledLabel) ==
+         keys::kTrue;
+}
+
+// Whether resourceVersion `have` is `want` or, both being decimal numbers (etcd revisions, as
+// every API server uses), a later one.
+bool AtLeast(std::string_view have, std::string_view want) {
+  if (have == want) return true;
+  uint64_t h = 0, w = 0;
+  auto ph = std::from_chars(have.data(), have.data() + have.size(), h);
+  auto pw = std::from_chars(want.data(), want.data() + want.size(), w);
+  if (ph.ec != std::errc() || ph.ptr != have.data() + have.size() || pw.ec != std::errc() ||
+      pw.ptr != want.data() + want.size()) {
+    return false;
+  }
+  return h >= w;
+}
+
+// A copy of `full` without managedFields and the last-applied annotation.
+void CopyTrimmed(const Value& full, Value& out, json::Allocator& alloc) {
+  out.CopyFrom(full, alloc);
+  if (Value* meta = json::FindMutable(&out, "metadata")) {
+    json::Remove(*meta, "managedFields");
+    if (Value* annotations = json::FindMutable(meta, "annotations")) {
+      json::Remove(*annotations, kLastApplied);
+    }
+  }
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Projections
+
+kube::Projection DeploymentProjection() {
+  return
+      [](const Value& full, Value& out, json::Allocator& alloc) { CopyTrimmed(full, out, alloc); };
+}
+
+kube::Projection ReplicaSetProjection() {
+  return [](const Value& full, Value& out, json::Allocator& alloc) {
+    CopyTrimmed(full, out, alloc);
+    json::Remove(out, "status");
+    Value* spec = json::FindMutable(&out, "spec");
+    if (spec != nullptr && budget::Replicas(out) == 0 && !OptedIn(json::Find(spec, "template"))) {
+      json::Remove(*spec, "template");
+    }
+  };
+}
+
+kube::Projection PodProjection() {
+  static const std::vector<std::string> fields = {
+      "metadata.name",
+      "metadata.namespace",
+      "metadata.uid",
+      "metadata.resourceVersion",
+      "metadata.deletionTimestamp",
+      "metadata.labels",
+      "metadata.annotations",
+      "metadata.finalizers",
+      "metadata.ownerReferences[].uid",
+      "metadata.ownerReferences[].controller",
+      "spec.containers[].name",
+      "spec.containers[].image",
+      "spec.readinessGates",
+      "status.phase",
+      "status.containerStatuses[].name",
+      "status.containerStatuses[].image",
+      "status.containerStatuses[].imageID",
+      "status.containerStatuses[].containerID",
+      "status.containerStatuses[].restartCount",
+  };
+  auto keep = std::make_shared<const kube::Projection>(kube::KeepFields(fields));
+  return [keep](const Value& full, Value& out, json::Allocator& alloc) {
+    (*keep)(full, out, alloc);
+    if (!out.IsObject()) out.SetObject();
+    Value& status = json::EnsureObject(out, "status", alloc);
+    // The phase only matters when it ends the pod (rollout::IsLive).
+    const std::string_view phase = json::StringOr(&status, "phase");
+    if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
+    // The image a container reports only decides whether an Updating pod's restart is done.
+    if (pod_update::StateOf(out) != keys::kStateUpdating) {
+      if (Value* statuses = json::FindMutable(&status, "containerStatuses");
+          statuses != nullptr && statuses->IsArray()) {
+        for (auto& st : statuses->GetArray()) json::Remove(st, "image");
+      }
+    }
+    // Conditions: only those the loop reads, with the fields it reads: Ready (availability), the
+    // readiness gates' (our gate's lastTransitionTime anchors the drain), and, on pods with our
+    // gate, ContainersReady (its status and message make the Ready the loop writes with it).
+    const Value* conditions = json::Path(&full, {"status", "conditions"});
+    if (conditions == nullptr || !conditions->IsArray()) return;
+    const Value* gates = json::Path(&full, {"spec", "readinessGates"});
+    auto gated = [gates](std::string_view type) {
+      if (gates == nullptr || !gates->IsArray()) return false;
+      for (const auto& g : gates->GetArray()) {
+        if (json::StringOr(&g, "conditionType") == type) return true;
+      }
+      return false;
+    };
+    const bool ours = gated(keys::kReadyCondition);
+    auto wanted = [&](std::string_view type) {
+      return type == "Ready" || (type == "ContainersReady" && ours) || gated(type);
+    };
+    Value kept(rapidjson::kArrayType);
+    for (const auto& c : conditions->GetArray()) {
+      const std::string_view type = json::StringOr(&c, "type");
+      if (!wanted(type)) continue;
+      const std::string_view status = json::StringOr(&c, "status");
+      Value k(rapidjson::kObjectType);
+      auto copy = [&k, &c, &alloc](std::string_view field) {
+        if (const Value* v = json::Find(&c, field)) json::Set(k, field, *v, alloc);
+      };
+      copy("type");
+      copy("status");
+      if (type == keys::kReadyCondition) copy("lastTransitionTime");
+      if (type == "ContainersReady" && status != "True") copy("message");
+      kept.PushBack(k, alloc);
+    }
+    status.AddMember("conditions", kept, alloc);
+  };
+}
+
+bool PodsCacheable(const json::Value& deployment,
+                   const std::vector<const json::Value*>& replicaSets) {
+  if (!OptedIn(json::Path(&deployment, {"spec", "template"}))) return false;
+  bool active = false;
+  for (const Value* rs : replicaSets) {
+    if (rs == nullptr || budget::Replicas(*rs) == 0) continue;
+    if (!OptedIn(json::Path(rs, {"spec", "template"}))) return false;
+    active = true;
+  }
+  return active;
+}
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
   size_t slash = key.find('/');
@@ -50,7 +235,82 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
   return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
 }
 
+// ---------------------------------------------------------------------------------------------
+// Caches
+
+// The three informers, constructed (so started) in this order: a handler only reads informers
+// constructed before its own, and the uid index. The destructor stops them in the reverse order,
+// before anything their handlers use.
+struct Loop::Caches {
+  Caches() = default;
+  Caches(const Caches&) = delete;
+  Caches& operator=(const Caches&) = delete;
+  ~Caches() {
+    pods.reset();
+    replicaSets.reset();
+    deployments.reset();
+  }
+
+  std::unique_ptr<kube::Informer> deployments;
+  std::unique_ptr<kube::Informer> replicaSets;
+  std::unique_ptr<kube::Informer> pods;
+  // Pod gate writes made, by "namespace/name": the resourceVersion the pod had before. The pod
+  // is not written again while the cache still shows that version.
+  std::map<std::string, std::pair<std::string, Steady::time_point>> gateWritten;
+  std::set<std::string> freshNext;  // Deployments whose next pass reads through the API
+
+  // ReplicaSet uid → "namespace/name" (cached pods keep only their owner's uid). Written by the
+  // ReplicaSet informer's handlers, read by the pod informer's and the loop's thread.
+  void Index(const kube::ObjectPtr& rs, bool present) {
+    std::lock_guard lock(uidMu);
+    if (present) {
+      rsByUid[std::string(rs->Uid())] = KeyOf(rs->Namespace(), rs->Name());
+    } else {
+      rsByUid.erase(std::string(rs->Uid()));
+    }
+  }
+  kube::ObjectPtr ReplicaSetByUid(std::string_view uid) const {
+    std::string key;
+    {
+      std::lock_guard lock(uidMu);
+      auto it = rsByUid.find(uid);
+      if (it == rsByUid.end()) return nullptr;
+      key = it->second;
+    }
+    auto [ns, name] = SplitKey(key);
+    kube::ObjectPtr rs = replicaSets->Get(ns, name);
+    return rs && rs->Uid() == uid ? rs : nullptr;
+  }
+  mutable std::mutex uidMu;
+  std::map<std::string, std::string, std::less<>> rsByUid;
+
+  uint64_t Lists() const {
+    return deployments->GetStats().lists + replicaSets->GetStats().lists + pods->GetStats().lists;
+  }
+  bool Synced() const {
+    return deployments->HasSynced() && replicaSets->HasSynced() && pods->HasSynced();
+  }
+};
+
+const kube::Informer* Loop::Cache(CacheKind kind) const {
+  switch (kind) {
+    case CacheKind::kDeployments:
+      return caches_->deployments.get();
+    case CacheKind::kReplicaSets:
+      return caches_->replicaSets.get();
+    case CacheKind::kPods:
+      return caches_->pods.get();
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop
+
 Loop::Loop(kube::Api& api, Options options) : api_(api), options_(std::move(options)) {}
+
+Loop::Loop(kube::WatchApi& api, Options options)
+    : api_(api), watchApi_(&api), options_(std::move(options)) {}
 
 Loop::~Loop() {
   Stop();
@@ -61,19 +321,92 @@ Clock::time_point Loop::Now() const {
 }
 
 void Loop::Start() {
+  std::lock_guard life(lifecycleMu_);
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.joinable()) return;
+  }
+  if (watchApi_ == nullptr) {
+    log::Error("in-place loop cannot start: its API client has no watches");
+    return;
+  }
+  const std::string& ns = options_.namespaceName;
+  auto caches = std::make_unique<Caches>();
+  Caches* c = caches.get();
+  {
+    kube::InformerOptions opts;
+    opts.name = "deployments";
+    opts.path = kube::DeploymentsPath(ns);
+    opts.projection = DeploymentProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) { OnDeployment(nullptr, o); };
+    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      OnDeployment(old, now);
+    };
+    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) { OnDeployment(o, nullptr); };
+    c->deployments = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "replicasets";
+    opts.path = kube::ReplicaSetsPath(ns);
+    opts.projection = ReplicaSetProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this, c](const kube::ObjectPtr& o) {
+      c->Index(o, true);
+      OnReplicaSet(*c, o);
+    };
+    opts.handlers.onUpdate = [this, c](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      if (old->Uid() != now->Uid()) c->Index(old, false);
+      c->Index(now, true);
+      OnReplicaSet(*c, now);
+    };
+    opts.handlers.onDelete = [this, c](const kube::ObjectPtr& o) {
+      c->Index(o, false);
+      OnReplicaSet(*c, o);
+    };
+    c->replicaSets = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "pods";
+    opts.path = kube::PodsPath(ns);
+    opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
+    opts.projection = PodProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    auto on = [this, c](const kube::ObjectPtr& o) { OnPod(*c, o); };
+    opts.handlers.onAdd = on;
+    opts.handlers.onUpdate = [on](const kube::ObjectPtr&, const kube::ObjectPtr& now) { on(now); };
+    opts.handlers.onDelete = on;
+    c->pods = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    std::lock_guard lock(cachesMu_);
+    caches_ = std::move(caches);
+  }
   std::lock_guard lock(mu_);
-  if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread(&Loop::Run, this);
 }
 
 void Loop::Stop() {
+  std::lock_guard life(lifecycleMu_);
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  std::unique_ptr<Caches> caches;
+  {
+    std::lock_guard lock(cachesMu_);
+    caches = std::move(caches_);
+  }
+  caches.reset();  // stops the informers (their handlers may still queue work: dropped below)
+  std::lock_guard lock(mu_);
+  due_.clear();
+  failures_.clear();
+  expectations_.clear();
 }
 
 bool Loop::Running() const {
@@ -81,18 +414,59 @@ bool Loop::Running() const {
   return thread_.joinable() && !stop_;
 }
 
-void Loop::Enqueue(std::string_view ns, std::string_view name) {
+void Loop::Queue(int kind, std::string key, Steady::time_point due) {
   {
     std::lock_guard lock(mu_);
-    due_[std::string(ns) + "/" + std::string(name)] = Steady::now();
+    auto [it, added] = due_.try_emplace({kind, std::move(key)}, due);
+    if (!added) {
+      if (it->second <= due) return;
+      it->second = due;
+    }
   }
   cv_.notify_all();
 }
 
-void Loop::Schedule(const std::string& key, Steady::time_point due) {
-  auto it = due_.find(key);
-  if (it == due_.end() || due < it->second) due_[key] = due;
+void Loop::Enqueue(std::string_view ns, std::string_view name) {
+  Queue(kWorkDeployment, KeyOf(ns, name), Steady::now());
 }
+
+// --- informer handlers ----------------------------------------------------------------------
+
+void Loop::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+  // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
+  if (!InProgress(now) && !InProgress(old)) return;
+  const kube::ObjectPtr& o = now ? now : old;
+  Queue(kWorkDeployment, KeyOf(o->Namespace(), o->Name()), Steady::now() + options_.batchDelay);
+}
+
+void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
+  std::string_view owner = ControllerName(rs->Value(), "Deployment");
+  if (owner.empty()) return;
+  const Value& v = rs->Value();
+  bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
+                HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
+  if (!wanted) wanted = InProgress(caches.deployments->Get(rs->Namespace(), owner));
+  if (wanted) {
+    Queue(kWorkDeployment, KeyOf(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
+  }
+}
+
+void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
+  const Value& v = pod->Value();
+  const std::string_view ownerUid = rollout::ControllerUid(v);
+  if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
+    std::string_view owner = ControllerName(rs->Value(), "Deployment");
+    if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
+      Queue(kWorkDeployment, KeyOf(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
+    }
+  }
+  if (rollout::IsLive(v) && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
+      pod_update::StateOf(v) == keys::kStateNormal) {
+    Queue(kWorkPodGate, KeyOf(pod->Namespace(), pod->Name()), Steady::now() + options_.batchDelay);
+  }
+}
+
+// --- events and writes ----------------------------------------------------------------------
 
 bool Loop::CreateEvent(rollout::Action& a) {
   const bool dedup = !a.name.empty();
@@ -133,9 +507,11 @@ bool Loop::CreateEvent(rollout::Action& a) {
   return false;
 }
 
-ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Action>& actions) {
+ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+                            std::vector<Expectation>* expectations, bool cached) {
   ReconcileResult res;
   std::map<std::string, std::string> versions;  // object path → resourceVersion after our write
+  std::map<std::string, size_t> expected;       // object path → index in `expectations`
   for (rollout::Action& a : actions) {
     if (a.kind == rollout::WriteKind::kEvent) {
       CreateEvent(a);
@@ -151,6 +527,11 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       json::SetString(json::EnsureObject(a.body, "metadata", alloc), "resourceVersion", rv, alloc);
     }
     kube::Result r = api_.Patch(path, a.PatchType(), json::Serialize(a.body));
+    const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ? CacheKind::kDeployments
+                           : a.kind == rollout::WriteKind::kReplicaSetPatch
+                               ? CacheKind::kReplicaSets
+                               : CacheKind::kPods;
+    const auto deadline = Steady::now() + options_.expectationTimeout;
     if (!r.Ok()) {
       res.ok = false;
       res.conflict = r.Conflict();
@@ -161,19 +542,60 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       (r.Conflict() ? log::Debug : log::Warn)(
           "in-place write failed; will re-read and retry",
           {{"deployment", std::string(deployment)}, {"pod", a.pod}, {"error", res.error}});
+      if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
+        // The cache was behind: wait until it holds a newer version than the one refused.
+        expectations->push_back({kind, a.ns, a.name, rv, "", deadline});
+      }
       break;
     }
-    versions[object] = std::string(Meta(r.object, "resourceVersion"));
+    const std::string after(Meta(r.object, "resourceVersion"));
+    versions[object] = after;
     ++res.writes;
+    if (expectations != nullptr && !after.empty() && after != rv) {
+      auto e = expected.find(object);
+      if (e != expected.end()) {
+        (*expectations)[e->second].reach = after;
+      } else {
+        expected[object] = expectations->size();
+        expectations->push_back({kind, a.ns, a.name, cached ? rv : "", after, deadline});
+      }
+    }
     if (options_.metrics != nullptr) options_.metrics->Count(a.metric, a.seconds);
     log::Info(a.summary, {{"deployment", std::string(deployment)}, {"pod", a.pod}});
   }
   return res;
 }
 
+ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapshot& snapshot,
+                                   bool cached) {
+  (cached ? cachedPasses_ : freshPasses_).fetch_add(1);
+  rollout::Plan plan = rollout::PlanRollout(snapshot);
+  const std::string phase(rollout::PhaseName(plan.phase));
+  std::string& last = lastPhase_[key];
+  if (last != phase + plan.message) {
+    last = phase + plan.message;
+    (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
+                                                                                      : log::Info)(
+        "in-place update", {{"deployment", key}, {"phase", phase}, {"message", plan.message}});
+  }
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetPodsByState(
+        key, Terminal(plan.phase) ? std::map<std::string, int>{} : plan.podsByState);
+  }
+  ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
+  res.phase = plan.phase;
+  res.fresh = !cached;
+  if (plan.requeueAfter) {
+    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
+  }
+  if (Terminal(plan.phase)) lastPhase_.erase(key);
+  return res;
+}
+
 ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
-  const std::string key = std::string(ns) + "/" + std::string(name);
+  const std::string key = KeyOf(ns, name);
   ReconcileResult res;
+  res.fresh = true;
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
   auto fail = [&](const kube::Result& r, std::string_view what) {
     res.ok = false;
@@ -183,8 +605,7 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
     return res;
   };
   kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
-  if (d.NotFound() || (d.Ok() && json::Find(json::Path(&d.object, {"metadata", "annotations"}),
-                                            keys::kInProgressAnnotation) == nullptr)) {
+  if (d.NotFound() || (d.Ok() && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
     if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
     lastPhase_.erase(key);
     return res;
@@ -204,27 +625,7 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
   snapshot.replicaSets = Items(rs.object);
   snapshot.pods = Items(pods.object);
   snapshot.now = Now();
-  rollout::Plan plan = rollout::PlanRollout(snapshot);
-
-  const std::string phase(rollout::PhaseName(plan.phase));
-  std::string& last = lastPhase_[key];
-  if (last != phase + plan.message) {
-    last = phase + plan.message;
-    (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
-                                                                                      : log::Info)(
-        "in-place update", {{"deployment", key}, {"phase", phase}, {"message", plan.message}});
-  }
-  if (options_.metrics != nullptr) {
-    options_.metrics->SetPodsByState(
-        key, Terminal(plan.phase) ? std::map<std::string, int>{} : plan.podsByState);
-  }
-  res = Apply(key, plan.actions);
-  res.phase = plan.phase;
-  if (plan.requeueAfter) {
-    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
-  }
-  if (Terminal(plan.phase)) lastPhase_.erase(key);
-  return res;
+  return PlanAndApply(key, snapshot, /*cached=*/false);
 }
 
 std::optional<std::vector<std::string>> Loop::Resync() {
@@ -239,9 +640,8 @@ std::optional<std::vector<std::string>> Loop::Resync() {
   std::map<std::string, const Value*, std::less<>> byUid;
   for (const Value* d : Items(deployments.object)) {
     byUid[std::string(Meta(*d, "uid"))] = d;
-    if (json::Find(json::Path(d, {"metadata", "annotations"}), keys::kInProgressAnnotation)) {
-      inProgress.push_back(std::string(Meta(*d, "namespace")) + "/" +
-                           std::string(Meta(*d, "name")));
+    if (HasAnnotation(*d, keys::kInProgressAnnotation)) {
+      inProgress.push_back(KeyOf(Meta(*d, "namespace"), Meta(*d, "name")));
     }
   }
   kube::ListOptions optedIn;
@@ -260,9 +660,7 @@ std::optional<std::vector<std::string>> Loop::Resync() {
       if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
-        Apply(std::string(Meta(*owner->second, "namespace")) + "/" +
-                  std::string(Meta(*owner->second, "name")),
-              one);
+        Apply(KeyOf(Meta(*owner->second, "namespace"), Meta(*owner->second, "name")), one);
       }
     }
   }
@@ -289,35 +687,200 @@ std::map<std::string, ReconcileResult> Loop::RunOnce() {
   return out;
 }
 
+// --- the thread's side ----------------------------------------------------------------------
+
+bool Loop::ExpectationMet(const Expectation& e) const {
+  kube::ObjectPtr o = Cache(e.kind)->Get(e.ns, e.name);
+  // Absent: not listed yet, or deleted; either way not known to show the write. The deadline
+  // settles it (a read through the API).
+  if (!o) return false;
+  const std::string_view rv = o->ResourceVersion();
+  if (!e.leave.empty() && rv != e.leave) return true;
+  return !e.reach.empty() && AtLeast(rv, e.reach);
+}
+
+Loop::Expect Loop::CheckExpectations(const std::string& key) {
+  auto it = expectations_.find(key);
+  if (it == expectations_.end()) return Expect::kMet;
+  std::vector<Expectation>& list = it->second;
+  std::erase_if(list, [this](const Expectation& e) { return ExpectationMet(e); });
+  if (list.empty()) {
+    expectations_.erase(it);
+    return Expect::kMet;
+  }
+  const auto now = Steady::now();
+  for (const Expectation& e : list) {
+    if (e.deadline <= now) {
+      log::Warn("in-place loop: the caches do not show a write in time; reading through the API",
+                {{"deployment", key}, {"object", e.ns + "/" + e.name}});
+      expectations_.erase(it);
+      return Expect::kExpired;
+    }
+  }
+  return Expect::kPending;
+}
+
+ReconcileResult Loop::ReconcileCached(const std::string& key) {
+  auto [ns, name] = SplitKey(key);
+  kube::ObjectPtr d = caches_->deployments->Get(ns, name);
+  if (!d) {
+    expectations_.erase(key);
+    caches_->freshNext.erase(key);
+    lastPhase_.erase(key);
+    if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
+    return {};
+  }
+  switch (CheckExpectations(key)) {
+    case Expect::kMet:
+      break;
+    case Expect::kPending: {
+      ReconcileResult res;
+      res.phase = rollout::Phase::kUpdating;
+      res.waiting = true;
+      auto first = Steady::time_point::max();
+      for (const Expectation& e : expectations_[key]) first = std::min(first, e.deadline);
+      res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(first - Steady::now(), Steady::duration::zero()));
+      waits_.fetch_add(1);
+      return res;
+    }
+    case Expect::kExpired:
+      caches_->freshNext.insert(key);
+      break;
+  }
+  const std::string_view uid = d->Uid();
+  std::vector<kube::ObjectPtr> owned = caches_->replicaSets->ListOwnedBy(ns, uid);
+  std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
+    return rollout::ControllerUid(rs->Value()) != uid;
+  });
+  if (!InProgress(d)) {
+    // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
+    caches_->freshNext.erase(key);
+    lastPhase_.erase(key);
+    if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
+    ReconcileResult res;
+    for (const kube::ObjectPtr& rs : owned) {
+      if (std::optional<rollout::Action> a =
+              rollout::PlanReplicaSetCleanup(d->Value(), rs->Value())) {
+        std::vector<rollout::Action> one;
+        one.push_back(std::move(*a));
+        ReconcileResult r = Apply(key, one, &expectations_[key], /*cached=*/true);
+        res.writes += r.writes;
+        if (!r.ok) return r;
+      }
+    }
+    return res;
+  }
+  const std::vector<const Value*> replicaSets = Values(owned);
+  std::string error;
+  std::optional<kube::LabelSelector> selector;
+  if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
+    selector = kube::LabelSelector::FromJson(*s, error);
+  }
+  if (caches_->freshNext.erase(key) > 0 || !selector || !PodsCacheable(d->Value(), replicaSets)) {
+    return Reconcile(ns, name);
+  }
+  if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
+  std::vector<kube::ObjectPtr> pods = caches_->pods->List(ns, *selector);
+  rollout::Snapshot snapshot;
+  snapshot.deployment = &d->Value();
+  snapshot.replicaSets = replicaSets;
+  snapshot.pods = Values(pods);
+  snapshot.now = Now();
+  return PlanAndApply(key, snapshot, /*cached=*/true);
+}
+
+void Loop::SetGate(const std::string& podKey) {
+  auto [ns, name] = SplitKey(podKey);
+  kube::ObjectPtr pod = caches_->pods->Get(ns, name);
+  auto written = caches_->gateWritten.find(podKey);
+  if (written != caches_->gateWritten.end()) {
+    if (pod && pod->ResourceVersion() == written->second.first &&
+        written->second.second > Steady::now()) {
+      return;  // our write is not in the cache yet; its event brings the pod back here
+    }
+    caches_->gateWritten.erase(written);
+  }
+  if (!pod) return;
+  std::vector<rollout::Action> actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
+  if (actions.empty()) return;
+  ReconcileResult r = Apply("", actions);
+  if (r.ok) {
+    caches_->gateWritten[podKey] = {std::string(pod->ResourceVersion()),
+                                    Steady::now() + options_.expectationTimeout};
+  } else if (!r.conflict) {
+    std::lock_guard lock(mu_);
+    due_.try_emplace({kWorkPodGate, podKey}, Steady::now() + kGateRetry);
+  }  // a conflict: the pod changed, and its event brings it back here
+}
+
+void Loop::SafetyResync() {
+  const auto now = Steady::now();
+  for (const kube::ObjectPtr& d : caches_->deployments->List()) {
+    if (InProgress(d)) Queue(kWorkDeployment, KeyOf(d->Namespace(), d->Name()), now);
+  }
+  for (const kube::ObjectPtr& rs : caches_->replicaSets->List()) OnReplicaSet(*caches_, rs);
+  for (const kube::ObjectPtr& pod : caches_->pods->List()) OnPod(*caches_, pod);
+  std::erase_if(caches_->gateWritten,
+                [now](const auto& entry) { return entry.second.second <= now; });
+}
+
 void Loop::Run() {
+  // Wait for the first LIST of every cache; events queue work meanwhile.
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+    }
+    if (caches_->Synced()) break;
+    caches_->deployments->WaitForSync(kSyncPoll);
+    caches_->replicaSets->WaitForSync(kSyncPoll);
+    caches_->pods->WaitForSync(kSyncPoll);
+  }
+  log::Info("in-place loop: caches synced",
+            {{"deployments", std::to_string(caches_->deployments->Size())},
+             {"replicaSets", std::to_string(caches_->replicaSets->Size())},
+             {"pods", std::to_string(caches_->pods->Size())}});
   Steady::time_point nextResync = Steady::now();
+  // The LIST responses are gone once the informers have applied them: hand their memory back to
+  // the system (glibc keeps freed heap otherwise), a moment after the first sync and after any
+  // relist.
+  Steady::time_point trimAt = Steady::now() + kTrimDelay;
+  uint64_t listsTrimmed = 0;
   std::unique_lock lock(mu_);
   while (!stop_) {
-    Steady::time_point wake = nextResync;
+    Steady::time_point wake = std::min(nextResync, trimAt);
     for (const auto& [key, due] : due_) wake = std::min(wake, due);
     if (wake > Steady::now()) {
       cv_.wait_until(lock, wake);
       continue;  // re-evaluate: stop, new work, or time
     }
     const Steady::time_point now = Steady::now();
+    if (now >= trimAt) {
+      trimAt = Steady::time_point::max();
+      listsTrimmed = caches_->Lists();
+#ifdef __GLIBC__
+      lock.unlock();
+      malloc_trim(0);
+      lock.lock();
+#endif
+      continue;
+    }
     if (now >= nextResync) {
+      if (caches_->Lists() != listsTrimmed) trimAt = now + kTrimDelay;
       nextResync = now + options_.resyncPeriod;
       lock.unlock();
-      std::optional<std::vector<std::string>> keys;
       try {
-        keys = Resync();
+        SafetyResync();
       } catch (const std::exception& e) {
         log::Error("in-place loop: resync failed", {{"error", e.what()}});
       } catch (...) {
         log::Error("in-place loop: resync failed", {{"error", "unknown exception"}});
       }
       lock.lock();
-      if (keys) {
-        for (const std::string& key : *keys) Schedule(key, now);
-      }
       continue;
     }
-    std::vector<std::string> ready;
+    std::vector<std::pair<int, std::string>> ready;
     for (auto it = due_.begin(); it != due_.end();) {
       if (it->second <= now) {
         ready.push_back(it->first);
@@ -327,11 +890,20 @@ void Loop::Run() {
       }
     }
     lock.unlock();
-    for (const std::string& key : ready) {
+    for (const auto& [kind, key] : ready) {
+      if (kind == kWorkPodGate) {
+        try {
+          SetGate(key);
+        } catch (const std::exception& e) {
+          log::Error("in-place loop: readiness gate failed", {{"pod", key}, {"error", e.what()}});
+        } catch (...) {
+          log::Error("in-place loop: readiness gate failed", {{"pod", key}});
+        }
+        continue;
+      }
       ReconcileResult r;
       try {
-        auto [ns, name] = SplitKey(key);
-        r = Reconcile(ns, name);
+        r = ReconcileCached(key);
       } catch (const std::exception& e) {
         r.ok = false;
         r.error = e.what();
@@ -341,24 +913,94 @@ void Loop::Run() {
         r.error = "unknown exception";
         log::Error("in-place loop: reconcile failed", {{"deployment", key}});
       }
+      // A write that failed otherwise than by a conflict may have been applied: read through the
+      // API next time rather than wait for a version we do not know.
+      if (!r.ok && !r.conflict && caches_) caches_->freshNext.insert(key);
       std::lock_guard relock(mu_);
       if (r.ok) failures_.erase(key);
-      if (r.ok && r.phase == rollout::Phase::kIdle) continue;  // nothing running: drop the key
-      std::chrono::milliseconds delay = options_.activePeriod;
-      if (!r.ok) {
+      std::optional<std::chrono::milliseconds> delay;
+      if (!r.ok && !r.conflict) {
         int n = ++failures_[key];
-        delay = r.conflict && n == 1
-                    ? std::chrono::milliseconds(kConflictRetry)
-                    : std::min(options_.maxBackoff,
-                               std::chrono::milliseconds(500L << std::min(n - 1, 8)));
+        delay =
+            std::min(options_.maxBackoff, std::chrono::milliseconds(500L << std::min(n - 1, 8)));
+      } else if (r.conflict) {
+        delay = options_.expectationTimeout;  // the cache's next version of it comes first
+      } else if (r.waiting) {
+        delay = std::max(*r.requeueAfter, std::chrono::milliseconds(kMinRequeue));
       } else if (r.requeueAfter) {
-        delay = std::clamp(*r.requeueAfter + std::chrono::milliseconds(50),
-                           std::chrono::milliseconds(kMinRequeue), options_.activePeriod);
+        delay = std::clamp(*r.requeueAfter + kRequeueMargin, std::chrono::milliseconds(kMinRequeue),
+                           options_.resyncPeriod);
       }
-      Schedule(key, Steady::now() + delay);
+      // Otherwise the next change of the Deployment, its ReplicaSets or pods brings it back.
+      if (delay) {
+        auto due = Steady::now() + *delay;
+        auto [it, added] = due_.try_emplace({kWorkDeployment, key}, due);
+        if (!added && due < it->second) it->second = due;
+      }
     }
     lock.lock();
   }
+}
+
+// --- observability --------------------------------------------------------------------------
+
+CacheStats Loop::GetCacheStats() const {
+  CacheStats out;
+  out.cachedPasses = cachedPasses_.load();
+  out.freshPasses = freshPasses_.load();
+  out.waits = waits_.load();
+  std::lock_guard lock(cachesMu_);
+  if (!caches_) return out;
+  out.running = true;
+  out.synced = caches_->Synced();
+  auto add = [&out](std::string name, const kube::Informer& i) {
+    CacheStats::Kind k;
+    k.name = std::move(name);
+    k.objects = i.Size();
+    k.bytes = i.ApproxBytes();
+    k.informer = i.GetStats();
+    out.kinds.push_back(std::move(k));
+  };
+  add("deployments", *caches_->deployments);
+  add("replicasets", *caches_->replicaSets);
+  add("pods", *caches_->pods);
+  return out;
+}
+
+void Loop::RenderMetrics(std::string& out) const {
+  const CacheStats s = GetCacheStats();
+  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
+    out += "# HELP " + std::string(name) + " " + std::string(help) + "\n";
+    out += "# TYPE " + std::string(name) + " " + std::string(type) + "\n";
+  };
+  auto each = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    if (s.kinds.empty()) return;
+    family(name, type, help);
+    for (const CacheStats::Kind& k : s.kinds) {
+      out += std::string(name) + "{resource=\"" + k.name + "\"} " + std::to_string(value(k)) + "\n";
+    }
+  };
+  each("inplace_webhook_informer_objects", "gauge", "Objects held by the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.objects; });
+  each("inplace_webhook_informer_bytes", "gauge",
+       "Approximate heap bytes held by the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.bytes; });
+  each("inplace_webhook_informer_events_total", "counter",
+       "Watch events applied to the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.informer.events; });
+  each("inplace_webhook_informer_lists_total", "counter", "LISTs that filled the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.informer.lists; });
+  each("inplace_webhook_informer_relists_total", "counter",
+       "Relists forced by an expired resourceVersion (410 Gone).",
+       [](const CacheStats::Kind& k) { return k.informer.gone; });
+  family("inplace_webhook_loop_passes_total", "counter",
+         "Plans of in-progress Deployments by snapshot source, and passes deferred until the "
+         "caches showed the loop's own writes.");
+  out += "inplace_webhook_loop_passes_total{source=\"cache\"} " + std::to_string(s.cachedPasses) +
+         "\n";
+  out +=
+      "inplace_webhook_loop_passes_total{source=\"api\"} " + std::to_string(s.freshPasses) + "\n";
+  out += "inplace_webhook_loop_passes_total{source=\"deferred\"} " + std::to_string(s.waits) + "\n";
 }
 
 }  // namespace iw::loop

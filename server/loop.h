@@ -1,19 +1,43 @@
-// The in-place rollout loop's driver (DESIGN.md §4 steps 3–5): finds Deployments with an
-// `in-progress` record, reads a snapshot of each (Deployment, its ReplicaSets, their pods) through
-// kube::Api, asks hooks/rollout_plan what to write, and applies those writes in order with
-// resourceVersion preconditions. A 409 or any failed write ends that Deployment's pass; it is
-// re-read and retried on the next one. Events are best effort. Every resync also sets the
-// readiness gate True on new pods and removes stale annotation copies from ReplicaSets.
+// The in-place rollout loop's driver (DESIGN.md §4 steps 3–5): gathers a snapshot of a Deployment
+// (the Deployment, its ReplicaSets, their pods), asks hooks/rollout_plan what to write, and
+// applies those writes in order with resourceVersion preconditions. A 409 or any failed write
+// ends that Deployment's pass; it is looked at again with newer data. Events are best effort.
 //
-// Runs on its own thread with a small work queue (per-Deployment due times) and a periodic
-// resync; Stop() (and the destructor) stops and joins it. No exception leaves the thread.
-// Run it only while leading (server/leader_election).
+// Event-driven (Start): three informers (server/informer) cache every Deployment and ReplicaSet and
+// the opted-in pods (label inplace-webhook.io/enabled=true), each trimmed to the fields the plan
+// reads. A change of a Deployment with an in-place update, of one of its ReplicaSets or of one of
+// its pods (pod → ReplicaSet → Deployment through controller ownerReferences, in the caches)
+// queues that Deployment; a plan's own deadline (a grace period, a hook timeout, the wait for the
+// Deployment controller) queues it at that time; a long safety resync queues every in-progress one.
+// Between those the thread sleeps: no API call and no work.
+//
+// Snapshots come from the caches (no API read), with two guards that keep a stale cache from ever
+// causing a wrong step:
+// - Own writes: after a write the Deployment is not planned again until the caches hold the
+//   version our write produced (or a later one) of every object written. Otherwise a pod we just
+//   moved out of Normal would look available and the budget could be exceeded, though each write
+//   is conditional on its own object's resourceVersion.
+// - Conflicts: a 409 means the cache was behind another writer; the Deployment waits until the
+//   cache holds a newer version of that object than the one refused.
+// Either wait not over within `expectationTimeout` (a watch that stalls) makes the next pass read
+// the snapshot through the API instead; so does a Deployment whose pods the pod cache cannot
+// hold (a template without the opt-in label). Every write still carries the resourceVersion it
+// was planned from, so an object changed meanwhile is never overwritten.
+//
+// Besides in-place updates, the thread sets the readiness gate True on new opted-in pods that
+// declare it and removes stale in-place annotations the Deployment controller copied to
+// ReplicaSets, both on the events that make them necessary.
+//
+// RunOnce() and Reconcile() are the same decisions on the caller's thread, reading through the
+// API (tests and one-shot use). Run the thread only while leading (server/leader_election).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -24,6 +48,7 @@
 
 #include "hooks/kube_api.h"
 #include "hooks/rollout_plan.h"
+#include "server/informer.h"
 #include "server/loop_metrics.h"
 
 namespace iw::loop {
@@ -31,32 +56,63 @@ namespace iw::loop {
 using Clock = std::chrono::system_clock;
 
 struct Options {
-  std::string namespaceName;                      // "" = every namespace
-  std::chrono::milliseconds activePeriod{2000};   // an in-progress Deployment is re-read this often
-  std::chrono::milliseconds resyncPeriod{15000};  // list every Deployment, new pods, ReplicaSets
-  std::chrono::milliseconds maxBackoff{30000};    // after repeated errors on one Deployment
-  std::string instance;                           // Event reportingInstance (e.g. the pod name)
-  LoopMetrics* metrics = nullptr;                 // optional
-  std::function<Clock::time_point()> clock;       // default: system_clock::now
+  std::string namespaceName;  // "" = every namespace
+  // Safety net: every in-progress Deployment, new pod and ReplicaSet is looked at again this
+  // often, from the caches (no API call).
+  std::chrono::milliseconds resyncPeriod{std::chrono::minutes(5)};
+  // A change waits this long for others before its Deployment is planned (a burst of pod events
+  // makes one pass, not one per event).
+  std::chrono::milliseconds batchDelay{50};
+  // How long the caches may take to show our own write or a version newer than a refused one
+  // before the Deployment is read through the API instead.
+  std::chrono::milliseconds expectationTimeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds maxBackoff{30000};  // after repeated errors on one Deployment
+  std::chrono::seconds watchTimeout{300};       // each informer watch lasts [t, 2t)
+  std::string instance;                         // Event reportingInstance (e.g. the pod name)
+  LoopMetrics* metrics = nullptr;               // optional
+  std::function<Clock::time_point()> clock;     // default: system_clock::now
 };
 
 struct ReconcileResult {
   rollout::Phase phase = rollout::Phase::kIdle;
   bool ok = true;         // the snapshot was read and every write applied
   bool conflict = false;  // a write was answered 409
+  bool waiting = false;   // not planned: the caches do not show our last writes yet
+  bool fresh = false;     // the snapshot was read through the API, not from the caches
   std::string error;      // what failed, when !ok
   size_t writes = 0;      // writes applied (Events not counted)
   std::optional<std::chrono::milliseconds> requeueAfter;
 };
 
+// What the caches hold, for metrics and tests.
+struct CacheStats {
+  struct Kind {
+    std::string name;  // deployments, replicasets, pods
+    size_t objects = 0;
+    size_t bytes = 0;  // Informer::ApproxBytes
+    kube::Informer::Stats informer;
+  };
+  bool running = false;  // informers exist (the thread runs)
+  bool synced = false;   // all three listed
+  std::vector<Kind> kinds;
+  uint64_t cachedPasses = 0;  // plans made from the caches
+  uint64_t freshPasses = 0;   // plans made from API reads
+  uint64_t waits = 0;         // passes skipped until the caches show our writes
+};
+
 class Loop {
  public:
+  // One-shot use: RunOnce and Reconcile through `api`. Start() needs watches (next constructor)
+  // and only logs an error here.
   Loop(kube::Api& api, Options options);
+  // Event-driven: Start() runs informers through `api` and the thread.
+  Loop(kube::WatchApi& api, Options options);
   ~Loop();
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
 
-  // Starts the thread (no-op when running). Stop() stops and joins it; both are idempotent.
+  // Starts the informers and the thread (no-op when running). Stop() stops and joins the thread
+  // and drops the caches. Both are idempotent; they may be called from any thread but the loop's.
   void Start();
   void Stop();
   bool Running() const;
@@ -64,43 +120,108 @@ class Loop {
   // Asks for a look at a Deployment soon (e.g. after the webhook admitted a change to it).
   void Enqueue(std::string_view ns, std::string_view name);
 
-  // One pass on the caller's thread: a resync, then one reconcile of every in-progress
-  // Deployment. Returns the reconcile results by "namespace/name". For tests and one-shot use;
-  // do not call while the thread runs.
+  // One pass on the caller's thread, reading through the API: a resync (list every Deployment,
+  // set gates on new pods, clean ReplicaSet annotations), then one reconcile of every in-progress
+  // Deployment. Returns the reconcile results by "namespace/name". For tests and one-shot use; do
+  // not call while the thread runs.
   std::map<std::string, ReconcileResult> RunOnce();
 
-  // Reads one Deployment's snapshot, plans and applies. Thread-compatible (one caller at a time).
+  // Reads one Deployment's snapshot through the API, plans and applies. One caller at a time.
   ReconcileResult Reconcile(std::string_view ns, std::string_view name);
 
-  // Lists Deployments and returns the "namespace/name" of those with an in-place update running;
-  // on the way sets gates on new pods and cleans ReplicaSet annotations. nullopt if the list fails.
+  // Lists Deployments through the API and returns the "namespace/name" of those with an in-place
+  // update running; on the way sets gates on new pods and cleans ReplicaSet annotations. nullopt
+  // if the list fails.
   std::optional<std::vector<std::string>> Resync();
 
+  CacheStats GetCacheStats() const;
+  // Appends Prometheus text: inplace_webhook_informer_objects / _bytes / _events_total /
+  // _lists_total / _relists_total {resource}, inplace_webhook_loop_passes_total {source}.
+  void RenderMetrics(std::string& out) const;
+
  private:
+  enum class CacheKind { kDeployments, kReplicaSets, kPods };
+  // A write (or a refused one) the caches must show before the Deployment is planned again.
+  struct Expectation {
+    CacheKind kind = CacheKind::kPods;
+    std::string ns, name;
+    std::string leave;  // met once the cached resourceVersion differs from this ("" = unused)
+    std::string reach;  // met once the cache holds this resourceVersion or a later one
+    std::chrono::steady_clock::time_point deadline;
+  };
+  enum class Expect { kMet, kPending, kExpired };
+  struct Caches;
+
   Clock::time_point Now() const;
-  // Applies the actions in order; returns the result of this pass.
-  ReconcileResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions);
+  // Plans one snapshot and applies it. `cached`: the snapshot came from the caches.
+  ReconcileResult PlanAndApply(const std::string& key, const rollout::Snapshot& snapshot,
+                               bool cached);
+  // Applies the actions in order; returns the result of this pass. With `expectations`, records
+  // what the caches must show afterwards (`cached`: the plan was made from them).
+  ReconcileResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+                        std::vector<Expectation>* expectations = nullptr, bool cached = false);
   bool CreateEvent(rollout::Action& action);
+
+  // The thread's side.
   void Run();
-  void Schedule(const std::string& key, std::chrono::steady_clock::time_point due);
+  ReconcileResult ReconcileCached(const std::string& key);
+  Expect CheckExpectations(const std::string& key);
+  bool ExpectationMet(const Expectation& e) const;
+  void SetGate(const std::string& podKey);
+  void SafetyResync();
+  // Informer handlers (informer threads): map a change to the Deployment it concerns. They read
+  // only the informers of `caches` constructed before their own.
+  void OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now);
+  void OnReplicaSet(const Caches& caches, const kube::ObjectPtr& object);
+  void OnPod(const Caches& caches, const kube::ObjectPtr& object);
+  void Queue(int kind, std::string key, std::chrono::steady_clock::time_point due);
+  const kube::Informer* Cache(CacheKind kind) const;
 
   kube::Api& api_;
+  kube::WatchApi* watchApi_ = nullptr;
   const Options options_;
 
+  std::mutex lifecycleMu_;  // Start/Stop
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
-  std::map<std::string, std::chrono::steady_clock::time_point> due_;  // by "namespace/name"
-  std::map<std::string, int> failures_;                               // consecutive, by key
+  // Due work: {kind (0 Deployment, 1 pod gate), "namespace/name"} → when.
+  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> due_;
+  std::map<std::string, int> failures_;  // consecutive, by Deployment key
+
+  mutable std::mutex cachesMu_;  // the pointer (metrics read it from other threads)
+  std::unique_ptr<Caches> caches_;
 
   // Only for the loop's thread (or RunOnce's caller).
+  std::map<std::string, std::vector<Expectation>> expectations_;  // by Deployment key
   std::set<std::string> createdEvents_;           // deterministic Event names already created
   std::map<std::string, std::string> lastPhase_;  // for logging changes only
   uint64_t eventSeq_ = 0;
+  std::atomic<uint64_t> cachedPasses_{0}, freshPasses_{0}, waits_{0};
 };
 
 // "namespace/name" → {namespace, name}.
 std::pair<std::string, std::string> SplitKey(std::string_view key);
+
+// The projections of the loop's caches (what each keeps is what hooks/rollout_plan reads):
+// Deployments without managedFields and the last-applied annotation; ReplicaSets likewise and
+// without status, and without their template when they have no replicas and their template is
+// not opted in (history that can never be the base or the target of an update); pods reduced to
+// metadata (name, namespace, uid, resourceVersion, deletionTimestamp, labels, annotations,
+// finalizers, ownerReferences uid/controller), container names and images, readiness gates,
+// the phase only when Succeeded or Failed, the conditions Ready, those of the readiness gates
+// and, with our gate, ContainersReady (type, status; lastTransitionTime of our gate's;
+// ContainersReady's message when not True) and container statuses (name, imageID, containerID,
+// restartCount; the image too while the pod is Updating, the only state whose decision reads it).
+kube::Projection DeploymentProjection();
+kube::Projection ReplicaSetProjection();
+kube::Projection PodProjection();
+
+// Whether the pod cache (opted-in pods only) holds every pod an update of `deployment` can
+// touch: its template and the template of every ReplicaSet with replicas carry the opt-in label,
+// and at least one ReplicaSet has replicas. `replicaSets` are those it controls.
+bool PodsCacheable(const json::Value& deployment,
+                   const std::vector<const json::Value*>& replicaSets);
 
 }  // namespace iw::loop

@@ -46,7 +46,8 @@ int Review(const iw::cli::ReviewOptions& o) {
 }
 
 // The in-place loop and what it needs: an API client, metrics, and (when electing) the Lease.
-// Absent when the loop is disabled or no API server is configured.
+// Absent when the loop is disabled or no API server is configured. The loop is event-driven: it
+// watches Deployments, ReplicaSets and opted-in pods (its caches exist only while it leads).
 class LoopRuntime {
  public:
   // Returns nullptr with `error` empty when there is nothing to run, or with `error` set when the
@@ -75,15 +76,24 @@ class LoopRuntime {
       error = "--leader-elect needs --leader-election-namespace outside a cluster";
       return nullptr;
     }
+    // One identity for the Lease holder, the Events' reportingInstance and the User-Agent, so
+    // the API server's audit log, the Lease and the Events all name the same replica.
+    const char* pod = std::getenv("POD_NAME");
+    const std::string identity =
+        pod != nullptr && *pod != '\0' ? std::string(pod) : iw::leader::DefaultIdentity();
+    config->userAgent += " (" + identity + ")";
     auto rt = std::make_unique<LoopRuntime>(std::move(*config));
     iw::loop::Options loopOptions;
     loopOptions.metrics = &rt->loopMetrics_;
-    const char* pod = std::getenv("POD_NAME");
-    loopOptions.instance = pod != nullptr ? pod : iw::leader::DefaultIdentity();
+    loopOptions.instance = identity;
+    // Event-driven: --loop-resync-period-ms is only the safety resync (from the caches, no API
+    // call).
+    loopOptions.resyncPeriod = std::chrono::milliseconds(o.loopResyncPeriodMs);
     rt->loop_ = std::make_unique<iw::loop::Loop>(*rt->client_, loopOptions);
     if (elect) {
       iw::leader::Options lo;
       lo.namespaceName = leaseNamespace;
+      lo.identity = identity;
       iw::loop::Loop* loop = rt->loop_.get();
       lo.onStartedLeading = [loop] { loop->Start(); };
       lo.onStoppedLeading = [loop] { loop->Stop(); };
@@ -91,16 +101,19 @@ class LoopRuntime {
     }
     iw::kube::Client* client = rt->client_.get();
     iw::loop::LoopMetrics* lm = &rt->loopMetrics_;
+    iw::loop::Loop* lp = rt->loop_.get();
     iw::leader::LeaderElector* el = rt->elector_.get();
-    metrics.AddCollector([client, lm, el](std::string& out) {
+    metrics.AddCollector([client, lm, lp, el](std::string& out) {
       client->RenderMetrics(out);
       lm->Render(out);
+      lp->RenderMetrics(out);
       if (el != nullptr) el->RenderMetrics(out);
     });
     iw::log::Info(
         "in-place loop configured",
         {{"apiServer", rt->client_->Config().Url()},
-         {"leaderElection", elect ? "Lease " + leaseNamespace + "/inplace-webhook" : "off"}});
+         {"leaderElection", elect ? "Lease " + leaseNamespace + "/inplace-webhook" : "off"},
+         {"identity", identity}});
     return rt;
   }
 

@@ -68,7 +68,11 @@ cxxopts::Options ServeSpec() {
       cxxopts::value<std::string>()->default_value("auto"))(
       "leader-election-namespace", "namespace of the Lease (default: the pod's namespace)",
       cxxopts::value<std::string>()->default_value(""))(
-      "disable-loop", "serve admission only; do not run the in-place loop");
+      "disable-loop", "serve admission only; do not run the in-place loop")(
+      "loop-resync-period-ms",
+      "safety resync: how often the loop re-plans every Deployment from its caches (no API call); "
+      "changes are picked up from watch events at once",
+      cxxopts::value<int>()->default_value("300000"));
   o.add_options("Logging")("log-level", "debug, info, warn or error",
                            cxxopts::value<std::string>()->default_value("info"))(
       "log-format", "json or text", cxxopts::value<std::string>()->default_value("json"))(
@@ -158,6 +162,8 @@ Parsed Parse(int argc, char** argv) {
     s.leaderElect = r["leader-elect"].as<std::string>();
     s.leaderElectionNamespace = r["leader-election-namespace"].as<std::string>();
     s.disableLoop = r.count("disable-loop") != 0;
+    s.loopResyncPeriodMs = r["loop-resync-period-ms"].as<int>();
+    if (s.loopResyncPeriodMs < 10) return Fail("--loop-resync-period-ms must be at least 10");
     if (s.leaderElect != "auto" && s.leaderElect != "true" && s.leaderElect != "false") {
       return Fail("--leader-elect must be auto, true or false");
     }

@@ -18,6 +18,7 @@ struct ServeOptions {
   std::string leaderElectionNamespace;
   std::string apiServer, tokenFile, certificateAuthority;
   bool disableLoop = false;
+  int loopResyncPeriodMs = 300000;  // safety resync from the caches
   int shutdownGraceSeconds = 30;
   int shutdownDelaySeconds = 3;
 };

@@ -1,10 +1,16 @@
 // The loop driven end to end against the in-memory API server, with a fake kubelet (restarts
 // changed containers), a fake Deployment controller (status, annotation copies; fails the test
-// if it would start a native rollout) and, where hooks are declared, a fake LB controller.
+// if it would start a native rollout) and, where hooks are declared, a fake LB controller: pass
+// by pass through the API (RunOnce), and on its thread from informer caches fed by watches.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -306,46 +312,575 @@ TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") 
   CHECK(rendered.find("inplace_webhook_pods{state=\"Normal\"} 2\n") != std::string::npos);
 }
 
-TEST_CASE("loop: on its own thread until done; Stop joins") {
-  Cluster c;
-  loop::LoopMetrics metrics;
-  loop::Options opts;
-  opts.metrics = &metrics;
-  opts.activePeriod = std::chrono::milliseconds(10);
-  opts.resyncPeriod = std::chrono::milliseconds(30);
-  {
-    loop::Loop l(c.api, opts);
-    l.Start();
-    l.Start();  // idempotent
-    CHECK(l.Running());
-    // Generous bound: this checks that the thread makes progress, not how fast.
-    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-    while (c.Running() && std::chrono::steady_clock::now() < deadline) {
-      fake::KubeletSync(c.api, kNs);
-      REQUIRE(fake::ControllerSync(c.api, kNs, "web"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// ---------------------------------------------------------------------------------------------
+// The thread: informers over the in-memory API.
+
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+// The in-memory API with watches: each watch looks at the store every millisecond and reports
+// what changed since the collection's last LIST or event, as the watch cache would (ADDED,
+// MODIFIED, DELETED; an object leaving the selector is DELETED). A held resource delivers no
+// events until released: a watch that lags. Counts the calls made through it.
+class Watchable : public kube::WatchApi {
+ public:
+  explicit Watchable(fake::FakeApi& api) : api_(api) {}
+
+  kube::Result Get(std::string_view path) override {
+    ++gets_;
+    return api_.Get(path);
+  }
+  kube::Result List(std::string_view path, const kube::ListOptions& options) override {
+    ++lists_;
+    kube::Result r = api_.List(path, options);
+    if (r.Ok()) {
+      std::lock_guard lock(mu_);
+      seen_[std::string(path) + "?" + options.labelSelector] = ByKey(r.object);
     }
-    l.Stop();
-    CHECK_FALSE(l.Running());
-  }  // the destructor after Stop is a no-op
-  c.CheckDone();
-  CHECK(metrics.Value(rollout::Metric::kRolloutCompleted) == 1);
+    return r;
+  }
+  kube::Result Create(std::string_view path, const json::Value& object) override {
+    ++writes_;
+    return api_.Create(path, object);
+  }
+  kube::Result Update(std::string_view path, const json::Value& object) override {
+    ++writes_;
+    return api_.Update(path, object);
+  }
+  kube::Result Patch(std::string_view path, kube::PatchType type, std::string_view body) override {
+    ++writes_;
+    return api_.Patch(path, type, body);
+  }
+  kube::Result Delete(std::string_view path) override {
+    ++writes_;
+    return api_.Delete(path);
+  }
+  kube::WatchResult Watch(std::string_view path, const kube::WatchOptions& options,
+                          const kube::WatchHandler& handler, std::stop_token stop) override {
+    kube::WatchResult res;
+    res.code = 200;
+    const auto end = Steady::now() + std::chrono::seconds(options.timeoutSeconds);
+    while (Steady::now() < end) {
+      if (stop.stop_requested()) {
+        res.stopped = true;
+        return res;
+      }
+      for (kube::WatchEvent& e : Changes(path, options.labelSelector)) {
+        ++res.events;
+        if (!handler(e)) {
+          res.stopped = true;
+          return res;
+        }
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return res;
+  }
+
+  void Hold(std::string_view collection, bool held) {
+    std::lock_guard lock(mu_);
+    if (held) {
+      held_.insert(std::string(collection));
+    } else {
+      held_.erase(std::string(collection));
+    }
+  }
+  int Gets() const { return gets_.load(); }
+  int Lists() const { return lists_.load(); }
+  int Calls() const { return gets_.load() + lists_.load() + writes_.load(); }
+
+ private:
+  using Seen = std::map<std::string, json::Document>;  // "namespace/name" → object
+
+  static Seen ByKey(const json::Document& list) {
+    Seen out;
+    for (const auto& item : list["items"].GetArray()) {
+      const json::Value* meta = json::Find(&item, "metadata");
+      json::Document copy;
+      copy.CopyFrom(item, copy.GetAllocator());
+      out[std::string(json::StringOr(meta, "namespace")) + "/" +
+          std::string(json::StringOr(meta, "name"))] = std::move(copy);
+    }
+    return out;
+  }
+
+  static kube::WatchEvent Event(std::string type, const json::Value& object) {
+    kube::WatchEvent e;
+    e.type = std::move(type);
+    e.object.CopyFrom(object, e.object.GetAllocator());
+    return e;
+  }
+
+  std::vector<kube::WatchEvent> Changes(std::string_view path, const std::string& selector) {
+    kube::ListOptions options;
+    options.labelSelector = selector;
+    kube::Result now = api_.List(path, options);  // not one of the loop's calls
+    std::vector<kube::WatchEvent> out;
+    std::lock_guard lock(mu_);
+    if (!now.Ok() || held_.contains(std::string(path))) return out;
+    Seen& before = seen_[std::string(path) + "?" + selector];
+    Seen after = ByKey(now.object);
+    for (const auto& [key, object] : after) {
+      auto it = before.find(key);
+      if (it == before.end()) {
+        out.push_back(Event("ADDED", object));
+      } else if (Meta(it->second, "resourceVersion") != Meta(object, "resourceVersion")) {
+        out.push_back(Event("MODIFIED", object));
+      }
+    }
+    for (const auto& [key, object] : before) {
+      if (!after.contains(key)) out.push_back(Event("DELETED", object));
+    }
+    before = std::move(after);
+    return out;
+  }
+
+  static std::string_view Meta(const json::Value& o, std::string_view k) {
+    return json::StringOr(json::Find(&o, "metadata"), k);
+  }
+
+  fake::FakeApi& api_;
+  std::mutex mu_;
+  std::map<std::string, Seen> seen_;  // by "path?selector"
+  std::set<std::string> held_;
+  std::atomic<int> gets_{0}, lists_{0}, writes_{0};
+};
+
+loop::Options ThreadOptions(loop::LoopMetrics* metrics) {
+  loop::Options opts;
+  opts.metrics = metrics;
+  opts.batchDelay = 1ms;
+  opts.resyncPeriod = std::chrono::hours(1);  // only events drive the thread
+  opts.expectationTimeout = std::chrono::hours(1);
+  opts.instance = "test";
+  return opts;
 }
 
-TEST_CASE("loop: Enqueue wakes the thread for one Deployment") {
-  Cluster c;
-  loop::Options opts;
-  opts.activePeriod = std::chrono::milliseconds(10);
-  opts.resyncPeriod = std::chrono::hours(1);  // only the first resync and Enqueue drive it
-  loop::Loop l(c.api, opts);
-  l.Start();
-  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  while (c.Running() && std::chrono::steady_clock::now() < deadline) {
-    fake::KubeletSync(c.api, kNs);
-    REQUIRE(fake::ControllerSync(c.api, kNs, "web"));
-    l.Enqueue(kNs, "web");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// Waits (generously: this checks progress, not speed) until `done`, calling `tick` meanwhile.
+bool WaitFor(const std::function<bool()>& done, const std::function<void()>& tick = {}) {
+  const auto deadline = Steady::now() + 60s;
+  while (!done()) {
+    if (Steady::now() > deadline) return false;
+    if (tick) tick();
+    std::this_thread::sleep_for(2ms);
   }
-  l.Stop();
+  return true;
+}
+
+// The kubelet and the Deployment controller, once.
+void Sync(Cluster& c) {
+  fake::KubeletSync(c.api, kNs);
+  REQUIRE_MESSAGE(fake::ControllerSync(c.api, kNs, "web"),
+                  "the Deployment controller would have started a native rollout");
+}
+
+// Removes the Deployment's in-progress record (as if the webhook had not admitted the change
+// yet) and returns it, to be put back with PutRecord while the loop runs.
+std::string TakeRecord(Cluster& c) {
+  std::string record = *Annotation(c.Deployment(), keys::kInProgressAnnotation);
+  c.api.Mutate(kube::DeploymentPath(kNs, "web"), [](json::Document& d) {
+    SetAnnotation(d, keys::kInProgressAnnotation, std::nullopt);
+  });
+  return record;
+}
+void PutRecord(Cluster& c, const std::string& record) {
+  c.api.Mutate(kube::DeploymentPath(kNs, "web"), [&record](json::Document& d) {
+    SetAnnotation(d, keys::kInProgressAnnotation, record);
+  });
+}
+
+bool Synced(const loop::Loop& l) {
+  return l.GetCacheStats().synced;
+}
+
+}  // namespace
+
+TEST_CASE("loop thread: event-driven from the caches until done, then idle; Stop joins") {
+  Cluster c;
+  Watchable w(c.api);
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
+  l.Start();
+  l.Start();  // idempotent
+  CHECK(l.Running());
+  REQUIRE(WaitFor([&] { return !c.Running(); },
+                  [&] {
+                    Sync(c);
+                    CHECK(c.PodsInUpdate() <= 1);
+                  }));
+  // The ReplicaSet copy of in-progress the Deployment controller left is removed on its event.
+  REQUIRE(WaitFor(
+      [&] {
+        return !Annotation(c.api.Object(kube::ReplicaSetPath(kNs, "web-h1")),
+                           keys::kInProgressAnnotation);
+      },
+      [&] { Sync(c); }));
   c.CheckDone();
+  CHECK(metrics.Value(rollout::Metric::kRolloutCompleted) == 1);
+  CHECK(metrics.Value(rollout::Metric::kPodUpdateCompleted) == 3);
+
+  // Every snapshot came from the caches: the only reads are the informers' first LISTs.
+  const loop::CacheStats stats = l.GetCacheStats();
+  CHECK(stats.freshPasses == 0);
+  CHECK(stats.cachedPasses > 0);
+  CHECK(w.Gets() == 0);
+  CHECK(w.Lists() == 3);
+  REQUIRE(stats.kinds.size() == 3);
+  CHECK(stats.kinds[2].name == "pods");
+  CHECK(stats.kinds[2].objects == 3);
+  CHECK(stats.kinds[2].bytes > 0);
+  std::string rendered;
+  l.RenderMetrics(rendered);
+  CHECK(rendered.find("inplace_webhook_informer_objects{resource=\"pods\"} 3\n") !=
+        std::string::npos);
+
+  // Nothing changes: no API call at all.
+  const int calls = w.Calls();
+  std::this_thread::sleep_for(200ms);
+  CHECK(w.Calls() == calls);
+
+  l.Stop();
+  CHECK_FALSE(l.Running());
+  CHECK_FALSE(l.GetCacheStats().running);
+  l.Stop();  // idempotent; the destructor after Stop is a no-op too
+}
+
+TEST_CASE("loop thread: an update starts on the Deployment's own event") {
+  Cluster c;
+  const std::string record = TakeRecord(c);
+  Watchable w(c.api);
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
+  l.Start();
+  REQUIRE(WaitFor([&] { return Synced(l); }));
+  l.Enqueue(kNs, "web");  // nothing to do: no in-place update
+  PutRecord(c, record);
+  REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
+  c.CheckDone();
+  CHECK(l.GetCacheStats().freshPasses == 0);
+}
+
+TEST_CASE("loop thread: pod events alone carry the update (pod → ReplicaSet → Deployment)") {
+  Cluster c("", false, 4, R"({"rollingUpdate":{"maxUnavailable":"50%"}})");
+  Watchable w(c.api);
+  loop::Loop l(w, ThreadOptions(nullptr));
+  l.Start();
+  // Only kubelet acts (no Deployment or ReplicaSet changes): every pod reaches the target.
+  auto allMoved = [&c] {
+    for (const auto& name : c.podNames) {
+      json::Document p = c.Pod(name);
+      if (pod_update::StateOf(p) != keys::kStateNormal || Label(p, "version") != "v2") {
+        return false;
+      }
+    }
+    return true;
+  };
+  REQUIRE(WaitFor(allMoved, [&] {
+    fake::KubeletSync(c.api, kNs);
+    CHECK(c.PodsInUpdate() <= 2);
+  }));
+  REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
+  c.CheckDone();
+  CHECK(l.GetCacheStats().freshPasses == 0);
+}
+
+TEST_CASE("loop thread: while the caches lag behind its own write, the loop writes nothing more") {
+  Cluster c;
+  const std::string record = TakeRecord(c);
+  Watchable w(c.api);
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
+  l.Start();
+  REQUIRE(WaitFor([&] { return Synced(l); }));
+  w.Hold(kube::PodsPath(""), true);
+  PutRecord(c, record);
+  REQUIRE(WaitFor([&] { return pod_update::StateOf(c.Pod("web-a")) == keys::kStateUpdating; }));
+  const size_t podWrites = c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/");
+  auto passes = [&l] {
+    loop::CacheStats s = l.GetCacheStats();
+    return s.cachedPasses + s.freshPasses + s.waits;
+  };
+  const uint64_t before = passes();
+  // Kubelet restarts web-a, and the loop is asked again and again; its cache still shows web-a
+  // as it was before the write (Normal, available): planning from it would write web-a again
+  // (refused) or start web-b beyond the budget.
+  REQUIRE(WaitFor([&] { return passes() >= before + 3; },
+                  [&] {
+                    Sync(c);
+                    l.Enqueue(kNs, "web");
+                  }));
+  CHECK(c.PodsInUpdate() == 1);
+  CHECK(c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/") == podWrites);
+  CHECK(metrics.conflicts.load() == 0);
+  CHECK(l.GetCacheStats().freshPasses == 0);
+
+  w.Hold(kube::PodsPath(""), false);
+  REQUIRE(WaitFor([&] { return !c.Running(); },
+                  [&] {
+                    Sync(c);
+                    CHECK(c.PodsInUpdate() <= 1);
+                  }));
+  c.CheckDone();
+  CHECK(l.GetCacheStats().freshPasses == 0);
+}
+
+TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no API read") {
+  Cluster c;
+  const std::string record = TakeRecord(c);
+  Watchable w(c.api);
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
+  l.Start();
+  REQUIRE(WaitFor([&] { return Synced(l); }));
+  w.Hold(kube::PodsPath(""), true);
+  // Another writer changes web-a; the loop's cache does not show it yet.
+  c.api.Mutate(kube::PodPath(kNs, "web-a"),
+               [](json::Document& p) { SetAnnotation(p, "example.com/touched", "1"); });
+  PutRecord(c, record);
+  REQUIRE(WaitFor([&] { return metrics.conflicts.load() >= 1; }));
+  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateNormal);  // the write was refused
+  w.Hold(kube::PodsPath(""), false);
+  REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
+  c.CheckDone();
+  CHECK(Annotation(c.Pod("web-a"), "example.com/touched") == "1");
+  CHECK(l.GetCacheStats().freshPasses == 0);
+  CHECK(w.Gets() == 0);
+  CHECK(w.Lists() == 3);
+}
+
+TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
+  Cluster c("", /*gate=*/true);
+  TakeRecord(c);  // no update running: only the gates
+  Watchable w(c.api);
+  loop::Loop l(w, ThreadOptions(nullptr));
+  l.Start();
+  auto gated = [&c](const std::string& name) {
+    return pod_update::GateStatus(c.Pod(name)) == true;
+  };
+  REQUIRE(WaitFor([&] { return gated("web-a") && gated("web-b") && gated("web-c"); }));
+  c.AddPod("web-d");
+  fake::KubeletSync(c.api, kNs);
+  REQUIRE(WaitFor([&] { return gated("web-d"); }));
+  CHECK(budget::IsReady(c.Pod("web-d")));
+  CHECK(c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/web-d/status") == 1);
+  CHECK(w.Gets() == 0);
+  CHECK(w.Lists() == 3);
+}
+
+TEST_CASE("loop: Start without watches does nothing") {
+  Cluster c;
+  loop::Loop l(c.api, {});
+  l.Start();
+  CHECK_FALSE(l.Running());
+  CHECK(c.Running());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The caches' projections.
+
+namespace {
+
+json::Document Project(const kube::Projection& projection, const json::Value& full) {
+  json::Document out;
+  projection(full, out, out.GetAllocator());
+  return out;
+}
+
+void ComparePlansUntilDone(Cluster& c, const std::map<std::string, std::string>& digests);
+
+std::string Describe(const rollout::Plan& plan) {
+  std::string out(rollout::PhaseName(plan.phase));
+  out += " " + plan.message + "\n";
+  for (const rollout::Action& a : plan.actions) {
+    out += a.Path() + " rv=" + a.resourceVersion + " " + json::SerializeCanonical(a.body) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("loop: plans from the trimmed caches equal plans from whole objects, at every step") {
+  struct Case {
+    const char* name;
+    std::string lifecycle;
+    bool gate;
+    int replicas;
+    std::string strategy;
+    std::map<std::string, std::string> digests;  // image → digest kubelet reports
+  };
+  const Case cases[] = {
+      {"hooks, drain, readiness gate",
+       R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"markPodNotReady":true}})",
+       true,
+       3,
+       R"({"rollingUpdate":{"maxUnavailable":1}})",
+       {}},
+      {"no hook, no gate, two at a time",
+       "",
+       false,
+       4,
+       R"({"rollingUpdate":{"maxUnavailable":"50%"}})",
+       {}},
+      // The new tag names the same image: only the restart (new containerID, same image) tells.
+      {"a retag",
+       "",
+       false,
+       3,
+       R"({"rollingUpdate":{"maxUnavailable":1}})",
+       {{"nginx:1.25", "sha256:one"}, {"nginx:1.27", "sha256:one"}}},
+  };
+  for (const Case& tc : cases) {
+    CAPTURE(tc.name);
+    Cluster c(tc.lifecycle, tc.gate, tc.replicas, tc.strategy);
+    for (const auto& name : c.podNames) {  // running the digest the map says
+      c.api.Mutate(kube::PodPath(kNs, name), [&tc](json::Document& p) {
+        for (auto& st : p["status"]["containerStatuses"].GetArray()) {
+          for (const auto& spec : p["spec"]["containers"].GetArray()) {
+            if (json::StringOr(&spec, "name") != json::StringOr(&st, "name")) continue;
+            const std::string image(json::StringOr(&spec, "image"));
+            json::SetString(st, "imageID", fake::ImageIdFor(image, tc.digests), p.GetAllocator());
+          }
+        }
+      });
+    }
+    ComparePlansUntilDone(c, tc.digests);
+  }
+}
+
+namespace {
+
+void ComparePlansUntilDone(Cluster& c, const std::map<std::string, std::string>& digests) {
+  // Bulk the objects up with what the projections drop.
+  for (const auto& name : c.podNames) {
+    c.api.Mutate(kube::PodPath(kNs, name), [](json::Document& p) {
+      auto& a = p.GetAllocator();
+      json::Value& spec = p["spec"];
+      spec.AddMember("nodeName", "node-1", a);
+      spec.AddMember("volumes", json::Value(rapidjson::kArrayType), a);
+      p["metadata"].AddMember("managedFields", json::Value(rapidjson::kArrayType), a);
+    });
+  }
+  c.api.Mutate(kube::DeploymentPath(kNs, "web"), [](json::Document& d) {
+    SetAnnotation(d, "kubectl.kubernetes.io/last-applied-configuration", "{\"big\":true}");
+  });
+  loop::Loop l(c.api, {});
+  int compared = 0;
+  for (int pass = 0; pass < 60 && c.Running(); ++pass) {
+    json::Document d = c.Deployment();
+    kube::Result rs = c.api.List(kube::ReplicaSetsPath(kNs), {});
+    kube::Result pods = c.api.List(kube::PodsPath(kNs), {});
+    rollout::Snapshot whole;
+    whole.deployment = &d;
+    whole.now = Clock::now();
+    for (const auto& o : rs.object["items"].GetArray()) whole.replicaSets.push_back(&o);
+    for (const auto& o : pods.object["items"].GetArray()) whole.pods.push_back(&o);
+
+    std::vector<json::Document> kept;
+    kept.reserve(1 + whole.replicaSets.size() + whole.pods.size());
+    rollout::Snapshot trimmed;
+    trimmed.now = whole.now;
+    kept.push_back(Project(loop::DeploymentProjection(), d));
+    trimmed.deployment = &kept.back();
+    for (const json::Value* o : whole.replicaSets) {
+      kept.push_back(Project(loop::ReplicaSetProjection(), *o));
+      trimmed.replicaSets.push_back(&kept.back());
+    }
+    for (const json::Value* o : whole.pods) {
+      kept.push_back(Project(loop::PodProjection(), *o));
+      trimmed.pods.push_back(&kept.back());
+      CHECK_FALSE(json::Path(&kept.back(), {"spec", "volumes"}));
+      CHECK_FALSE(json::Path(&kept.back(), {"metadata", "managedFields"}));
+    }
+    CHECK(Describe(rollout::PlanRollout(trimmed)) == Describe(rollout::PlanRollout(whole)));
+    CHECK(rollout::PlanNewPodGates(trimmed.pods, whole.now).size() ==
+          rollout::PlanNewPodGates(whole.pods, whole.now).size());
+    ++compared;
+
+    l.RunOnce();
+    c.LoadBalancer();
+    fake::KubeletSync(c.api, kNs, digests);
+    REQUIRE(fake::ControllerSync(c.api, kNs, "web"));
+  }
+  CHECK_FALSE(c.Running());
+  CHECK(compared > 5);
+}
+
+}  // namespace
+
+TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
+  const std::string opted =
+      Template({{"app", "web"}, {"inplace-webhook.io/enabled", "true"}}, {{"app", "nginx:1.25"}});
+  const std::string plain = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
+  struct Case {
+    const char* name;
+    int replicas;
+    const std::string& templ;
+    bool keepsTemplate;
+  };
+  const Case cases[] = {
+      {"history, opted in", 0, opted, true},
+      {"history, not opted in", 0, plain, false},
+      {"active, not opted in", 2, plain, true},
+      {"active, opted in", 2, opted, true},
+  };
+  for (const Case& tc : cases) {
+    CAPTURE(tc.name);
+    json::Document rs =
+        Parse(ReplicaSetJson("web-h0", "uid-rs0", "uid-web", tc.replicas, tc.templ, "h0"));
+    json::Document status = Parse(R"({"replicas":2})");
+    rs.AddMember("status", json::Value(status, rs.GetAllocator()), rs.GetAllocator());
+    json::Document kept = Project(loop::ReplicaSetProjection(), rs);
+    CHECK((json::Path(&kept, {"spec", "template"}) != nullptr) == tc.keepsTemplate);
+    CHECK(json::Path(&kept, {"spec", "replicas"}) != nullptr);
+    CHECK(json::Find(&kept, "status") == nullptr);
+    CHECK(rollout::ControllerUid(kept) == "uid-web");
+  }
+
+  DeploymentSpec spec;
+  spec.templateJson = opted;
+  json::Document d = Parse(DeploymentJson(spec));
+  SetAnnotation(d, "kubectl.kubernetes.io/last-applied-configuration", "{}");
+  SetAnnotation(d, "team", "a");
+  json::Document kept = Project(loop::DeploymentProjection(), d);
+  CHECK_FALSE(Annotation(kept, "kubectl.kubernetes.io/last-applied-configuration"));
+  CHECK(Annotation(kept, "team") == "a");
+  CHECK(json::Path(&kept, {"spec", "template"}) != nullptr);
+  CHECK(json::Path(&kept, {"status", "observedGeneration"}) != nullptr);
+}
+
+TEST_CASE("loop: the pod cache holds an update's pods only when both templates are opted in") {
+  const std::string opted =
+      Template({{"app", "web"}, {"inplace-webhook.io/enabled", "true"}}, {{"app", "nginx:1.25"}});
+  const std::string plain = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
+  struct Case {
+    const char* name;
+    const std::string& target;
+    std::vector<std::pair<int, const std::string*>> replicaSets;  // replicas, template
+    bool cacheable;
+  };
+  const Case cases[] = {
+      {"both opted in", opted, {{3, &opted}}, true},
+      {"older history not opted in", opted, {{3, &opted}, {0, &plain}}, true},
+      {"the update adds the opt-in label", opted, {{3, &plain}}, false},
+      {"the update removes it", plain, {{3, &opted}}, false},
+      {"no ReplicaSet with replicas", opted, {{0, &opted}}, false},
+      {"two with replicas, one not opted in", opted, {{2, &opted}, {1, &plain}}, false},
+  };
+  for (const Case& tc : cases) {
+    CAPTURE(tc.name);
+    DeploymentSpec spec;
+    spec.templateJson = tc.target;
+    json::Document d = Parse(DeploymentJson(spec));
+    std::vector<json::Document> docs;
+    docs.reserve(tc.replicaSets.size());
+    std::vector<const json::Value*> rs;
+    for (const auto& [replicas, templ] : tc.replicaSets) {
+      docs.push_back(Parse(ReplicaSetJson("web-" + std::to_string(docs.size()), "u", spec.uid,
+                                          replicas, *templ, "h")));
+      rs.push_back(&docs.back());
+    }
+    CHECK(loop::PodsCacheable(d, rs) == tc.cacheable);
+  }
 }
