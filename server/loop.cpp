@@ -531,7 +531,8 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
                            : a.kind == rollout::WriteKind::kReplicaSetPatch
                                ? CacheKind::kReplicaSets
                                : CacheKind::kPods;
-    const auto deadline = Steady::now() + options_.expectationTimeout;
+    const auto deadline =
+        Steady::now() + (r.Conflict() ? options_.conflictTimeout : options_.expectationTimeout);
     if (!r.Ok()) {
       res.ok = false;
       res.conflict = r.Conflict();
@@ -924,7 +925,7 @@ void Loop::Run() {
         delay =
             std::min(options_.maxBackoff, std::chrono::milliseconds(500L << std::min(n - 1, 8)));
       } else if (r.conflict) {
-        delay = options_.expectationTimeout;  // the cache's next version of it comes first
+        delay = options_.conflictTimeout;  // the cache's next version of it comes first
       } else if (r.waiting) {
         delay = std::max(*r.requeueAfter, std::chrono::milliseconds(kMinRequeue));
       } else if (r.requeueAfter) {

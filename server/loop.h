@@ -66,6 +66,10 @@ struct Options {
   // How long the caches may take to show our own write or a version newer than a refused one
   // before the Deployment is read through the API instead.
   std::chrono::milliseconds expectationTimeout{std::chrono::seconds(15)};
+  // After a 409 the newer version normally reaches the cache within milliseconds; past this
+  // the Deployment is read through the API (a conflict says the cache is behind, so do not wait
+  // as long as for our own writes).
+  std::chrono::milliseconds conflictTimeout{std::chrono::seconds(2)};
   std::chrono::milliseconds maxBackoff{30000};  // after repeated errors on one Deployment
   std::chrono::seconds watchTimeout{300};       // each informer watch lasts [t, 2t)
   std::string instance;                         // Event reportingInstance (e.g. the pod name)
