@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
   size_t cut = input.find('\0');
   std::string_view left = input.substr(0, cut);
-  std::string_view right = cut == std::string_view::npos ? std::string_view{} : input.substr(cut + 1);
+  std::string_view right =
+      cut == std::string_view::npos ? std::string_view{} : input.substr(cut + 1);
   iw::json::Document a, b;
   if (iw::json::ParseUntrusted(left, a)) return 0;
   if (!right.empty() && iw::json::ParseUntrusted(right, b)) return 0;
