@@ -50,15 +50,6 @@ json::Value DeepCopy(const json::Value& src, json::Allocator& alloc) {
   return out;
 }
 
-std::string Key(std::string_view ns, std::string_view name) {
-  std::string k;
-  k.reserve(ns.size() + name.size() + 1);
-  k += ns;
-  k += '/';
-  k += name;
-  return k;
-}
-
 std::string_view MetaString(const json::Value& v, std::string_view field) {
   return json::StringOr(json::Find(&v, "metadata"), field);
 }
@@ -499,7 +490,7 @@ bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
 }
 
 ObjectPtr Informer::Get(std::string_view ns, std::string_view name) const {
-  std::string key = Key(ns, name);
+  std::string key = ObjectKey(ns, name);
   std::shared_lock lock(mu_);
   auto it = objects_.find(key);
   return it == objects_.end() ? nullptr : it->second;
@@ -520,7 +511,7 @@ void ForNamespace(const Map& objects, std::string_view ns, Fn&& fn) {
     for (const auto& [key, obj] : objects) fn(obj);
     return;
   }
-  std::string prefix = Key(ns, "");
+  std::string prefix = ObjectKey(ns, "");
   for (auto it = objects.lower_bound(prefix);
        it != objects.end() && std::string_view(it->first).starts_with(prefix); ++it) {
     fn(it->second);
@@ -616,7 +607,7 @@ bool Informer::ListOnce() {
   if (const json::Value* items = json::Find(&r.object, "items"); items && items->IsArray()) {
     for (const auto& item : items->GetArray()) {
       ObjectPtr p = Project(item);
-      fresh[Key(p->Namespace(), p->Name())] = std::move(p);
+      fresh[ObjectKey(p->Namespace(), p->Name())] = std::move(p);
     }
   }
   std::string rv(MetaString(r.object, "resourceVersion"));
@@ -677,7 +668,7 @@ void Informer::Apply(WatchEvent& event) {
     return;
   }
   ObjectPtr now = Project(event.object);
-  std::string key = Key(now->Namespace(), now->Name());
+  std::string key = ObjectKey(now->Namespace(), now->Name());
   ObjectPtr old;
   {
     std::unique_lock lock(mu_);
@@ -784,6 +775,15 @@ void Informer::RunResync(std::stop_token stop) {
       log::Error("informer resync failed", {{"informer", options_.name}});
     }
   }
+}
+
+std::string ObjectKey(std::string_view ns, std::string_view name) {
+  std::string k;
+  k.reserve(ns.size() + name.size() + 1);
+  k += ns;
+  k += '/';
+  k += name;
+  return k;
 }
 
 }  // namespace iw::kube

@@ -35,6 +35,9 @@
 
 namespace iw::kube {
 
+// "namespace/name", the key of an object in an informer's cache.
+std::string ObjectKey(std::string_view ns, std::string_view name);
+
 // One cached object: an immutable JSON value in a memory pool sized to fit it.
 class Object {
   struct Tag {};

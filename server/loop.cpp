@@ -35,15 +35,6 @@ std::string_view Meta(const Value& o, std::string_view k) {
   return json::StringOr(json::Find(&o, "metadata"), k);
 }
 
-std::string KeyOf(std::string_view ns, std::string_view name) {
-  std::string k;
-  k.reserve(ns.size() + name.size() + 1);
-  k += ns;
-  k += '/';
-  k += name;
-  return k;
-}
-
 std::vector<const Value*> Items(const json::Document& list) {
   std::vector<const Value*> out;
   const Value* items = json::Find(&list, "items");
@@ -264,7 +255,7 @@ struct Loop::Caches {
   void Index(const kube::ObjectPtr& rs, bool present) {
     std::lock_guard lock(uidMu);
     if (present) {
-      rsByUid[std::string(rs->Uid())] = KeyOf(rs->Namespace(), rs->Name());
+      rsByUid[std::string(rs->Uid())] = kube::ObjectKey(rs->Namespace(), rs->Name());
     } else {
       rsByUid.erase(std::string(rs->Uid()));
     }
@@ -427,7 +418,7 @@ void Loop::Queue(int kind, std::string key, Steady::time_point due) {
 }
 
 void Loop::Enqueue(std::string_view ns, std::string_view name) {
-  Queue(kWorkDeployment, KeyOf(ns, name), Steady::now());
+  Queue(kWorkDeployment, kube::ObjectKey(ns, name), Steady::now());
 }
 
 // --- informer handlers ----------------------------------------------------------------------
@@ -436,7 +427,8 @@ void Loop::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) 
   // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
   if (!InProgress(now) && !InProgress(old)) return;
   const kube::ObjectPtr& o = now ? now : old;
-  Queue(kWorkDeployment, KeyOf(o->Namespace(), o->Name()), Steady::now() + options_.batchDelay);
+  Queue(kWorkDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
+        Steady::now() + options_.batchDelay);
 }
 
 void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
@@ -447,7 +439,8 @@ void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
                 HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
   if (!wanted) wanted = InProgress(caches.deployments->Get(rs->Namespace(), owner));
   if (wanted) {
-    Queue(kWorkDeployment, KeyOf(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
+    Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
+          Steady::now() + options_.batchDelay);
   }
 }
 
@@ -457,12 +450,14 @@ void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
   if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
     std::string_view owner = ControllerName(rs->Value(), "Deployment");
     if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
-      Queue(kWorkDeployment, KeyOf(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
+      Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
+            Steady::now() + options_.batchDelay);
     }
   }
   if (rollout::IsLive(v) && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
       pod_update::StateOf(v) == keys::kStateNormal) {
-    Queue(kWorkPodGate, KeyOf(pod->Namespace(), pod->Name()), Steady::now() + options_.batchDelay);
+    Queue(kWorkPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
+          Steady::now() + options_.batchDelay);
   }
 }
 
@@ -594,7 +589,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
 }
 
 ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
-  const std::string key = KeyOf(ns, name);
+  const std::string key = kube::ObjectKey(ns, name);
   ReconcileResult res;
   res.fresh = true;
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
@@ -642,7 +637,7 @@ std::optional<std::vector<std::string>> Loop::Resync() {
   for (const Value* d : Items(deployments.object)) {
     byUid[std::string(Meta(*d, "uid"))] = d;
     if (HasAnnotation(*d, keys::kInProgressAnnotation)) {
-      inProgress.push_back(KeyOf(Meta(*d, "namespace"), Meta(*d, "name")));
+      inProgress.push_back(kube::ObjectKey(Meta(*d, "namespace"), Meta(*d, "name")));
     }
   }
   kube::ListOptions optedIn;
@@ -661,7 +656,8 @@ std::optional<std::vector<std::string>> Loop::Resync() {
       if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
-        Apply(KeyOf(Meta(*owner->second, "namespace"), Meta(*owner->second, "name")), one);
+        Apply(kube::ObjectKey(Meta(*owner->second, "namespace"), Meta(*owner->second, "name")),
+              one);
       }
     }
   }
@@ -818,7 +814,7 @@ void Loop::SetGate(const std::string& podKey) {
 void Loop::SafetyResync() {
   const auto now = Steady::now();
   for (const kube::ObjectPtr& d : caches_->deployments->List()) {
-    if (InProgress(d)) Queue(kWorkDeployment, KeyOf(d->Namespace(), d->Name()), now);
+    if (InProgress(d)) Queue(kWorkDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
   }
   for (const kube::ObjectPtr& rs : caches_->replicaSets->List()) OnReplicaSet(*caches_, rs);
   for (const kube::ObjectPtr& pod : caches_->pods->List()) OnPod(*caches_, pod);
