@@ -625,8 +625,10 @@ bool Informer::ListOnce() {
     ++stats_.lists;
   }
   // This thread is the only writer: reading objects_ without the lock is safe here.
-  for (const auto& [key, now] : objects_) {
-    auto it = old.find(key);
+  // (Plain variables, not structured bindings: clang 14 cannot capture those in lambdas.)
+  for (const auto& entry : objects_) {
+    const auto& now = entry.second;
+    auto it = old.find(entry.first);
     if (it == old.end()) {
       if (options_.handlers.onAdd) Dispatch([&] { options_.handlers.onAdd(now); });
     } else if (it->second->ResourceVersion() != now->ResourceVersion() ||
@@ -636,8 +638,9 @@ bool Informer::ListOnce() {
       }
     }
   }
-  for (const auto& [key, last] : old) {
-    if (objects_.find(key) == objects_.end() && options_.handlers.onDelete) {
+  for (const auto& entry : old) {
+    const auto& last = entry.second;
+    if (objects_.find(entry.first) == objects_.end() && options_.handlers.onDelete) {
       Dispatch([&] { options_.handlers.onDelete(last); });
     }
   }
