@@ -13,7 +13,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-sanitize sanitize-one bench bench-loop fuzz demo chart-test format clean
+.PHONY: all deps build certs run test test-sanitize sanitize-one bench bench-loop soak fuzz demo chart-test format clean
 
 all: build
 
@@ -55,6 +55,13 @@ bench: deps
 	@cmake --build build-release -j $(JOBS) --target inplace-webhook
 	@certs/gen-dev-certs.sh build-release/certs >/dev/null
 	@python3 tests/bench/bench.py build-release/inplace-webhook . build-release/certs build-release/bench --seconds $(BENCH_SECONDS)
+
+SOAK_MINUTES ?= 10
+soak: deps
+	@tests/install-deps.sh $(BENCH_PACKAGES)
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build-release -j $(JOBS) --target inplace-webhook
+	@python3 tests/bench/soak.py build-release/inplace-webhook . build-release/soak --minutes $(SOAK_MINUTES)
 
 bench-loop: deps
 	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
