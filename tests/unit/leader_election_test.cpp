@@ -160,7 +160,10 @@ TEST_CASE("leader election: a leader that loses the Lease to another holder step
     json::SetString(l["spec"], "holderIdentity", "z", l.GetAllocator());
     json::SetString(l["spec"], "renewTime", "2099-01-01T00:00:00.000000Z", l.GetAllocator());
   });
-  while (a.IsLeader() && Steady::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+  // IsLeader() turns false just before onStoppedLeading runs: wait for both.
+  while ((a.IsLeader() || stopped.load() == 0) && Steady::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
   CHECK_FALSE(a.IsLeader());
   CHECK(stopped.load() == 1);
   a.Stop();
