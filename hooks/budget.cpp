@@ -1,9 +1,11 @@
 #include "hooks/budget.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <string_view>
 
+#include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 
 namespace iw::budget {
@@ -35,19 +37,9 @@ std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool
 }
 
 int MaxUnavailable(const json::Value& deployment) {
-  const int replicas = Replicas(deployment);
-  const json::Value* strategy = json::Path(&deployment, {"spec", "strategy"});
-  if (json::StringOr(strategy, "type") == "Recreate") return replicas > 0 ? replicas : 1;
-  const json::Value* value = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
-  std::optional<int> resolved;
-  if (value == nullptr || value->IsNull()) {
-    json::Value defaultValue("25%");
-    resolved = ResolveIntOrPercent(defaultValue, replicas, false);
-  } else {
-    resolved = ResolveIntOrPercent(*value, replicas, false);
-  }
-  if (!resolved || *resolved < 1) return 1;
-  return *resolved;
+  // The Deployment controller's value (deployment_rules), where in-place reads 0 as one at a time.
+  const long long resolved = deployment::ResolveMaxUnavailable(deployment);
+  return static_cast<int>(std::clamp<long long>(resolved, 1, std::numeric_limits<int>::max()));
 }
 
 bool IsReady(const json::Value& pod) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "hooks/budget.h"
 #include "hooks/eligibility.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
@@ -339,19 +340,14 @@ bool RolloutComplete(const json::Value& deployment) {
 }
 
 long long ResolveMaxUnavailable(const json::Value& deployment) {
-  const long long replicas = DesiredReplicas(deployment);
+  const int replicas = budget::Replicas(deployment);
   const json::Value* strategy = json::Path(&deployment, {"spec", "strategy"});
   if (json::StringOr(strategy, "type") == "Recreate") return replicas;
   const json::Value* v = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
-  std::string_view percent = "25%";
-  if (v != nullptr && v->IsInt64()) return std::max<long long>(0, v->GetInt64());
-  if (v != nullptr && v->IsString()) percent = json::View(*v);
-  if (percent.size() < 2 || percent.back() != '%') return 0;
-  long long p = 0;
-  auto [end, ec] = std::from_chars(percent.data(), percent.data() + percent.size() - 1, p);
-  if (ec != std::errc() || end != percent.data() + percent.size() - 1 || p < 0) return 0;
-  return static_cast<long long>(
-      std::floor(static_cast<double>(p) * static_cast<double>(replicas) / 100.0));
+  const json::Value defaultValue("25%");
+  return budget::ResolveIntOrPercent(v != nullptr && !v->IsNull() ? *v : defaultValue, replicas,
+                                     /*roundUp=*/false)
+      .value_or(0);
 }
 
 bool HasReadinessGate(const json::Value& deployment) {
