@@ -12,6 +12,7 @@
 #include "hooks/in_progress.h"
 #include "hooks/json.h"
 #include "hooks/json_patch.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using admission::Operation;
@@ -19,12 +20,7 @@ using Action = deployment::Decision::Action;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 // An opted-in Deployment whose last rollout finished: 3 replicas, all updated.
 constexpr std::string_view kDeployment = R"({

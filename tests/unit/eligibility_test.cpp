@@ -7,18 +7,14 @@
 #include "hooks/eligibility.h"
 #include "hooks/json.h"
 #include "hooks/json_patch.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using eligibility::Verdict;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 // A defaulted pod template as the API server stores it, with two containers, an init container,
 // an env read from metadata.name and a downwardAPI volume that reads metadata.name (neither reads

@@ -10,17 +10,13 @@
 
 #include "hooks/json.h"
 #include "hooks/json_patch.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 // Applies `patchText` to `docText`; returns the canonical result, or "ERROR: <message>".
 std::string ApplyText(std::string_view docText, std::string_view patchText) {

@@ -6,18 +6,14 @@
 
 #include "hooks/json.h"
 #include "hooks/lifecycle.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using namespace iw::lifecycle;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 }  // namespace
 

@@ -11,17 +11,13 @@
 #include "hooks/json.h"
 #include "hooks/json_patch.h"
 #include "server/review_codec.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 std::string DiffText(const json::Value& from, const json::Value& to) {
   json::Document scratch;

@@ -9,18 +9,14 @@
 #include "hooks/json.h"
 #include "hooks/json_patch.h"
 #include "hooks/pod_admission.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using admission::Operation;
 
 namespace {
 
-json::Document Parse(std::string_view text) {
-  json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
-  return d;
-}
+using test::Parse;
 
 constexpr std::string_view kController = "system:serviceaccount:inplace-webhook:inplace-webhook";
 

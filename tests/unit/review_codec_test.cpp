@@ -5,21 +5,18 @@
 
 #include "hooks/json.h"
 #include "server/review_codec.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 
 namespace {
 
+using test::Parse;
+
 const char* kPodCreate = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
   "uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},
   "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE",
   "userInfo":{"username":"alice"},"object":{"metadata":{"name":"p"}},"oldObject":null}})";
-
-json::Document Parse(const std::string& text) {
-  json::Document d;
-  REQUIRE_FALSE(json::ParseUntrusted(text, d).has_value());
-  return d;
-}
 
 admission::Route RouteOf(bool mutating, admission::Handler h) {
   return {"/test", mutating, std::move(h)};
