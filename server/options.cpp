@@ -39,8 +39,10 @@ cxxopts::Options ServeSpec() {
   o.add_options("Limits")("max-request-bytes",
                           "largest AdmissionReview body accepted (larger: HTTP 413)",
                           cxxopts::value<size_t>()->default_value("7340032"))(
-      "max-connections", "connections served at once (one thread each); more wait",
+      "max-connections", "connections open at once; more wait in the listen backlog",
       cxxopts::value<size_t>()->default_value("256"))(
+      "worker-threads", "threads serving the webhook port (0: one per CPU, at most 4)",
+      cxxopts::value<size_t>()->default_value("0"))(
       "read-timeout-seconds",
       "time allowed to receive a request once it starts, and for the TLS handshake",
       cxxopts::value<int>()->default_value("10"))(
@@ -151,6 +153,7 @@ Parsed Parse(int argc, char** argv) {
     w.certCheckInterval = std::chrono::milliseconds(r["cert-check-interval-ms"].as<int>());
     w.maxRequestBytes = r["max-request-bytes"].as<size_t>();
     w.maxConnections = r["max-connections"].as<size_t>();
+    w.workerThreads = r["worker-threads"].as<size_t>();
     w.readTimeoutSeconds = r["read-timeout-seconds"].as<int>();
     w.idleTimeoutSeconds = r["idle-timeout-seconds"].as<int>();
     w.controllerUser = r["controller-user"].as<std::string>();

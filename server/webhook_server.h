@@ -1,5 +1,6 @@
 // The process's two listeners: HTTPS for AdmissionReviews (the four routes of hooks/) and plain
-// HTTP for probes and metrics. Owns the certificate store and the worker pool.
+// HTTP for probes and metrics, both served by http::Server. Owns the certificate store and the
+// TLS context.
 #pragma once
 
 #include <atomic>
@@ -7,16 +8,17 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <string_view>
 
 #include "hooks/admission.h"
 #include "server/metrics.h"
 #include "server/tls_certificates.h"
 
-namespace httplib {
-class SSLServer;
+namespace iw::http {
 class Server;
-}  // namespace httplib
+struct Request;
+struct Response;
+}  // namespace iw::http
 
 namespace iw::server {
 
@@ -27,6 +29,7 @@ struct WebhookServerOptions {
   std::string certFile, keyFile, clientCaFile;
   size_t maxRequestBytes = 7 * 1024 * 1024;
   size_t maxConnections = 256;
+  size_t workerThreads = 0;  // 0: one per CPU, at most 4
   int readTimeoutSeconds = 10;
   int idleTimeoutSeconds = 90;
   std::chrono::milliseconds certCheckInterval{1000};
@@ -54,15 +57,19 @@ class WebhookServer {
   tls::CertificateStore& Certificates() { return *certs_; }
 
  private:
-  void InstallWebhookRoutes();
-  void InstallProbeRoutes();
+  void ServeReview(const http::Request& req, http::Response& res);
+  void ServeProbe(const http::Request& req, http::Response& res);
+  void Refuse(int status, std::string_view message, std::string_view path, http::Response& res);
 
   WebhookServerOptions options_;
   metrics::Registry& metrics_;
   std::unique_ptr<tls::CertificateStore> certs_;
-  std::unique_ptr<httplib::SSLServer> https_;
-  std::unique_ptr<httplib::Server> probes_;
-  std::thread httpsThread_, probeThread_;
+  struct TlsContextFree {
+    void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+  };
+  std::unique_ptr<SSL_CTX, TlsContextFree> tls_;
+  std::unique_ptr<http::Server> https_;
+  std::unique_ptr<http::Server> probes_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> shuttingDown_{false};
   int port_ = 0, probePort_ = 0;

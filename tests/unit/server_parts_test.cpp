@@ -4,46 +4,10 @@
 #include <chrono>
 #include <thread>
 
-#include "server/connection_pool.h"
 #include "server/metrics.h"
 #include "server/options.h"
 
 using namespace iw;
-
-TEST_CASE("connection pool grows to max, queues beyond it, and shuts down after draining") {
-  server::ConnectionPool pool(1, 3, std::chrono::seconds(60));
-  std::atomic<int> running{0}, done{0};
-  std::atomic<bool> release{false};
-  for (int i = 0; i < 5; ++i) {
-    pool.enqueue([&] {
-      ++running;
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      ++done;
-    });
-  }
-  for (int i = 0; i < 2000 && running.load() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(running.load() == 3);
-  CHECK(pool.Threads() == 3);
-  CHECK(pool.Queued() == 2);
-  release = true;
-  pool.shutdown();
-  CHECK(done.load() == 5);
-}
-
-TEST_CASE("connection pool: surplus idle threads exit") {
-  server::ConnectionPool pool(0, 4, std::chrono::seconds(1));
-  std::atomic<int> done{0};
-  for (int i = 0; i < 4; ++i)
-    pool.enqueue([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      ++done;
-    });
-  for (int i = 0; i < 3000 && pool.Threads() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(done.load() == 4);
-  CHECK(pool.Threads() == 0);
-}
 
 TEST_CASE("metrics render in the Prometheus text format") {
   metrics::Registry r;

@@ -1,0 +1,729 @@
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+
+#include "server/log.h"
+
+namespace iw::http {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kReadChunk = 16 * 1024;  // a TLS record's worth
+constexpr size_t kReserveStep = 1 << 20;
+constexpr size_t kKeepBuffer = 64 * 1024;  // larger buffers are freed after their request
+constexpr size_t kLingerBytes = 16 << 20;  // most bytes discarded after refusing a request
+constexpr auto kLingerTime = std::chrono::seconds(5);
+
+std::string Errno(int err) {
+  return std::strerror(err);
+}
+
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+
+// A file descriptor closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Received bytes not yet consumed; grows without zero-filling.
+class Buffer {
+ public:
+  std::string_view View() const { return {data_.get(), size_}; }
+  size_t Size() const { return size_; }
+  size_t Capacity() const { return capacity_; }
+  char* End() { return data_.get() + size_; }
+  size_t Free() const { return capacity_ - size_; }
+  void Grow(size_t n) { size_ += n; }
+
+  // Makes the capacity at least `total` bytes (growing by half at least, to stay amortized).
+  void Reserve(size_t total) {
+    if (total <= capacity_) return;
+    total = std::max(total, capacity_ + capacity_ / 2);
+    auto fresh = std::make_unique_for_overwrite<char[]>(total);
+    if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
+    data_ = std::move(fresh);
+    capacity_ = total;
+  }
+  // Drops the first `n` bytes.
+  void Consume(size_t n) {
+    if (n < size_) std::memmove(data_.get(), data_.get() + n, size_ - n);
+    size_ -= std::min(n, size_);
+  }
+  // Frees the memory of a large buffer once its request is answered.
+  void Trim() {
+    if (capacity_ <= kKeepBuffer) return;
+    if (size_ == 0) {
+      data_.reset();
+      capacity_ = 0;
+      return;
+    }
+    auto fresh = std::make_unique_for_overwrite<char[]>(size_);
+    std::memcpy(fresh.get(), data_.get(), size_);
+    data_ = std::move(fresh);
+    capacity_ = size_;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
+enum class Io { kDone, kWantRead, kWantWrite, kClosed };
+
+Io SslFailure(SSL* ssl, int result) {
+  switch (SSL_get_error(ssl, result)) {
+    case SSL_ERROR_WANT_READ:
+      return Io::kWantRead;
+    case SSL_ERROR_WANT_WRITE:
+      return Io::kWantWrite;
+    default:
+      ERR_clear_error();  // the queue is per thread: keep it clean for the next connection
+      return Io::kClosed;
+  }
+}
+
+Io SocketFailure(ssize_t result) {
+  if (result == 0) return Io::kClosed;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantRead;
+  return Io::kClosed;
+}
+
+std::string FormatAddress(const sockaddr_storage& addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(addr);
+    inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(in.sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
+    inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6.sin6_port));
+  }
+  return "unknown";
+}
+
+size_t DefaultWorkers() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  size_t n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return std::clamp<size_t>(n, 1, 4);
+}
+
+}  // namespace
+
+// One connection, owned by one worker.
+struct Connection {
+  enum class Phase { kHandshake, kReading, kWriting, kLingering };
+
+  Fd fd;
+  std::unique_ptr<SSL, SslFree> ssl;  // null on a plain-HTTP server
+  std::string remote;
+  Phase phase = Phase::kReading;
+  Buffer in;
+  std::string out;
+  size_t outSent = 0;
+  bool closeAfterWrite = false;
+  bool lingerAfterWrite = false;
+  bool interim = false;  // `out` is a 100 Continue
+  bool continueSent = false;
+  size_t lingered = 0;
+  RequestParser parser;
+  Clock::time_point deadline;
+  uint32_t events = 0;
+  size_t index = 0;  // in the worker's list
+
+  explicit Connection(Limits limits) : parser(limits) {}
+};
+
+class Server::Worker {
+ public:
+  explicit Worker(Server& server) : server_(server) {}
+  ~Worker() {
+    Stop();
+    Join();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  std::string Init() {
+    epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+    wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (epoll_.get() < 0 || wake_.get() < 0) return "cannot create epoll set: " + Errno(errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // the wake-up descriptor
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) {
+      return "cannot watch the wake-up descriptor: " + Errno(errno);
+    }
+    thread_ = std::thread([this] { Run(); });
+    return {};
+  }
+
+  // Takes over an accepted socket.
+  void Adopt(int fd, std::string remote) {
+    load_.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      incoming_.emplace_back(fd, std::move(remote));
+    }
+    Wake();
+  }
+  void Drain() {
+    draining_ = true;
+    Wake();
+  }
+  void Stop() {
+    stop_ = true;
+    Wake();
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  size_t Load() const { return load_.load(); }
+
+ private:
+  void Wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_.get(), &one, sizeof one);
+    (void)ignored;
+  }
+
+  void Run() {
+    try {
+      Loop();
+    } catch (const std::exception& e) {
+      log::Error("HTTP worker failed", {{"server", server_.options_.name}, {"error", e.what()}});
+    }
+    while (!conns_.empty()) Close(*conns_.back());
+    std::lock_guard lock(mu_);
+    for (auto& [fd, remote] : incoming_) {
+      ::close(fd);
+      load_.fetch_sub(1);
+      server_.ConnectionClosed();
+    }
+    incoming_.clear();
+  }
+
+  void Loop() {
+    std::vector<epoll_event> events(64);
+    auto nextSweep = Clock::now() + std::chrono::seconds(1);
+    while (!stop_.load()) {
+      int timeout = conns_.empty() && !draining_.load() ? -1 : 1000;
+      int n = epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) {
+        log::Error("epoll_wait failed",
+                   {{"server", server_.options_.name}, {"error", Errno(errno)}});
+        return;
+      }
+      now_ = Clock::now();
+      for (int i = 0; i < n; ++i) {
+        auto* c = static_cast<Connection*>(events[i].data.ptr);
+        if (c == nullptr) {
+          uint64_t count;
+          ssize_t ignored = ::read(wake_.get(), &count, sizeof count);
+          (void)ignored;
+          TakeIncoming();
+          continue;
+        }
+        bool keep = false;
+        try {
+          keep = (events[i].events & EPOLLERR) == 0 && Drive(*c);
+        } catch (const std::exception& e) {  // e.g. no memory for a buffer: this connection only
+          log::Error(
+              "connection failed",
+              {{"server", server_.options_.name}, {"remote", c->remote}, {"error", e.what()}});
+        }
+        if (!keep) Close(*c);
+      }
+      if (draining_.load()) {
+        CloseIdle();
+        if (conns_.empty()) return;
+      }
+      if (now_ >= nextSweep) {
+        CloseExpired();
+        nextSweep = now_ + std::chrono::seconds(1);
+      }
+    }
+  }
+
+  void TakeIncoming() {
+    std::vector<std::pair<int, std::string>> fresh;
+    {
+      std::lock_guard lock(mu_);
+      fresh.swap(incoming_);
+    }
+    for (auto& [fd, remote] : fresh) {
+      auto c = std::make_unique<Connection>(server_.options_.limits);
+      c->fd = Fd(fd);
+      c->remote = std::move(remote);
+      c->index = conns_.size();
+      if (server_.options_.tls != nullptr) {
+        c->ssl.reset(SSL_new(server_.options_.tls));
+        if (!c->ssl || SSL_set_fd(c->ssl.get(), fd) != 1) {
+          ERR_clear_error();
+          log::Error("cannot set up TLS for a connection", {{"server", server_.options_.name}});
+          conns_.push_back(std::move(c));
+          Close(*conns_.back());
+          continue;
+        }
+        SSL_set_accept_state(c->ssl.get());
+        c->phase = Connection::Phase::kHandshake;
+        c->deadline = now_ + server_.options_.requestTimeout;
+      } else {
+        c->deadline = now_ + server_.options_.idleTimeout;
+      }
+      Connection& conn = *c;
+      conns_.push_back(std::move(c));
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &conn;
+      conn.events = EPOLLIN;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        log::Error("cannot watch a connection",
+                   {{"server", server_.options_.name}, {"error", Errno(errno)}});
+        Close(conn);
+      }
+    }
+  }
+
+  // Waits for `events` on the connection. Always true ("keep the connection").
+  bool Await(Connection& c, uint32_t events) {
+    if (c.events != events) {
+      epoll_event ev{};
+      ev.events = events;
+      ev.data.ptr = &c;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev) != 0) return false;
+      c.events = events;
+    }
+    return true;
+  }
+
+  bool AwaitIo(Connection& c, Io io) {
+    if (io == Io::kWantRead) return Await(c, EPOLLIN);
+    if (io == Io::kWantWrite) return Await(c, EPOLLOUT);
+    return false;
+  }
+
+  Io Read(Connection& c, size_t& got) {
+    size_t room = std::min<size_t>(c.in.Free(), INT_MAX);
+    if (c.ssl) {
+      int r = SSL_read(c.ssl.get(), c.in.End(), static_cast<int>(room));
+      if (r > 0) {
+        got = static_cast<size_t>(r);
+        return Io::kDone;
+      }
+      return SslFailure(c.ssl.get(), r);
+    }
+    ssize_t r;
+    do {
+      r = ::recv(c.fd.get(), c.in.End(), room, 0);
+    } while (r < 0 && errno == EINTR);
+    if (r > 0) {
+      got = static_cast<size_t>(r);
+      return Io::kDone;
+    }
+    return SocketFailure(r);
+  }
+
+  Io Write(Connection& c, size_t& put) {
+    const char* p = c.out.data() + c.outSent;
+    size_t n = std::min<size_t>(c.out.size() - c.outSent, INT_MAX);
+    if (c.ssl) {
+      int r = SSL_write(c.ssl.get(), p, static_cast<int>(n));
+      if (r > 0) {
+        put = static_cast<size_t>(r);
+        return Io::kDone;
+      }
+      return SslFailure(c.ssl.get(), r);
+    }
+    ssize_t r;
+    do {
+      r = ::send(c.fd.get(), p, n, MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    if (r > 0) {
+      put = static_cast<size_t>(r);
+      return Io::kDone;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::kWantWrite;
+    return Io::kClosed;
+  }
+
+  // Moves the connection on as far as it can go without blocking. False: close it.
+  bool Drive(Connection& c) {
+    const ServerOptions& o = server_.options_;
+    for (;;) {
+      switch (c.phase) {
+        case Connection::Phase::kHandshake: {
+          int r = SSL_do_handshake(c.ssl.get());
+          if (r != 1) {
+            Io io = SslFailure(c.ssl.get(), r);
+            if (io == Io::kClosed && log::Enabled(log::Level::kDebug)) {
+              log::Debug("TLS handshake failed", {{"server", o.name}, {"remote", c.remote}});
+            }
+            return AwaitIo(c, io);
+          }
+          c.phase = Connection::Phase::kReading;
+          c.deadline = now_ + o.idleTimeout;
+          break;
+        }
+        case Connection::Phase::kReading: {
+          if (c.in.Size() > 0) {
+            auto state = c.parser.Feed(c.in.View());
+            if (state == RequestParser::State::kComplete) {
+              Answer(c);
+              break;
+            }
+            if (state == RequestParser::State::kError) {
+              Refuse(c);
+              break;
+            }
+            if (c.parser.WantsContinue() && !c.continueSent) {
+              c.continueSent = true;
+              c.interim = true;
+              c.out.assign(kContinue);
+              c.outSent = 0;
+              c.phase = Connection::Phase::kWriting;
+              break;
+            }
+          } else if (draining_.load()) {
+            return false;  // idle while the server stops
+          }
+          // The whole request at once when its length is known (a step of at most 1 MiB ahead
+          // of what arrived, so a promise of 7 MiB costs nothing until the bytes come), else a
+          // record at a time.
+          size_t expected = c.parser.ExpectedBytes();
+          c.in.Reserve(expected > 0 ? std::min(expected, c.in.Size() + kReserveStep)
+                                    : c.in.Size() + kReadChunk);
+          size_t got = 0;
+          Io io = Read(c, got);
+          if (io != Io::kDone) return AwaitIo(c, io);
+          if (c.in.Size() == 0) c.deadline = now_ + o.requestTimeout;  // a request starts
+          c.in.Grow(got);
+          break;
+        }
+        case Connection::Phase::kWriting: {
+          while (c.outSent < c.out.size()) {
+            size_t put = 0;
+            Io io = Write(c, put);
+            if (io != Io::kDone) return AwaitIo(c, io);
+            c.outSent += put;
+          }
+          c.out.clear();
+          c.outSent = 0;
+          if (c.closeAfterWrite) {
+            if (c.ssl && SSL_shutdown(c.ssl.get()) < 0) ERR_clear_error();  // close_notify
+            if (!c.lingerAfterWrite) return false;
+            // The client may still be sending the request we refused: read and drop it for a
+            // while, so that closing does not reset the connection before it reads the answer.
+            ::shutdown(c.fd.get(), SHUT_WR);
+            c.phase = Connection::Phase::kLingering;
+            c.deadline = now_ + std::min<Clock::duration>(o.requestTimeout, kLingerTime);
+            break;
+          }
+          if (c.interim) {
+            c.interim = false;
+            c.phase = Connection::Phase::kReading;
+            break;
+          }
+          NextRequest(c);
+          if (c.in.Size() > 0) break;
+          if (draining_.load()) return false;
+          c.deadline = now_ + o.idleTimeout;
+          // Bytes TLS already holds would raise no epoll event: read them now.
+          if (c.ssl && SSL_has_pending(c.ssl.get()) == 1) break;
+          return Await(c, EPOLLIN);
+        }
+        case Connection::Phase::kLingering: {
+          char scratch[16384];
+          for (;;) {
+            ssize_t r = ::recv(c.fd.get(), scratch, sizeof scratch, 0);
+            if (r > 0) {
+              c.lingered += static_cast<size_t>(r);
+              if (c.lingered > kLingerBytes) return false;
+              continue;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Await(c, EPOLLIN);
+            return false;
+          }
+        }
+      }
+    }
+  }
+
+  void NextRequest(Connection& c) {
+    c.in.Consume(c.parser.Consumed());
+    c.in.Trim();
+    c.parser.Reset();
+    c.continueSent = false;
+    if (c.out.capacity() > kKeepBuffer) std::string().swap(c.out);
+    c.phase = Connection::Phase::kReading;
+    if (c.in.Size() > 0) c.deadline = now_ + server_.options_.requestTimeout;
+  }
+
+  void Answer(Connection& c) {
+    Request& request = c.parser.Get();
+    request.remoteAddress = c.remote;
+    Response response;
+    try {
+      server_.handler_(request, response);
+    } catch (const std::exception& e) {
+      log::Error("request handler failed", {{"server", server_.options_.name},
+                                            {"path", std::string(request.path)},
+                                            {"error", e.what()}});
+      response = Response();
+      server_.onError_(500, "internal error", request.path, response);
+    }
+    bool close = !request.keepAlive || draining_.load();
+    Queue(c, response, close, false);
+  }
+
+  void Refuse(Connection& c) {
+    Response response;
+    server_.onError_(c.parser.ErrorStatus(), c.parser.ErrorMessage(), c.parser.ErrorPath(),
+                     response);
+    Queue(c, response, true, true);
+  }
+
+  void Queue(Connection& c, const Response& response, bool close, bool linger) {
+    c.out.clear();
+    AppendResponse(response, close, c.out);
+    c.outSent = 0;
+    c.closeAfterWrite = close;
+    c.lingerAfterWrite = linger;
+    c.phase = Connection::Phase::kWriting;
+    c.deadline = now_ + server_.options_.requestTimeout;
+  }
+
+  // Closes the connections with no request under way (at shutdown).
+  void CloseIdle() {
+    for (size_t i = conns_.size(); i-- > 0;) {
+      Connection& c = *conns_[i];
+      bool idle = c.phase == Connection::Phase::kHandshake ||
+                  (c.phase == Connection::Phase::kReading && c.in.Size() == 0);
+      if (idle) Close(c);
+    }
+  }
+
+  void CloseExpired() {
+    for (size_t i = conns_.size(); i-- > 0;) {
+      Connection& c = *conns_[i];
+      if (now_ < c.deadline) continue;
+      if (c.phase == Connection::Phase::kReading && c.in.Size() > 0) {
+        log::Warn("request not received in time; connection closed",
+                  {{"server", server_.options_.name}, {"remote", c.remote}});
+      }
+      Close(c);
+    }
+  }
+
+  void Close(Connection& c) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+    size_t i = c.index;
+    if (i + 1 != conns_.size()) {
+      std::swap(conns_[i], conns_.back());
+      conns_[i]->index = i;
+    }
+    conns_.pop_back();  // frees the SSL object, then closes the socket
+    load_.fetch_sub(1);
+    server_.ConnectionClosed();
+  }
+
+  Server& server_;
+  Fd epoll_, wake_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::pair<int, std::string>> incoming_;
+  std::atomic<bool> draining_{false}, stop_{false};
+  std::atomic<size_t> load_{0};
+  std::vector<std::unique_ptr<Connection>> conns_;
+  Clock::time_point now_ = Clock::now();
+};
+
+Server::Server(ServerOptions options, Handler handler, ErrorResponder onError)
+    : options_(std::move(options)), handler_(std::move(handler)), onError_(std::move(onError)) {}
+
+Server::~Server() {
+  Shutdown(std::chrono::milliseconds(0));
+}
+
+std::string Server::Start() {
+  // A peer gone mid-write must be an error return, not a signal that ends the process.
+  signal(SIGPIPE, SIG_IGN);
+  if (options_.tls != nullptr) {
+    // The write loop resumes partial writes from a buffer that may have moved; read-ahead lets
+    // one read(2) take a whole request instead of a record header and then its body.
+    SSL_CTX_set_mode(options_.tls,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(options_.tls, 1);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  std::string portText = std::to_string(options_.port);
+  if (int rc = getaddrinfo(options_.bindAddress.c_str(), portText.c_str(), &hints, &found);
+      rc != 0) {
+    return "cannot resolve " + options_.bindAddress + ": " + gai_strerror(rc);
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
+  std::string where = options_.bindAddress + ":" + portText;
+  Fd listener(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
+  if (listener.get() < 0) return "cannot create a socket: " + Errno(errno);
+  int on = 1;
+  setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (::bind(listener.get(), found->ai_addr, found->ai_addrlen) != 0) {
+    return "cannot listen on " + where + ": " + Errno(errno);
+  }
+  if (::listen(listener.get(), 1024) != 0) return "cannot listen on " + where + ": " + Errno(errno);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
+                                            : reinterpret_cast<sockaddr_in&>(bound).sin_port);
+  Fd stop(eventfd(0, EFD_CLOEXEC));
+  if (stop.get() < 0) return "cannot create an eventfd: " + Errno(errno);
+
+  size_t n = options_.workerThreads > 0 ? options_.workerThreads : DefaultWorkers();
+  for (size_t i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<Worker>(*this));
+    if (std::string err = workers_.back()->Init(); !err.empty()) {
+      for (auto& w : workers_) w->Stop();
+      for (auto& w : workers_) w->Join();
+      workers_.clear();
+      return err;
+    }
+  }
+  // Owned by the server from here on, closed by Shutdown.
+  listenFd_ = listener.Release();
+  stopFd_ = stop.Release();
+  accepting_ = true;
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return {};
+}
+
+void Server::AcceptLoop() {
+  try {
+    auto lastFullLog = Clock::time_point();
+    while (true) {
+      {
+        std::unique_lock lock(capacityMu_);
+        capacityCv_.wait(lock,
+                         [this] { return stopping_ || open_.load() < options_.maxConnections; });
+        if (stopping_) return;
+      }
+      pollfd fds[2] = {{listenFd_, POLLIN, 0}, {stopFd_, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        log::Error("poll failed", {{"server", options_.name}, {"error", Errno(errno)}});
+        return;
+      }
+      if (fds[1].revents != 0) return;
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&peer), &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          if (Clock::now() - lastFullLog > std::chrono::seconds(10)) {
+            log::Error("cannot accept connections",
+                       {{"server", options_.name}, {"error", Errno(errno)}});
+            lastFullLog = Clock::now();
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        continue;  // EAGAIN, ECONNABORTED, EINTR: the next one
+      }
+      int on = 1;
+      if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      }
+      open_.fetch_add(1);
+      Worker* least = workers_.front().get();
+      for (auto& w : workers_) {
+        if (w->Load() < least->Load()) least = w.get();
+      }
+      least->Adopt(fd, FormatAddress(peer));
+    }
+  } catch (const std::exception& e) {
+    log::Error("HTTP acceptor failed", {{"server", options_.name}, {"error", e.what()}});
+  }
+}
+
+void Server::ConnectionClosed() {
+  {
+    std::lock_guard lock(capacityMu_);
+    open_.fetch_sub(1);
+  }
+  capacityCv_.notify_one();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (!acceptor_.joinable()) return;
+  {
+    std::lock_guard lock(capacityMu_);
+    stopping_ = true;
+  }
+  capacityCv_.notify_all();
+  uint64_t one = 1;
+  ssize_t ignored = ::write(stopFd_, &one, sizeof one);
+  (void)ignored;
+  acceptor_.join();
+  accepting_ = false;
+  ::close(listenFd_);
+  ::close(stopFd_);
+  listenFd_ = stopFd_ = -1;
+
+  for (auto& w : workers_) w->Drain();
+  auto deadline = Clock::now() + grace;
+  while (open_.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& w : workers_) w->Stop();
+  for (auto& w : workers_) w->Join();
+  workers_.clear();
+}
+
+}  // namespace iw::http
