@@ -76,7 +76,7 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	@tests/install-deps.sh $(FUZZ_PACKAGES)
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DIW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_review fuzz_json_patch
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_review fuzz_json_patch fuzz_http
 	@tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 chart-test:

@@ -305,7 +305,8 @@ RequestParser::State RequestParser::ParseChunked(std::string_view data) {
       case Phase::kChunkSize: {
         size_t eol = data.find(kCrlf, pos);
         if (eol == std::string_view::npos) {
-          if (data.size() - pos > kMaxChunkLine) return Fail(400, "malformed chunk size line");
+          // Too long already, even if the CRLF comes next (the same answer as when it is there).
+          if (data.size() - pos >= kMaxChunkLine + 2) return Fail(400, "malformed chunk size line");
           scanned_ = pos;
           return State::kNeedMore;
         }
@@ -357,11 +358,12 @@ RequestParser::State RequestParser::ParseChunked(std::string_view data) {
         break;
       case Phase::kTrailers: {
         size_t eol = data.find(kCrlf, pos);
+        if ((eol == std::string_view::npos && data.size() - pos >= limits_.maxHeadBytes + 2) ||
+            (eol != std::string_view::npos && eol - pos > limits_.maxHeadBytes)) {
+          return Fail(431,
+                      "a trailer field is over " + std::to_string(limits_.maxHeadBytes) + " bytes");
+        }
         if (eol == std::string_view::npos) {
-          if (data.size() - pos > limits_.maxHeadBytes) {
-            return Fail(
-                431, "trailer fields are over " + std::to_string(limits_.maxHeadBytes) + " bytes");
-          }
           scanned_ = pos;
           return State::kNeedMore;
         }

@@ -34,13 +34,29 @@ seed_patch() {
   done
 }
 
+seed_http() {
+  local dir=$1
+  mkdir -p "$dir"
+  local body
+  body=$(head -c 1500 "$src/tests/fixtures/cases/mutate-pods/"*.json 2>/dev/null | head -c 1500)
+  printf 'POST /mutate/pods?timeout=10s HTTP/1.1\r\nHost: svc:443\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' "${#body}" "$body" > "$dir/seed-length"
+  printf 'POST /mutate/pods HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n' > "$dir/seed-chunked"
+  printf 'GET /healthz HTTP/1.1\r\n\r\nGET /readyz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nPOST /x HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc' > "$dir/seed-pipelined"
+  printf 'POST /validate/pods HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n0123456789' > "$dir/seed-continue"
+  printf '\r\n\r\nPUT / HTTP/2.0\r\nA: b\r\n folded\r\n\r\n' > "$dir/seed-bad"
+}
+
 status=0
-for target in fuzz_review fuzz_json_patch; do
+for target in fuzz_review fuzz_json_patch fuzz_http; do
   corpus="$work/corpus/$target"
   crashes="$work/crashes/$target"
   mkdir -p "$crashes"
   if [ ! -d "$corpus" ]; then
-    if [ "$target" = fuzz_review ]; then seed_review "$corpus"; else seed_patch "$corpus"; fi
+    case $target in
+      fuzz_review) seed_review "$corpus" ;;
+      fuzz_json_patch) seed_patch "$corpus" ;;
+      fuzz_http) seed_http "$corpus" ;;
+    esac
   fi
   # Regression inputs found earlier are part of the corpus too.
   if [ -d "$src/tests/fuzz/regressions/$target" ]; then cp -n "$src/tests/fuzz/regressions/$target"/* "$corpus"/ 2>/dev/null || true; fi
