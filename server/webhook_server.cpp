@@ -67,6 +67,11 @@ std::string WebhookServer::Start() {
       });
   if (std::string err = https_->Start(); !err.empty()) return err;
   port_ = https_->Port();
+  metrics_.AddCollector([server = https_.get()](std::string& out) {
+    out += "# HELP inplace_webhook_open_connections Connections open on the webhook port.\n";
+    out += "# TYPE inplace_webhook_open_connections gauge\n";
+    out += "inplace_webhook_open_connections " + std::to_string(server->OpenConnections()) + "\n";
+  });
 
   if (options_.probePort >= 0) {
     http::ServerOptions plain;

@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from webhook_process import Webhook, curl, free_port  # noqa: E402
@@ -384,22 +386,192 @@ class CertificateReload(unittest.TestCase):
 class Shutdown(unittest.TestCase):
     def test_sigterm_finishes_in_flight_and_exits_zero(self):
         hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-")).start()
-        conn = https(hook)
-        self.assertEqual(post(conn, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        idle = https(hook)
+        self.assertEqual(post(idle, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        # A review half sent when SIGTERM comes.
+        body = json.dumps(POD_REVIEW).encode()
+        busy = tls_socket(hook)
+        busy.sendall(b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:100])
+        time.sleep(0.2)
+        hook.proc.send_signal(15)
+        # The idle keep-alive connection is closed at once...
+        idle.sock.settimeout(5)
+        self.assertEqual(idle.sock.recv(1), b"")
+        # ...the half-sent review is still answered, with Connection: close...
+        busy.sendall(body[100:])
+        head, answer = read_response(busy)
+        self.assertIn(b"HTTP/1.1 200", head)
+        self.assertIn(b"Connection: close", head)
+        self.assertTrue(json.loads(answer)["response"]["allowed"])
+        # ...and the process exits 0 with its port closed.
+        self.assertEqual(hook.proc.wait(timeout=15), 0)
         self.assertEqual(hook.stop(), 0)
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", hook.port), timeout=2).close()
 
     def test_readyz_fails_during_shutdown_delay(self):
-        hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"))
-        hook.extra_args = []
-        hook.start()
-        # Re-start with a delay: readyz turns 503 while the listener still serves.
+        hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"),
+                       extra_args=["--shutdown-delay-seconds", "3"]).start()
+        readyz = f"http://127.0.0.1:{hook.probe_port}/readyz"
+        self.assertEqual(urllib.request.urlopen(readyz, timeout=5).status, 200)
+        start = time.time()
+        hook.proc.send_signal(15)
+        deadline = time.time() + 2
+        status = 200
+        while status == 200 and time.time() < deadline:
+            try:
+                status = urllib.request.urlopen(readyz, timeout=5).status
+            except urllib.error.HTTPError as e:
+                status = e.code
+        self.assertEqual(status, 503)
+        # Still serving reviews while endpoints notice.
+        self.assertEqual(post(https(hook), "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        self.assertEqual(hook.proc.wait(timeout=15), 0)
+        self.assertGreaterEqual(time.time() - start, 2.5)
         hook.stop()
-        hook2 = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"))
-        hook2.start()
-        hook2.proc.send_signal(15)
-        hook2.stop()
+
+
+def tls_socket(hook, timeout=10):
+    raw = socket.create_connection(("127.0.0.1", hook.port), timeout=timeout)
+    return context().wrap_socket(raw, server_hostname="localhost")
+
+
+def read_response(sock):
+    """Reads one HTTP response with a Content-Length body: (head bytes, body bytes)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before the response head: %r" % data)
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed in the response body")
+        rest += chunk
+    return head, rest[:length]
+
+
+class Http(unittest.TestCase):
+    """HTTP/1.1 framing over TLS as clients other than the API server use it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-http-"),
+                           extra_args=["--max-connections", "3", "--read-timeout-seconds", "1"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hook.stop()
+
+    def test_expect_100_continue(self):
+        body = json.dumps(POD_REVIEW).encode()
+        s = tls_socket(self.hook)
+        s.sendall(b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            chunk = s.recv(1)
+            self.assertNotEqual(chunk, b"", "closed instead of 100 Continue")
+            interim += chunk
+        self.assertEqual(interim, b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        head, answer = read_response(s)
+        self.assertIn(b"HTTP/1.1 200", head)
+        self.assertTrue(json.loads(answer)["response"]["allowed"])
+        s.close()
+
+    def test_chunked_body(self):
+        body = json.dumps(POD_REVIEW).encode()
+        conn = https(self.hook)
+        conn.request("POST", "/mutate/pods", body=iter([body[:700], body[700:]]),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(json.loads(resp.read())["response"]["uid"], POD_REVIEW["request"]["uid"])
+        conn.close()
+
+    def test_pipelined_reviews_answered_in_order(self):
+        s = tls_socket(self.hook)
+        wire = b""
+        uids = []
+        for i in range(3):
+            doc = json.loads(json.dumps(POD_REVIEW))
+            doc["request"]["uid"] = "pipelined-%d" % i
+            uids.append(doc["request"]["uid"])
+            body = json.dumps(doc).encode()
+            wire += (b"POST /validate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body)) + body
+        s.sendall(wire)
+        got = [json.loads(read_response(s)[1])["response"]["uid"] for _ in uids]
+        self.assertEqual(got, uids)
+        s.close()
+
+    def test_malformed_request_line_and_headers(self):
+        for bad, code in ((b"POST /mutate/pods HTTP/9.9\r\n\r\n", b"505"),
+                          (b"POST /mutate/pods HTTP/1.1\r\nContent-Length: -1\r\n\r\n", b"400"),
+                          (b"POST /mutate/pods HTTP/1.1\r\nBad Header: x\r\n\r\n", b"400"),
+                          (b"POST /mutate/pods HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"501"),
+                          (b"POST /mutate/pods HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431")):
+            s = tls_socket(self.hook)
+            s.sendall(bad)
+            head, answer = read_response(s)
+            self.assertTrue(head.startswith(b"HTTP/1.1 " + code), (bad[:60], head))
+            self.assertIn(b"Connection: close", head)
+            self.assertEqual(json.loads(answer)["kind"], "Status")
+            s.settimeout(5)
+            self.assertEqual(s.recv(1), b"")  # closed after the answer
+            s.close()
+
+    def test_slow_request_is_cut_at_the_read_timeout(self):
+        s = tls_socket(self.hook)
+        s.sendall(b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\n")
+        s.settimeout(10)
+        start = time.time()
+        try:
+            self.assertEqual(s.recv(1), b"")
+        except ConnectionResetError:
+            pass
+        self.assertLess(time.time() - start, 5)
+        s.close()
+
+    def wait_for_open_connections(self, n):
+        deadline = time.time() + 5
+        while self.hook.metric("inplace_webhook_open_connections") != n and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.hook.metric("inplace_webhook_open_connections"), n)
+
+    def test_connections_beyond_the_limit_wait_for_a_free_one(self):
+        # --max-connections 3: three open connections, a fourth waits in the backlog (its TLS
+        # handshake does not complete) until one of the three closes.
+        self.wait_for_open_connections(0)
+        held = [https(self.hook) for _ in range(3)]
+        for c in held:
+            self.assertEqual(post(c, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        self.assertEqual(self.hook.metric("inplace_webhook_open_connections"), 3)
+        done = threading.Event()
+
+        def fourth():
+            conn = https(self.hook)
+            if post(conn, "/mutate/pods", json.dumps(POD_REVIEW))[0] == 200:
+                done.set()
+            conn.close()
+        t = threading.Thread(target=fourth)
+        t.start()
+        self.assertFalse(done.wait(1.5), "a fourth connection was served beyond --max-connections 3")
+        held[0].close()
+        self.assertTrue(done.wait(10), "the waiting connection was not served after one closed")
+        t.join()
+        for c in held[1:]:
+            c.close()
+        self.wait_for_open_connections(0)
 
 
 class Cli(unittest.TestCase):
