@@ -210,10 +210,12 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
       })) {
     return Fail(400, "malformed request target");
   }
+  // HTTP/1.x with x > 1 is answered as 1.1 (RFC 9110 §6.2).
   bool http10 = false;
   if (version == "HTTP/1.0") {
     http10 = true;
-  } else if (version != "HTTP/1.1") {
+  } else if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." || version[7] < '1' ||
+             version[7] > '9') {
     if (version.size() == 8 && version.substr(0, 5) == "HTTP/") {
       return Fail(505, "HTTP version " + std::string(version.substr(5)) + " is not supported");
     }
@@ -222,10 +224,9 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
   errorPath_ = std::string(target.substr(0, target.find('?')));
   method_ = {static_cast<uint32_t>(skipped_), static_cast<uint32_t>(method.size())};
   target_ = {static_cast<uint32_t>(skipped_ + sp1 + 1), static_cast<uint32_t>(target.size())};
-  keepAlive_ = !http10;
 
   // Header fields.
-  bool haveLength = false, haveEncoding = false;
+  bool haveLength = false, haveEncoding = false, sawClose = false, sawKeepAlive = false;
   size_t pos = lineEnd + 2;
   while (pos < headEnd_ - 2) {
     size_t eol = data.find(kCrlf, pos);
@@ -268,13 +269,16 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
       }
       chunked_ = true;
     } else if (EqualsIgnoreCase(name, "Connection")) {
-      if (ListContains(value, "close")) keepAlive_ = false;
-      if (http10 && ListContains(value, "keep-alive")) keepAlive_ = true;
+      sawClose = sawClose || ListContains(value, "close");
+      sawKeepAlive = sawKeepAlive || ListContains(value, "keep-alive");
     } else if (EqualsIgnoreCase(name, "Expect")) {
-      expectContinue_ = EqualsIgnoreCase(value, "100-continue");
+      // HTTP/1.0 clients cannot ask for 100 Continue (RFC 9110 §10.1.1).
+      expectContinue_ = !http10 && EqualsIgnoreCase(value, "100-continue");
     }
     pos = eol + 2;
   }
+  // `close` wins over `keep-alive` (RFC 9112 §9.3); HTTP/1.0 closes unless asked not to.
+  keepAlive_ = !sawClose && (!http10 || sawKeepAlive);
   if (chunked_ && haveLength) {
     return Fail(400, "both Content-Length and Transfer-Encoding are set");
   }

@@ -143,6 +143,17 @@ std::string FormatAddress(const sockaddr_storage& addr) {
   return "unknown";
 }
 
+// What the exception being handled says, for a log line.
+std::string CurrentExceptionText() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
 size_t DefaultWorkers() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -232,8 +243,9 @@ class Server::Worker {
   void Run() {
     try {
       Loop();
-    } catch (const std::exception& e) {
-      log::Error("HTTP worker failed", {{"server", server_.options_.name}, {"error", e.what()}});
+    } catch (...) {
+      log::Error("HTTP worker failed",
+                 {{"server", server_.options_.name}, {"error", CurrentExceptionText()}});
     }
     while (!conns_.empty()) Close(*conns_.back());
     std::lock_guard lock(mu_);
@@ -269,10 +281,10 @@ class Server::Worker {
         bool keep = false;
         try {
           keep = (events[i].events & EPOLLERR) == 0 && Drive(*c);
-        } catch (const std::exception& e) {  // e.g. no memory for a buffer: this connection only
-          log::Error(
-              "connection failed",
-              {{"server", server_.options_.name}, {"remote", c->remote}, {"error", e.what()}});
+        } catch (...) {  // e.g. no memory for a buffer: this connection only
+          log::Error("connection failed", {{"server", server_.options_.name},
+                                           {"remote", c->remote},
+                                           {"error", CurrentExceptionText()}});
         }
         if (!keep) Close(*c);
       }
@@ -494,6 +506,8 @@ class Server::Worker {
 
   void NextRequest(Connection& c) {
     c.in.Consume(c.parser.Consumed());
+    // A CRLF after a body (sent by some old clients) is not the start of a request.
+    while (c.in.View().starts_with("\r\n")) c.in.Consume(2);
     c.in.Trim();
     c.parser.Reset();
     c.continueSent = false;
@@ -508,10 +522,10 @@ class Server::Worker {
     Response response;
     try {
       server_.handler_(request, response);
-    } catch (const std::exception& e) {
+    } catch (...) {
       log::Error("request handler failed", {{"server", server_.options_.name},
                                             {"path", std::string(request.path)},
-                                            {"error", e.what()}});
+                                            {"error", CurrentExceptionText()}});
       response = Response();
       server_.onError_(500, "internal error", request.path, response);
     }
@@ -687,8 +701,9 @@ void Server::AcceptLoop() {
       }
       least->Adopt(fd, FormatAddress(peer));
     }
-  } catch (const std::exception& e) {
-    log::Error("HTTP acceptor failed", {{"server", options_.name}, {"error", e.what()}});
+  } catch (...) {
+    log::Error("HTTP acceptor failed",
+               {{"server", options_.name}, {"error", CurrentExceptionText()}});
   }
 }
 
