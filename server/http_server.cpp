@@ -220,10 +220,8 @@ class Server::Worker {
     }
     Wake();
   }
-  void Drain() {
-    draining_ = true;
-    Wake();
-  }
+  // Wakes the worker to see Server::draining_.
+  void Drain() { Wake(); }
   void Stop() {
     stop_ = true;
     Wake();
@@ -261,7 +259,7 @@ class Server::Worker {
     std::vector<epoll_event> events(64);
     auto nextSweep = Clock::now() + std::chrono::seconds(1);
     while (!stop_.load()) {
-      int timeout = conns_.empty() && !draining_.load() ? -1 : 1000;
+      int timeout = conns_.empty() && !server_.draining_.load() ? -1 : 1000;
       int n = epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0 && errno != EINTR) {
         log::Error("epoll_wait failed",
@@ -288,7 +286,7 @@ class Server::Worker {
         }
         if (!keep) Close(*c);
       }
-      if (draining_.load()) {
+      if (server_.draining_.load()) {
         CloseIdle();
         if (conns_.empty()) return;
       }
@@ -438,7 +436,7 @@ class Server::Worker {
               c.phase = Connection::Phase::kWriting;
               break;
             }
-          } else if (draining_.load()) {
+          } else if (server_.draining_.load()) {
             return false;  // idle while the server stops
           }
           // The whole request at once when its length is known (a step of at most 1 MiB ahead
@@ -480,7 +478,7 @@ class Server::Worker {
           }
           NextRequest(c);
           if (c.in.Size() > 0) break;
-          if (draining_.load()) return false;
+          if (server_.draining_.load()) return false;
           c.deadline = now_ + o.idleTimeout;
           // Bytes TLS already holds would raise no epoll event: read them now.
           if (c.ssl && SSL_has_pending(c.ssl.get()) == 1) break;
@@ -529,7 +527,7 @@ class Server::Worker {
       response = Response();
       server_.onError_(500, "internal error", request.path, response);
     }
-    bool close = !request.keepAlive || draining_.load();
+    bool close = !request.keepAlive || server_.draining_.load();
     Queue(c, response, close, false);
   }
 
@@ -555,9 +553,16 @@ class Server::Worker {
     for (size_t i = conns_.size(); i-- > 0;) {
       Connection& c = *conns_[i];
       bool idle = c.phase == Connection::Phase::kHandshake ||
-                  (c.phase == Connection::Phase::kReading && c.in.Size() == 0);
+                  (c.phase == Connection::Phase::kReading && c.in.Size() == 0 &&
+                   !(c.ssl && SSL_has_pending(c.ssl.get()) == 1) && !BytesWaiting(c));
       if (idle) Close(c);
     }
+  }
+
+  // Whether the client has sent bytes not read yet: a request on its way is not idle.
+  static bool BytesWaiting(const Connection& c) {
+    char byte;
+    return ::recv(c.fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
   void CloseExpired() {
@@ -589,7 +594,7 @@ class Server::Worker {
   std::thread thread_;
   std::mutex mu_;
   std::vector<std::pair<int, std::string>> incoming_;
-  std::atomic<bool> draining_{false}, stop_{false};
+  std::atomic<bool> stop_{false};
   std::atomic<size_t> load_{0};
   std::vector<std::unique_ptr<Connection>> conns_;
   Clock::time_point now_ = Clock::now();
@@ -731,6 +736,9 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   ::close(stopFd_);
   listenFd_ = stopFd_ = -1;
 
+  // One flag for every worker, set before any is woken: a request answered by any worker from
+  // now on says `Connection: close`.
+  draining_ = true;
   for (auto& w : workers_) w->Drain();
   auto deadline = Clock::now() + grace;
   while (open_.load() > 0 && Clock::now() < deadline) {

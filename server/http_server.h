@@ -79,6 +79,7 @@ class Server {
   int stopFd_ = -1;  // eventfd that wakes the acceptor
   int port_ = 0;
   std::atomic<bool> accepting_{false};
+  std::atomic<bool> draining_{false};  // Shutdown has begun
   std::atomic<size_t> open_{0};
   std::mutex capacityMu_;
   std::condition_variable capacityCv_;

@@ -4,8 +4,37 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
+
+# What ASan, LSan, UBSan and TSan print at the top of a report.
+SANITIZER_REPORT_RE = re.compile(r"(ERROR|WARNING): (Address|Leak|Thread|UndefinedBehavior)Sanitizer"
+                                 r"|: runtime error: ")
+
+
+def sanitizer_findings(pid, log_path=None):
+    """The sanitizer reports of process `pid` as one text ("" when there is none): its report
+    files in $IW_SANITIZER_REPORTS (set for every test of a sanitizer build, see CMakeLists.txt;
+    ASan and TSan write there) and the report lines of its log (UBSan always writes to stderr)."""
+    out = []
+    reports = os.environ.get("IW_SANITIZER_REPORTS")
+    if reports and os.path.isdir(reports) and pid is not None:
+        for name in sorted(os.listdir(reports)):
+            if name.endswith(".%d" % pid):
+                with open(os.path.join(reports, name), "rb") as f:
+                    out.append("--- %s:\n%s" % (name, f.read().decode("utf-8", "replace")))
+    if log_path and os.path.exists(log_path):
+        with open(log_path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        hits = [i for i, line in enumerate(lines) if SANITIZER_REPORT_RE.search(line)]
+        if hits:
+            out.append("--- %s:\n%s" % (log_path, "\n".join(lines[hits[0]:hits[0] + 60])))
+    return "\n".join(out)
+
+
+class SanitizerFinding(AssertionError):
+    """A sanitizer reported an error in a process the test started."""
 
 
 def free_port():
@@ -21,7 +50,8 @@ class Webhook:
         self.port = free_port()
         self.probe_port = free_port()
         self.extra_args = list(extra_args)
-        self.log_path = log_path
+        # Always a file, so that a sanitizer report on stderr is seen.
+        self.log_path = log_path or tempfile.mktemp(prefix="iw-webhook-", suffix=".log")
         self.proc = None
         self._log = None
 
@@ -33,11 +63,12 @@ class Webhook:
                 "--tls-cert-file", cert, "--tls-private-key-file", key,
                 "--log-format", "json", "--shutdown-delay-seconds", "0", "--disable-loop",
                 *self.extra_args]
-        self._log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+        self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log)
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                self.check_sanitizers()
                 raise RuntimeError(f"webhook exited with {self.proc.returncode}; see {self.log_path}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.probe_port}/readyz", timeout=1) as r:
@@ -72,9 +103,18 @@ class Webhook:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self._log not in (None, subprocess.DEVNULL):
+        if self._log is not None:
             self._log.close()
+        self.check_sanitizers()
         return self.proc.returncode if self.proc else None
+
+    def check_sanitizers(self):
+        """Raises SanitizerFinding if a sanitizer reported anything in this server process."""
+        if self.proc is None:
+            return
+        findings = sanitizer_findings(self.proc.pid, self.log_path)
+        if findings:
+            raise SanitizerFinding(f"sanitizer report from inplace-webhook (pid {self.proc.pid}):\n{findings}")
 
     def __enter__(self):
         return self.start()

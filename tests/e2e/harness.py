@@ -12,6 +12,7 @@ that act as users, and the checks and diagnostics the scenarios share.
 Standard library only, like the test API server.
 """
 
+import calendar
 import http.client
 import json
 import os
@@ -25,6 +26,9 @@ import time
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
+from webhook_process import sanitizer_findings  # noqa: E402
+
 STATE = "inplace-webhook.io/state"
 ENABLED = "inplace-webhook.io/enabled"
 LIFECYCLE = "inplace-webhook.io/lifecycle"
@@ -32,6 +36,7 @@ POLICY = "inplace-webhook.io/policy"
 IN_PROGRESS = "inplace-webhook.io/in-progress"
 ABORT = "inplace-webhook.io/abort"
 UPDATE_STATE = "inplace-webhook.io/update-state"
+STATE_TIMESTAMP = "inplace-webhook.io/state-timestamp"
 READY_GATE = "inplace-webhook.io/ready"
 LEASE_NAMESPACE = "inplace-webhook"
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/%s/leases/inplace-webhook" % LEASE_NAMESPACE
@@ -391,6 +396,10 @@ class WebhookProcess:
     def log_tail(self, n=40):
         return "\n".join(self.log_text().splitlines()[-n:])
 
+    def sanitizer_findings(self):
+        """This process's sanitizer reports (sanitizer builds), "" when there is none."""
+        return sanitizer_findings(self.proc.pid, self.log_path)
+
     def metrics(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.probe_port, timeout=5) as r:
             return r.read().decode()
@@ -559,6 +568,11 @@ def labels_of(o):
 
 def annotations_of(o):
     return (o.get("metadata") or {}).get("annotations") or {}
+
+
+def rfc3339_seconds(text):
+    """Seconds since the epoch of an RFC 3339 UTC timestamp with whole seconds, as the webhook writes."""
+    return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def state_of(pod):

@@ -26,10 +26,10 @@ import traceback
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import (ABORT, CONTROLLER_USER, IN_PROGRESS, LEASE_PATH, READY_GATE, App, Cluster,  # noqa: E402
-                     Failure, PodSampler, annotations_of, check, condition, deployment, deployments_path,
-                     images, is_ready, labels_of, pods_path, restart_counts, set_finalizer, set_label,
-                     state_of, wait_for)
+from harness import (ABORT, CONTROLLER_USER, IN_PROGRESS, LEASE_PATH, READY_GATE, STATE_TIMESTAMP, App,  # noqa: E402
+                     Cluster, Failure, PodSampler, annotations_of, check, condition, deployment,
+                     deployments_path, images, is_ready, labels_of, pods_path, restart_counts, rfc3339_seconds,
+                     set_finalizer, set_label, state_of, wait_for)
 
 FINALIZER = "lb.example.com/registered"
 HANDLER_LABEL = "lb.example.com/registered"
@@ -311,11 +311,15 @@ def s05_hook_timeout(env):
     app.set_image("app", NEW)
     stuck = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 20,
                      "a pod in PreparingUpdate", app)["metadata"]["name"]
-    t0 = time.time()
     wait_for(lambda: app.events_with("HookTimeout", "Pod", stuck) and app.events_with("HookTimeout", "Deployment"),
              15, "HookTimeout Events on the pod and the Deployment", app)
-    check(time.time() - t0 >= 1.0, "HookTimeout reported %.1f s after the hook began; timeoutSeconds is 2"
-          % (time.time() - t0))
+    # Not early, on the loop's own clock (the test sees the state change late when the machine is
+    # busy, e.g. under sanitizers): from the pod's state-timestamp to the Event's. Both are whole
+    # seconds, and floor(b) - floor(a) >= 2 whenever b - a >= 2.
+    entered = rfc3339_seconds(annotations_of(env.cluster.observer.get(pods_path("s05", stuck)))[STATE_TIMESTAMP])
+    reported = rfc3339_seconds(app.events_with("HookTimeout", "Pod", stuck)[0]["firstTimestamp"])
+    check(reported - entered >= 2, "HookTimeout reported %d s after the pod entered PreparingUpdate; "
+          "timeoutSeconds is 2" % (reported - entered))
     time.sleep(SETTLE + 0.5)
     pods = app.pods()
     check(snapshot(pods).keys() == before.keys(), "pods changed while the hook timed out")
@@ -583,9 +587,12 @@ def run_one(fn, args, workroot):
         denied = [c for c in calls if c.get("allowed") is False and c.get("user") != "alice"]
         check(not denied, "the webhook denied a controller's request:\n"
               + "\n".join(json.dumps(c) for c in denied[:10]))
+        exit_codes = {w: w.stop() for w in cluster.webhooks if w.alive()}
+        for w in cluster.webhooks:  # killed ones too: their reports were written before the kill
+            findings = w.sanitizer_findings()
+            check(not findings, "sanitizer report from %s (pid %d):\n%s" % (w.identity, w.proc.pid, findings))
         for w in cluster.webhooks:
-            if w.alive():
-                check(w.stop() == 0, "%s did not exit cleanly" % w.identity)
+            check(exit_codes.get(w, 0) == 0, "%s did not exit cleanly" % w.identity)
             crashes = [line for line in w.log_text().splitlines() if "reconcile failed" in line
                        or "resync failed" in line]
             check(not crashes, "%s logged loop failures:\n%s" % (w.identity, "\n".join(crashes[:10])))
@@ -603,6 +610,10 @@ def run_one(fn, args, workroot):
         if not env.apps:
             for w in cluster.webhooks:
                 print("--- tail of %s:\n%s" % (w.identity, w.log_tail(40)))
+        for w in cluster.webhooks:
+            findings = w.sanitizer_findings()
+            if findings and findings not in str(e):
+                print("--- sanitizer report from %s (pid %d):\n%s" % (w.identity, w.proc.pid, findings))
         problems = cluster.api_log_problems()
         if problems:
             print("--- test API server errors (%s):\n%s" % (cluster.api_log, "\n".join(problems[:20])))
