@@ -86,14 +86,20 @@ std::optional<InProgress> ReadInProgress(const json::Value& deployment, std::str
 }
 
 std::string TemplateHash(const json::Value& podTemplate) {
-  json::Document copy;
-  copy.CopyFrom(podTemplate, copy.GetAllocator());
-  json::Value* labels = json::FindMutable(json::FindMutable(&copy, "metadata"), "labels");
+  // The template as if pod-template-hash were not among its labels (and labels absent when it
+  // was the only one), without copying it.
+  const json::Value::Member* omit = nullptr;
+  const json::Value* metadata = json::Find(&podTemplate, "metadata");
+  const json::Value* labels = json::Find(metadata, "labels");
   if (labels != nullptr && labels->IsObject()) {
-    json::Remove(*labels, keys::kPodTemplateHashLabel);
-    if (labels->ObjectEmpty()) json::Remove(*json::FindMutable(&copy, "metadata"), "labels");
+    const std::string_view key = keys::kPodTemplateHashLabel;
+    auto hash = labels->FindMember(json::Value(
+        rapidjson::StringRef(key.data(), static_cast<rapidjson::SizeType>(key.size()))));
+    if (hash != labels->MemberEnd()) {
+      omit = labels->MemberCount() == 1 ? &*metadata->FindMember("labels") : &*hash;
+    }
   }
-  return Sha256Hex(json::SerializeCanonical(copy)).substr(0, 10);
+  return Sha256Hex(json::SerializeCanonical(podTemplate, omit)).substr(0, 10);
 }
 
 }  // namespace iw

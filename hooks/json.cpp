@@ -548,10 +548,13 @@ class TextWriter {
 
   // As Write, with object members in byte order of their names. `order` is scratch space shared
   // by the whole walk: each object sorts its members in a segment at its end.
-  bool WriteCanonical(const Value& v, std::vector<const Value::Member*>& order) {
+  bool WriteCanonical(const Value& v, std::vector<const Value::Member*>& order,
+                      const Value::Member* omit) {
     if (v.IsObject()) {
       const std::size_t base = order.size();
-      for (const auto& m : v.GetObject()) order.push_back(&m);
+      for (const auto& m : v.GetObject()) {
+        if (&m != omit) order.push_back(&m);
+      }
       const auto first = order.begin() + static_cast<std::ptrdiff_t>(base);
       auto byName = [](const Value::Member* a, const Value::Member* b) {
         return View(a->name) < View(b->name);
@@ -570,7 +573,7 @@ class TextWriter {
         if (i > base) Put(',');
         String(View(m->name));
         Put(':');
-        if (!WriteCanonical(m->value, order)) return false;
+        if (!WriteCanonical(m->value, order, omit)) return false;
       }
       Put('}');
       order.resize(base);
@@ -582,7 +585,7 @@ class TextWriter {
       for (const auto& e : v.GetArray()) {
         if (!first) Put(',');
         first = false;
-        if (!WriteCanonical(e, order)) return false;
+        if (!WriteCanonical(e, order, omit)) return false;
       }
       Put(']');
       return true;
@@ -831,11 +834,11 @@ std::string Serialize(const Value& value) {
   return w.Text();
 }
 
-std::string SerializeCanonical(const Value& value) {
+std::string SerializeCanonical(const Value& value, const Value::Member* omit) {
   TextWriter w;
   std::vector<const Value::Member*> order;
   order.reserve(64);
-  w.WriteCanonical(value, order);
+  w.WriteCanonical(value, order, omit);
   return w.Text();
 }
 

@@ -83,7 +83,8 @@ Value& EnsureObject(Value& object, std::string_view key, Allocator& alloc);
 bool Remove(Value& object, std::string_view key);
 
 // Serialisation with object keys sorted (byte order), so equal documents give equal text.
-std::string SerializeCanonical(const Value& value);
+// `omit`, when given, is one member somewhere in `value` written as if it were absent.
+std::string SerializeCanonical(const Value& value, const Value::Member* omit = nullptr);
 
 // A string view over a RapidJSON string value (which may contain NULs).
 inline std::string_view View(const Value& v) {

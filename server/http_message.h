@@ -31,7 +31,7 @@ struct Request {
 
 struct Response {
   int status = 200;
-  std::string contentType = "text/plain; charset=utf-8";
+  std::string_view contentType = "text/plain; charset=utf-8";  // a literal: it is not copied
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // besides the framing ones
 };

@@ -30,7 +30,10 @@ std::string EscapeLabel(std::string_view value) {
 
 void Histogram::Observe(double seconds) {
   for (size_t i = 0; i < kBuckets.size(); ++i) {
-    if (seconds <= kBuckets[i]) counts_[i].fetch_add(1, std::memory_order_relaxed);
+    if (seconds <= kBuckets[i]) {
+      counts_[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
   }
   count_.fetch_add(1, std::memory_order_relaxed);
   sumNanos_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
@@ -38,9 +41,11 @@ void Histogram::Observe(double seconds) {
 
 void Histogram::Render(std::string& out, std::string_view name, std::string_view labels) const {
   std::string sep = labels.empty() ? "" : ",";
+  uint64_t cumulative = 0;
   for (size_t i = 0; i < kBuckets.size(); ++i) {
+    cumulative += counts_[i].load();
     out += std::string(name) + "_bucket{" + std::string(labels) + sep + "le=\"" +
-           FormatDouble(kBuckets[i]) + "\"} " + std::to_string(counts_[i].load()) + "\n";
+           FormatDouble(kBuckets[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   out += std::string(name) + "_bucket{" + std::string(labels) + sep + "le=\"+Inf\"} " +
          std::to_string(count_.load()) + "\n";

@@ -24,6 +24,7 @@ class Histogram {
   void Render(std::string& out, std::string_view name, std::string_view labels) const;
 
  private:
+  // Per bucket, not cumulative (one increment per observation); Render sums them.
   std::array<std::atomic<uint64_t>, kBuckets.size()> counts_{};
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sumNanos_{0};

@@ -36,13 +36,23 @@ def fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def soak_wrk(url, body, connections, delay_ms, seconds):
+    """wrk with soak.lua: one malformed request in a hundred, `delay_ms` between a connection's
+    requests. Returns soak.lua's summary (requests, ok, malformed_answered, failed, ...)."""
+    env = dict(os.environ, BODY_FILE=body, MALFORMED_EVERY="100", DELAY_MS=str(delay_ms))
+    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s",
+                          "--timeout", "10s", "-s", os.path.join(HERE, "soak.lua"), url],
+                         capture_output=True, text=True, env=env, timeout=seconds + 120)
+    return next(json.loads(l) for l in out.stdout.splitlines() if l.startswith("{"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("source")
     ap.add_argument("out")
     ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--connections", type=int, default=128)
+    ap.add_argument("--connections", type=int, default=128, help="for measuring the maximum")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     reviews = os.path.join(a.out, "reviews")
@@ -64,11 +74,19 @@ def main():
         peak = bench.wrk(url, body, a.connections, 5)
         rate = peak["requests"] / (peak["duration_us"] / 1e6)
         target = 0.8 * rate
-        # Each connection sends one request per (pause + its share of service time c/rate); wrk
-        # pauses in whole milliseconds, hence many connections.
-        delay_ms = max(0.0, a.connections / target * 1000 - a.connections / rate * 1000)
-        print(f"max {rate:.0f} req/s; soak target {target:.0f} req/s with {a.connections} connections, "
-              f"{delay_ms:.2f} ms pause per request", flush=True)
+        # wrk paces each connection by whole milliseconds between requests: with a 1 ms pause,
+        # the connection count sets the rate. Calibrate it on short runs (no rotation yet).
+        delay_ms = 1
+        connections = max(8, int(target * 0.0015))
+        for _ in range(4):
+            trial = soak_wrk(url, body, connections, delay_ms, 4)
+            got = trial["requests"] / 4
+            print(f"  calibration: {connections} connections -> {got:.0f} req/s", flush=True)
+            if abs(got - target) < 0.03 * target:
+                break
+            connections = max(8, min(240, round(connections * target / got)))
+        print(f"max {rate:.0f} req/s; soak target {target:.0f} req/s with {connections} connections, "
+              f"{delay_ms} ms pause per request", flush=True)
         stop = threading.Event()
         samples, rotations = [], [0]
         start = time.time()
@@ -88,20 +106,16 @@ def main():
         threads = [threading.Thread(target=rotate), threading.Thread(target=sample)]
         for t in threads:
             t.start()
-        env = dict(os.environ, BODY_FILE=body, MALFORMED_EVERY="100", DELAY_MS=str(int(round(delay_ms))))
-        out = subprocess.run(["wrk", "-t", "2", "-c", str(a.connections), "-d", f"{int(a.minutes * 60)}s",
-                              "--timeout", "10s", "-s", os.path.join(HERE, "soak.lua"), url],
-                             capture_output=True, text=True, env=env, timeout=a.minutes * 60 + 120)
+        result = soak_wrk(url, body, connections, delay_ms, int(a.minutes * 60))
         stop.set()
         for t in threads:
             t.join()
-        result = next(json.loads(l) for l in out.stdout.splitlines() if l.startswith("{"))
         reloads = hook.metric("inplace_webhook_certificate_reloads_total")
         errors = hook.metric("inplace_webhook_certificate_reload_errors_total")
     finally:
         hook.stop()
     after2 = [s for s in samples if s[0] >= 120]
-    report = {"minutes": a.minutes, "max_rps": rate, "target_rps": target,
+    report = {"minutes": a.minutes, "max_rps": rate, "target_rps": target, "connections": connections,
               "achieved_rps": result["requests"] / (a.minutes * 60), **result,
               "rotations": rotations[0], "reloads": reloads, "reload_errors": errors,
               "rss_kib_min2_to_end": [min(s[1] for s in after2), max(s[1] for s in after2)] if after2 else None,

@@ -24,6 +24,13 @@ TEST_CASE("metrics render in the Prometheus text format") {
         std::string::npos);
   CHECK(text.find("inplace_webhook_request_duration_seconds_bucket{route=\"/mutate/"
                   "pods\",le=\"0.0005\"} 1\n") != std::string::npos);
+  // Buckets are cumulative: 0.0004 <= 0.001 and 0.001 <= 0.001; all three <= 0.0025.
+  CHECK(text.find("inplace_webhook_request_duration_seconds_bucket{route=\"/mutate/"
+                  "pods\",le=\"0.001\"} 2\n") != std::string::npos);
+  CHECK(text.find("inplace_webhook_request_duration_seconds_bucket{route=\"/mutate/"
+                  "pods\",le=\"0.0025\"} 3\n") != std::string::npos);
+  CHECK(text.find("inplace_webhook_request_duration_seconds_bucket{route=\"/mutate/"
+                  "pods\",le=\"2.5\"} 3\n") != std::string::npos);
   CHECK(text.find("inplace_webhook_request_duration_seconds_bucket{route=\"/mutate/"
                   "pods\",le=\"+Inf\"} 3\n") != std::string::npos);
   CHECK(text.find("inplace_webhook_request_duration_seconds_count{route=\"/mutate/pods\"} 3\n") !=
