@@ -66,9 +66,9 @@ class Server {
   bool Accepting() const { return accepting_.load(); }
   size_t OpenConnections() const { return open_.load(); }
 
+ private:
   class Worker;  // one epoll loop; defined in http_server.cpp
 
- private:
   void AcceptLoop();
   void ConnectionClosed();
 
