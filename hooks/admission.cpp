@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "hooks/json_patch.h"
+#include "hooks/kube_api.h"
 
 namespace iw::admission {
 
@@ -22,27 +23,17 @@ Response Denied(std::string message) {
   return r;
 }
 
+std::string_view FailureReason(int code) {
+  std::string_view known = kube::StatusReason(code);
+  if (!known.empty()) return known;
+  return code >= 500 ? "InternalError" : "BadRequest";
+}
+
 Response Errored(int code, std::string message) {
   Response r;
   r.allowed = false;
   r.code = code;
-  switch (code) {
-    case 400:
-      r.reason = "BadRequest";
-      break;
-    case 413:
-      r.reason = "RequestEntityTooLarge";
-      break;
-    case 415:
-      r.reason = "UnsupportedMediaType";
-      break;
-    case 422:
-      r.reason = "Invalid";
-      break;
-    default:
-      r.reason = code >= 500 ? "InternalError" : "BadRequest";
-      break;
-  }
+  r.reason = FailureReason(code);
   r.handlerError = code >= 500;
   r.message = std::move(message);
   return r;

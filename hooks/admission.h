@@ -60,6 +60,9 @@ Response Allowed(std::string message = {});
 Response Denied(std::string message);
 // Denial because the request cannot be judged (code 400 BadRequest, 500 InternalError, ...).
 Response Errored(int code, std::string message);
+// The Status reason of a failure answered with HTTP `code`: kube::StatusReason, else BadRequest
+// (4xx) or InternalError (5xx).
+std::string_view FailureReason(int code);
 // Allowed with the JSON Patch that turns `original` into `mutated` (no patch when they are equal).
 Response Patched(const json::Value& original, const json::Value& mutated,
                  std::vector<std::string> warnings = {});

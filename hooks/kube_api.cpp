@@ -14,6 +14,43 @@ std::string_view ContentType(PatchType type) {
   return "application/merge-patch+json";
 }
 
+std::string_view StatusReason(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "";
+  }
+}
+
 namespace {
 std::string Namespaced(std::string_view prefix, std::string_view ns, std::string_view resource) {
   std::string p(prefix);

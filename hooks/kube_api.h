@@ -14,6 +14,10 @@ enum class PatchType { kMerge, kJson, kStrategicMerge };
 
 std::string_view ContentType(PatchType type);
 
+// The metav1.StatusReason kube-apiserver pairs with HTTP `code` ("NotFound" for 404, "Invalid"
+// for 422, ...), or "" for a code it names no reason for.
+std::string_view StatusReason(int code);
+
 // The answer of one call. `code` is the HTTP status (0 when no answer arrived); on failure
 // `reason` and `message` come from the metav1.Status body (or describe the transport error).
 struct Result {

@@ -14,14 +14,6 @@ char Lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
-
 // RFC 9110 §5.6.2 tchar.
 bool IsTokenChar(unsigned char c) {
   if (c >= '0' && c <= '9') return true;
@@ -59,6 +51,14 @@ void AppendNumber(std::string& out, size_t n) {
 }
 
 }  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (Lower(a[i]) != Lower(b[i])) return false;
+  }
+  return true;
+}
 
 std::string_view Request::HeaderValue(std::string_view name) const {
   for (const Header& h : headers) {
@@ -290,7 +290,7 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
   }
   if (contentLength_ > limits_.maxBodyBytes) {
     return Fail(413, "request body of " + std::to_string(contentLength_) +
-                         " bytes is over the limit of " + std::to_string(limits_.maxBodyBytes) +
+                         " bytes is too large; limit is " + std::to_string(limits_.maxBodyBytes) +
                          " bytes");
   }
   phase_ = Phase::kBody;
@@ -302,7 +302,7 @@ RequestParser::State RequestParser::ParseChunked(std::string_view data) {
   size_t pos = scanned_;
   for (;;) {
     if (pos - headEnd_ > 2 * limits_.maxBodyBytes + limits_.maxHeadBytes) {
-      return Fail(413, "chunked request body is over the limit of " +
+      return Fail(413, "chunked request body is too large; limit is " +
                            std::to_string(limits_.maxBodyBytes) + " bytes");
     }
     switch (phase_) {
@@ -331,7 +331,7 @@ RequestParser::State RequestParser::ParseChunked(std::string_view data) {
           phase_ = Phase::kTrailers;
         } else {
           if (size > limits_.maxBodyBytes - chunkedBody_.size()) {
-            return Fail(413, "chunked request body is over the limit of " +
+            return Fail(413, "chunked request body is too large; limit is " +
                                  std::to_string(limits_.maxBodyBytes) + " bytes");
           }
           chunkRemaining_ = size;

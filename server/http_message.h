@@ -36,6 +36,9 @@ struct Response {
   std::vector<std::pair<std::string, std::string>> headers;  // besides the framing ones
 };
 
+// ASCII case-insensitive equality, as HTTP compares field names and most tokens.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // The reason phrase for `status` ("OK", "Not Found", ...).
 std::string_view ReasonPhrase(int status);
 

@@ -57,41 +57,10 @@ std::optional<int> ParsePort(std::string_view text) {
   return port;
 }
 
-std::string_view ReasonForCode(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 406:
-      return "NotAcceptable";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Gone";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 415:
-      return "UnsupportedMediaType";
-    case 422:
-      return "Invalid";
-    case 429:
-      return "TooManyRequests";
-    case 500:
-      return "InternalError";
-    case 503:
-      return "ServiceUnavailable";
-    case 504:
-      return "Timeout";
-    default:
-      return "Unknown";
-  }
+// The Status reason for an answer that carried none: client-go says Unknown for codes without one.
+std::string ReasonForCode(int code) {
+  std::string_view known = kube::StatusReason(code);
+  return std::string(known.empty() ? "Unknown" : known);
 }
 
 // Seconds of a Retry-After header (integer form only, as client-go), or nullopt.
@@ -340,7 +309,7 @@ Result ErrorResult(int code, std::string_view body) {
     r.message = std::string(json::StringOr(&d, "message"));
     r.object.Swap(d);
   }
-  if (r.reason.empty()) r.reason = std::string(ReasonForCode(code));
+  if (r.reason.empty()) r.reason = ReasonForCode(code);
   if (r.message.empty()) {
     std::string text = Trim(body.substr(0, 512));
     r.message = text.empty() ? "the server responded with the status code " + std::to_string(code) +
@@ -916,7 +885,7 @@ WatchResult Client::Watch(std::string_view path, const WatchOptions& options,
                      : 500;
       out.reason = std::string(json::StringOr(&doc, "reason"));
       out.message = std::string(json::StringOr(&doc, "message"));
-      if (out.reason.empty()) out.reason = std::string(ReasonForCode(out.code));
+      if (out.reason.empty()) out.reason = ReasonForCode(out.code);
       failed = true;
       return false;
     }

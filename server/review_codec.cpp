@@ -3,11 +3,12 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <exception>
 #include <optional>
+
+#include "server/http_message.h"
 
 namespace iw::review {
 
@@ -17,23 +18,6 @@ using json::Value;
 
 constexpr std::string_view kV1 = "admission.k8s.io/v1";
 constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
-
-std::string_view ReasonFor(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 415:
-      return "UnsupportedMediaType";
-    default:
-      return code >= 500 ? "InternalError" : "BadRequest";
-  }
-}
 
 // The metadata every handler reads: if present, metadata is an object and its labels and
 // annotations are maps of strings (what the API server guarantees for real requests).
@@ -221,10 +205,7 @@ bool IsJsonContentType(std::string_view ct) {
     media.remove_suffix(1);
   while (!media.empty() && std::isspace(static_cast<unsigned char>(media.front())))
     media.remove_prefix(1);
-  std::string lower(media);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower == "application/json";
+  return http::EqualsIgnoreCase(media, "application/json");
 }
 
 Reply PlainError(int httpStatus, std::string_view message) {
@@ -243,7 +224,7 @@ Reply PlainError(int httpStatus, std::string_view message) {
   w.Key("message");
   WriteString(w, message);
   w.Key("reason");
-  WriteString(w, ReasonFor(httpStatus));
+  WriteString(w, admission::FailureReason(httpStatus));
   w.Key("code");
   w.Int(httpStatus);
   w.EndObject();

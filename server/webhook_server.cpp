@@ -143,11 +143,6 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
 // exceptions: a metav1.Status body, counted under the route when the path names one.
 void WebhookServer::Refuse(int status, std::string_view message, std::string_view path,
                            http::Response& res) {
-  std::string text(message);
-  if (status == 413) {
-    text = "request entity is too large; limit is " + std::to_string(options_.maxRequestBytes) +
-           " bytes";
-  }
   const admission::Route* route = admission::FindRoute(path);
   std::string_view label = route != nullptr ? route->path : "other";  // never a client's string
   if (status == 500) metrics_.RecordHandlerError(label);
@@ -157,7 +152,7 @@ void WebhookServer::Refuse(int status, std::string_view message, std::string_vie
                                    {"path", std::string(path)},
                                    {"error", std::string(message)}});
   }
-  SendReply(res, review::PlainError(status, text));
+  SendReply(res, review::PlainError(status, message));
 }
 
 void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
