@@ -957,7 +957,7 @@ class Chain:
             raise ApiError.internal("the patched object's kind/apiVersion (%s, %s) is not the webhook's (%s, %s)" %
                                     (patched.get("apiVersion"), patched.get("kind"), obj.get("apiVersion"),
                                      obj.get("kind")))
-        patched = _drop_nulls(patched)
+        patched = kstore.drop_nulls(patched)
         changed = not kv.semantic_equal(obj, patched)
         if inv.from_hook is not None:
             patched = inv.from_hook(patched)
@@ -1025,14 +1025,6 @@ class Chain:
         if not self.active():
             return None
         return Binding(self, rt, operation, namespace, name, user, subresource, dry_run, options, warnings, **kw)
-
-
-def _drop_nulls(v):
-    if isinstance(v, dict):
-        return {k: _drop_nulls(x) for k, x in v.items() if x is not None}
-    if isinstance(v, list):
-        return [_drop_nulls(x) for x in v]
-    return v
 
 
 def options_for(operation, dry_run=False, field_manager=None, delete_options=None):

@@ -520,7 +520,7 @@ class Store:
     # -- commit ---------------------------------------------------------------------------------
     def _store_entry(self, rt, obj, rv):
         srt = BY_KEY[rt.key]
-        obj = _drop_nulls(obj)
+        obj = drop_nulls(obj)
         obj["metadata"]["resourceVersion"] = str(rv)
         obj = _ordered(obj, srt.kind, srt.api_version)
         return Entry(obj, dumps(obj), rv)
@@ -644,7 +644,7 @@ class Store:
             raise ApiError.already_exists(rt.gr, meta["name"])
         if dry_run:
             srt = BY_KEY[rt.key]
-            obj = _ordered(_drop_nulls(obj), srt.kind, srt.api_version)
+            obj = _ordered(drop_nulls(obj), srt.kind, srt.api_version)
             return Entry(obj, dumps(obj), 0)
         entry = self._store_entry(rt, obj, self.rv + 1)
         self._commit(rt, "ADDED", entry, None)
@@ -665,7 +665,7 @@ class Store:
                 cur = self.get(rt, ns, name)
                 old = cur.obj
                 new = self._desired(rt, ns, name, mutate(json.loads(cur.body)))
-                want_rv = self._check_rv(rt, name, new, cur)
+                self._check_rv(rt, name, new, cur)
                 rt.default(new)
                 kv.reset_system_meta_on_update(new, old)
                 self._prepare_and_validate(rt, name, new, old, subresource)
@@ -738,7 +738,7 @@ class Store:
         meta = new["metadata"]
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         srt = BY_KEY[rt.key]
-        new = _ordered(_drop_nulls(new), srt.kind, srt.api_version)
+        new = _ordered(drop_nulls(new), srt.kind, srt.api_version)
         if old["metadata"].get("deletionTimestamp") and not meta.get("finalizers"):
             # Finalizers emptied on an object being deleted: it goes away now (the stored
             # state, not the update, is what the DELETED event and the answer carry).
@@ -927,11 +927,12 @@ class Store:
             self.delete_policies.clear()
 
 
-def _drop_nulls(v):
+def drop_nulls(v):
+    """`v` without the object members whose value is null, at every depth."""
     if isinstance(v, dict):
-        return {k: _drop_nulls(x) for k, x in v.items() if x is not None}
+        return {k: drop_nulls(x) for k, x in v.items() if x is not None}
     if isinstance(v, list):
-        return [_drop_nulls(x) for x in v]
+        return [drop_nulls(x) for x in v]
     return v
 
 

@@ -12,14 +12,12 @@ also given as ratios to nginx's. Writes OUT_DIR/results.md and OUT_DIR/results.j
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "curl"))

@@ -27,7 +27,6 @@ import copy
 import http.client
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -37,6 +36,10 @@ import time
 import urllib.request
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
+import json_patch  # noqa: E402
+from webhook_process import free_port, stop_process  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 ENABLED = "inplace-webhook.io/enabled"
@@ -45,12 +48,6 @@ IN_PROGRESS = "inplace-webhook.io/in-progress"
 LIFECYCLE = "inplace-webhook.io/lifecycle"
 LOOP_AGENT = "inplace-webhook/"
 WRITE_METHODS = ("POST", "PUT", "PATCH")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(what, predicate, timeout, interval=0.1):
@@ -130,13 +127,7 @@ class ApiServer:
         return self.call("GET", path)[1]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
         self.log.close()
 
 
@@ -198,13 +189,7 @@ class Loop:
         return json.loads(raw)["response"]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 20)
         self.log.close()
 
 
@@ -258,43 +243,6 @@ def list_pods(api, ns):
 
 
 # RFC 6902, as much as the webhook's answers use.
-def _pointer(path):
-    return [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
-
-
-def apply_json_patch(doc, ops):
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        tokens = _pointer(op["path"])
-        parent = doc
-        for t in tokens[:-1]:
-            parent = parent[int(t)] if isinstance(parent, list) else parent[t]
-        last = tokens[-1]
-        kind = op["op"]
-        if kind == "test":
-            here = parent[int(last)] if isinstance(parent, list) else parent.get(last)
-            if here != op["value"]:
-                raise RuntimeError(f"JSON patch test failed at {op['path']}")
-        elif kind in ("add", "replace"):
-            if isinstance(parent, list):
-                if last == "-":
-                    parent.append(op["value"])
-                elif kind == "add":
-                    parent.insert(int(last), op["value"])
-                else:
-                    parent[int(last)] = op["value"]
-            else:
-                parent[last] = op["value"]
-        elif kind == "remove":
-            if isinstance(parent, list):
-                del parent[int(last)]
-            else:
-                del parent[last]
-        else:
-            raise RuntimeError(f"unsupported JSON patch op {kind}")
-    return doc
-
-
 def update_through_webhook(api, loop, ns, image):
     """kubectl set image, as the API server would run it: mutate, validate, store."""
     old = api.get(deployments_path(ns, "web"))
@@ -316,7 +264,7 @@ def update_through_webhook(api, loop, ns, image):
     answer = loop.review("/mutate/deployments", request)
     if not answer.get("allowed") or answer.get("patchType") != "JSONPatch":
         raise RuntimeError(f"the webhook did not intercept the update: {answer}")
-    mutated = apply_json_patch(new, json.loads(base64.b64decode(answer["patch"])))
+    mutated = json_patch.apply(new, json.loads(base64.b64decode(answer["patch"])))
     if IN_PROGRESS not in mutated["metadata"].get("annotations", {}) or not mutated["spec"].get("paused"):
         raise RuntimeError(f"the webhook's patch did not start an in-place update: {answer}")
     check = dict(request, uid=str(uuid.uuid4()), object=mutated)

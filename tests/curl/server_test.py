@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from webhook_process import Webhook, curl, free_port  # noqa: E402
+from webhook_process import Webhook, free_port  # noqa: E402
 
 BINARY = SOURCE = CERT_DIR = None
 
@@ -391,8 +391,7 @@ class Shutdown(unittest.TestCase):
         # A review half sent when SIGTERM comes.
         body = json.dumps(POD_REVIEW).encode()
         busy = tls_socket(hook)
-        busy.sendall(b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:100])
+        busy.sendall(post_head("/mutate/pods", len(body)) + body[:100])
         time.sleep(0.2)
         hook.proc.send_signal(15)
         # The idle keep-alive connection is closed at once...
@@ -437,6 +436,12 @@ def tls_socket(hook, timeout=10):
     return context().wrap_socket(raw, server_hostname="localhost")
 
 
+def post_head(path, length, extra=b""):
+    """The request line and headers of a JSON POST of `length` bytes, as a client sends them."""
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n"
+            % (path.encode(), extra, length))
+
+
 def read_response(sock):
     """Reads one HTTP response with a Content-Length body: (head bytes, body bytes)."""
     data = b""
@@ -474,8 +479,7 @@ class Http(unittest.TestCase):
     def test_expect_100_continue(self):
         body = json.dumps(POD_REVIEW).encode()
         s = tls_socket(self.hook)
-        s.sendall(b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        s.sendall(post_head("/mutate/pods", len(body), b"Expect: 100-continue\r\n"))
         interim = b""
         while b"\r\n\r\n" not in interim:
             chunk = s.recv(1)
@@ -507,8 +511,7 @@ class Http(unittest.TestCase):
             doc["request"]["uid"] = "pipelined-%d" % i
             uids.append(doc["request"]["uid"])
             body = json.dumps(doc).encode()
-            wire += (b"POST /validate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body)) + body
+            wire += post_head("/validate/pods", len(body)) + body
         s.sendall(wire)
         got = [json.loads(read_response(s)[1])["response"]["uid"] for _ in uids]
         self.assertEqual(got, uids)

@@ -37,6 +37,21 @@ class SanitizerFinding(AssertionError):
     """A sanitizer reported an error in a process the test started."""
 
 
+def stop_process(proc, timeout):
+    """SIGTERM, then SIGKILL if `proc` has not exited `timeout` seconds later. Returns whether it
+    exited without the SIGKILL (also when it had exited before)."""
+    if proc.poll() is not None:
+        return True
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return False
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,13 +111,8 @@ class Webhook:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc, 15)
         if self._log is not None:
             self._log.close()
         self.check_sanitizers()

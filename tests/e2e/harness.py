@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
-from webhook_process import sanitizer_findings  # noqa: E402
+from webhook_process import sanitizer_findings, stop_process  # noqa: E402
 
 STATE = "inplace-webhook.io/state"
 ENABLED = "inplace-webhook.io/enabled"
@@ -280,11 +279,7 @@ class ServiceProxy:
         a reset; this makes it immediate for the proxy's side too)."""
         with self.lock:
             conns = [c for c in self.conns if _peer_port(c) == port]
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(conns)
 
     def stop(self):
         self.stopped = True
@@ -294,11 +289,15 @@ class ServiceProxy:
             pass
         with self.lock:
             conns = list(self.conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(conns)
+
+
+def _shut(conns):
+    for c in conns:
+        try:
+            c.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _peer_port(s):
@@ -306,8 +305,6 @@ def _peer_port(s):
         return s.getpeername()[1]
     except OSError:
         return None
-
-
 
 
 def loop_period_args(binary):
@@ -373,14 +370,8 @@ class WebhookProcess:
     def stop(self, timeout=20):
         """SIGTERM (releases the Lease); returns the exit code."""
         self.cluster.proxy.remove_backend(self.port)
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise Failure("inplace-webhook %s did not exit within %d s of SIGTERM" % (self.identity, timeout))
+        if not stop_process(self.proc, timeout):
+            raise Failure("inplace-webhook %s did not exit within %d s of SIGTERM" % (self.identity, timeout))
         self.cluster.proxy.drop_connections_to(self.port)
         if not self._log.closed:
             self._log.close()
@@ -515,13 +506,8 @@ class Cluster:
                     w.stop()
                 except Failure:
                     pass
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc, 10)
         if self.proxy is not None:
             self.proxy.stop()
 

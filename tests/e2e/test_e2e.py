@@ -448,7 +448,7 @@ def s08_abort(env):
     app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
     app.wait_created()
     register_pods(env, app, "label")
-    original, rs0 = snapshot(app.pods()), rs_names(app)
+    original = snapshot(app.pods())
     app.set_image("app", NEW)
     updated, held = hold_one_pod(env, app, "label")
 
