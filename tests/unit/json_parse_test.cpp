@@ -9,24 +9,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "hooks/json.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 
 namespace {
 
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::ReadFile;
 
 std::vector<std::string> RecordedFixtures() {
   std::vector<std::string> out;
