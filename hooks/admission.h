@@ -85,5 +85,7 @@ struct Route {
 // The four routes the server serves, in a fixed order.
 const std::vector<Route>& Routes();
 const Route* FindRoute(std::string_view path);
+// The routes' paths, comma-separated, for messages and help texts.
+std::string RoutePaths();
 
 }  // namespace iw::admission

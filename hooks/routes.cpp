@@ -21,4 +21,13 @@ const Route* FindRoute(std::string_view path) {
   return nullptr;
 }
 
+std::string RoutePaths() {
+  std::string out;
+  for (const Route& r : Routes()) {
+    if (!out.empty()) out += ", ";
+    out += r.path;
+  }
+  return out;
+}
+
 }  // namespace iw::admission

@@ -28,9 +28,7 @@ namespace {
 int Review(const iw::cli::ReviewOptions& o) {
   const iw::admission::Route* route = iw::admission::FindRoute(o.path);
   if (route == nullptr) {
-    std::cerr
-        << "unknown --path " << o.path
-        << "; routes: /mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods\n";
+    std::cerr << "unknown --path " << o.path << "; routes: " << iw::admission::RoutePaths() << "\n";
     return 2;
   }
   std::string body((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());

@@ -2,6 +2,8 @@
 
 #include <cxxopts.hpp>
 
+#include "hooks/admission.h"
+
 namespace iw::cli {
 
 namespace {
@@ -88,9 +90,7 @@ cxxopts::Options ReviewSpec() {
       "Reads one AdmissionReview from stdin, answers it with the same code the server runs, and\n"
       "  prints the response. Exit status: 0 allowed, 1 denied, 2 not an answerable review.");
   o.set_width(110);
-  o.add_options()("path",
-                  "route to answer as: /mutate/deployments, /validate/deployments, /mutate/pods, "
-                  "/validate/pods",
+  o.add_options()("path", "route to answer as: " + admission::RoutePaths(),
                   cxxopts::value<std::string>()->default_value("/mutate/deployments"))(
       "controller-user", "the controller identity, as for serve",
       cxxopts::value<std::string>()->default_value(

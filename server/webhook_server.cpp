@@ -14,9 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kRoutes =
-    "/mutate/deployments, /validate/deployments, /mutate/pods, /validate/pods";
-
 void SendReply(http::Response& res, review::Reply&& reply) {
   res.status = reply.httpStatus;
   res.contentType = "application/json";
@@ -99,7 +96,7 @@ std::string WebhookServer::Start() {
 void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   const admission::Route* route = admission::FindRoute(req.path);
   if (route == nullptr) {
-    Refuse(404, "no webhook at " + std::string(req.path) + "; routes: " + std::string(kRoutes),
+    Refuse(404, "no webhook at " + std::string(req.path) + "; routes: " + admission::RoutePaths(),
            req.path, res);
     return;
   }
