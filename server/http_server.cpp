@@ -174,9 +174,14 @@ struct Connection {
   Buffer in;
   std::string out;
   size_t outSent = 0;
-  bool closeAfterWrite = false;
-  bool lingerAfterWrite = false;
-  bool interim = false;  // `out` is a 100 Continue
+  // What follows once `out` is written.
+  enum class Then {
+    kNextRequest,
+    kRestOfRequest,  // `out` was a 100 Continue: the body is still to come
+    kClose,
+    kLinger,  // close, after reading and dropping what the client still sends
+  };
+  Then then = Then::kNextRequest;
   bool continueSent = false;
   size_t lingered = 0;
   RequestParser parser;
@@ -430,7 +435,7 @@ class Server::Worker {
             }
             if (c.parser.WantsContinue() && !c.continueSent) {
               c.continueSent = true;
-              c.interim = true;
+              c.then = Connection::Then::kRestOfRequest;
               c.out.assign(kContinue);
               c.outSent = 0;
               c.phase = Connection::Phase::kWriting;
@@ -461,9 +466,9 @@ class Server::Worker {
           }
           c.out.clear();
           c.outSent = 0;
-          if (c.closeAfterWrite) {
+          if (c.then == Connection::Then::kClose || c.then == Connection::Then::kLinger) {
             if (c.ssl && SSL_shutdown(c.ssl.get()) < 0) ERR_clear_error();  // close_notify
-            if (!c.lingerAfterWrite) return false;
+            if (c.then == Connection::Then::kClose) return false;
             // The client may still be sending the request we refused: read and drop it for a
             // while, so that closing does not reset the connection before it reads the answer.
             ::shutdown(c.fd.get(), SHUT_WR);
@@ -471,8 +476,7 @@ class Server::Worker {
             c.deadline = now_ + std::min<Clock::duration>(o.requestTimeout, kLingerTime);
             break;
           }
-          if (c.interim) {
-            c.interim = false;
+          if (c.then == Connection::Then::kRestOfRequest) {
             c.phase = Connection::Phase::kReading;
             break;
           }
@@ -528,22 +532,21 @@ class Server::Worker {
       server_.onError_(500, "internal error", request.path, response);
     }
     bool close = !request.keepAlive || server_.draining_.load();
-    Queue(c, response, close, false);
+    Queue(c, response, close ? Connection::Then::kClose : Connection::Then::kNextRequest);
   }
 
   void Refuse(Connection& c) {
     Response response;
     server_.onError_(c.parser.ErrorStatus(), c.parser.ErrorMessage(), c.parser.ErrorPath(),
                      response);
-    Queue(c, response, true, true);
+    Queue(c, response, Connection::Then::kLinger);
   }
 
-  void Queue(Connection& c, const Response& response, bool close, bool linger) {
+  void Queue(Connection& c, const Response& response, Connection::Then then) {
     c.out.clear();
-    AppendResponse(response, close, c.out);
+    AppendResponse(response, then != Connection::Then::kNextRequest, c.out);
     c.outSent = 0;
-    c.closeAfterWrite = close;
-    c.lingerAfterWrite = linger;
+    c.then = then;
     c.phase = Connection::Phase::kWriting;
     c.deadline = now_ + server_.options_.requestTimeout;
   }
