@@ -1,5 +1,7 @@
 # inplace-webhook image: build with Debian bookworm's packages, run on bookworm-slim as uid 65532.
 #   docker build -t inplace-webhook:0.1.0 .
+# Without Docker, `make image` builds the same runtime FROM scratch (cluster/images/product.sh) as an OCI archive
+# for `ctr -n k8s.io images import`.
 # The runtime stage installs only the shared libraries the binary links (ldd build/inplace-webhook):
 # libcpp-httplib.so.0.11 (libcpp-httplib0.11, which pulls libbrotli1 and zlib1g), libssl.so.3 and
 # libcrypto.so.3 (libssl3); libstdc++6, libgcc-s1 and libc6 are in the base image. ca-certificates is

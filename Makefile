@@ -13,7 +13,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-sanitize sanitize-one bench bench-loop soak fuzz demo chart-test format clean
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream test-sanitize sanitize-one bench bench-loop soak fuzz demo chart-test format clean image
 
 all: build
 
@@ -35,8 +35,30 @@ run: build certs
 	@exec $(BUILD)/inplace-webhook serve --bind-address 127.0.0.1 --port $(PORT) --probe-port $(PROBE_PORT) \
 	  --tls-cert-file $(CERT_DIR)/tls.crt --tls-private-key-file $(CERT_DIR)/tls.key --log-format text
 
-test: build certs
+# Everything: the ctest suites (unit, curl, server edges, chart, the API-double suites), then the real-cluster
+# suite (tests/cluster/run.sh), which ends with "real cluster: kubernetes ..., N scenarios passed, M failed".
+test: test-unit test-cluster
+
+test-unit: build certs
 	@cd $(BUILD) && ctest --output-on-failure --timeout 900
+
+# The pinned upstream components (cluster/upstream/*/go.mod), built once into $$INPLACE_CACHE
+# (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change.
+upstream:
+	@cluster/deps.sh
+	@cluster/upstream/build.sh
+
+test-cluster: build upstream
+	@tests/cluster/run.sh $(BUILD)
+
+# A real cluster to try things on (as root): `make cluster-up`, then the printed `export` line, then kubectl/helm.
+cluster-up: build upstream
+	@mkdir -p $(BUILD)/cluster-images
+	@cluster/up.sh $$(cluster/images/build.sh $(BUILD)/cluster-images) \
+	  $$(cluster/images/product.sh $(BUILD)/inplace-webhook $(BUILD)/cluster-images | tail -1)
+
+cluster-down:
+	@cluster/down.sh
 
 # ASan+UBSan, then TSan (the server's and the loop's threads), each in its own build directory, with
 # only the suites that run our threads or parse input: unit, the API client (its HTTP, TLS and
@@ -62,6 +84,14 @@ sanitize-one:
 	  for f in sanitizer-reports/*; do \
 	    [ -e "$$f" ] || continue; rc=1; echo "--- sanitizer report $(BUILD)/$$f:"; cat "$$f"; \
 	  done; exit $$rc; }
+
+# The product image without Docker: localhost/inplace-webhook:<the chart's appVersion>, FROM scratch (the stripped
+# Release binary, the libraries ldd lists, uid 65532), as an OCI archive for `ctr -n k8s.io images import`.
+# The last line printed is the archive's path, build-release/images/inplace-webhook-<version>.tar.
+image: deps
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build-release -j $(JOBS) --target inplace-webhook
+	@cluster/images/product.sh build-release/inplace-webhook build-release/images
 
 BENCH_SECONDS ?= 10
 bench: deps

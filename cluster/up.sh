@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Starts the real cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and one real node
+# (containerd + runc, CNI bridge networking, kubelet, kube-proxy), all inside the network namespace described
+# in cluster/lib.sh, from the pinned upstream builds (cluster/upstream/build.sh builds them on first use).
+# Then imports the images of cluster/images/ into containerd and waits until the node is Ready.
+#
+#   cluster/up.sh [IMAGE_ARCHIVE ...]     as root; prints `export KUBECONFIG=...; export PATH=...` on success
+#   cluster/down.sh                      stops it and removes every trace (processes, mounts, devices, state)
+#
+# Logs: $RUN/logs/<component>.log. Requires the Debian packages runc, containernetworking-plugins, iptables,
+# conntrack (cluster/deps.sh installs them).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+[[ $EUID -eq 0 ]] || die "must run as root (it makes a network namespace, mounts and cgroups)"
+[[ ! -e "/run/netns/$NETNS" ]] || die "a cluster is already up (network namespace $NETNS); cluster/down.sh stops it"
+started=$SECONDS
+
+"$CLUSTER_ROOT/deps.sh"
+K8S="$(upstream_dir kubernetes)/bin"
+ETCD="$(upstream_dir etcd)/bin"
+CTRD="$(upstream_dir containerd)/bin"
+HELM="$(upstream_dir helm)/bin"
+trap 'log "start failed; logs in $RUN/logs; cluster/down.sh cleans up"' ERR
+
+rm -rf "$RUN" && mkdir -p "$RUN"/{logs,pids,bin,etcd,containerd,kubelet,pod-logs,cni/net.d,cni/ipam,runc}
+# One PATH directory with every tool the tests use, so that `kubectl`, `helm` and `ctr` are the pinned builds.
+ln -s "$K8S"/* "$ETCD"/* "$CTRD"/* "$HELM"/* "$RUN/bin/"
+
+# --- network namespace -------------------------------------------------------------------------------------
+ip netns add "$NETNS"
+ip link add "$HOST_DEV" type veth peer name "$NODE_DEV" netns "$NETNS"
+ip addr add "$HOST_IP/30" dev "$HOST_DEV" && ip link set "$HOST_DEV" up
+in_ns ip link set lo up
+in_ns ip addr add "$NODE_IP/30" dev "$NODE_DEV" && in_ns ip link set "$NODE_DEV" up
+in_ns ip link add svc0 type dummy && in_ns ip link set svc0 up && in_ns ip route add "$SERVICE_CIDR" dev svc0
+# Per-namespace settings kube-proxy and the bridge need; the host's own are untouched.
+in_ns sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.ipv4.conf.all.route_localnet=1
+
+# start NAME CMD...: run CMD as a daemon in the namespace, its own session, output to logs/NAME.log.
+start() {
+  local name="$1"
+  shift
+  setsid nsenter --net="/run/netns/$NETNS" -- "$@" >"$RUN/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$RUN/pids/$name"
+}
+# wait_for WHAT SECONDS CMD...: retry CMD until it succeeds.
+wait_for() {
+  local what="$1" limit="$2"
+  shift 2
+  local until=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    [[ $SECONDS -lt $until ]] || die "$what not up after ${limit}s (see $RUN/logs)"
+    sleep 0.2
+  done
+}
+
+"$CLUSTER_ROOT/pki.sh" "$RUN/pki" "$APISERVER"
+P="$RUN/pki"
+
+# --- etcd --------------------------------------------------------------------------------------------------
+start etcd "$ETCD/etcd" --name inplace --data-dir "$RUN/etcd" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster inplace=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
+  --unsafe-no-fsync --quota-backend-bytes 2147483648 --log-level warn
+
+# --- containerd (started now: it has nothing to wait for) ----------------------------------------------------
+cat >"$RUN/containerd/config.toml" <<EOF
+version = 3
+root = "$RUN/containerd/root"
+state = "$RUN/containerd/state"
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "localhost/inplace-pause:1"
+[plugins.'io.containerd.cri.v1.runtime']
+  netns_mounts_under_state_dir = true
+  enable_cdi = false
+  enable_criu = false
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "$RUN/runc"
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$RUN/cni/net.d"
+    use_internal_loopback = true
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+EOF
+cat >"$RUN/cni/net.d/10-inplace.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "inplace",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$RUN/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR"}]],
+              "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+PATH="$CTRD:$PATH" start containerd "$CTRD/containerd" --config "$RUN/containerd/config.toml"
+
+# --- kube-apiserver ------------------------------------------------------------------------------------------
+wait_for etcd 20 in_ns "$ETCD/etcdctl" --endpoints http://127.0.0.1:2379 endpoint health
+start kube-apiserver "$K8S/kube-apiserver" \
+  --etcd-servers http://127.0.0.1:2379 \
+  --bind-address 0.0.0.0 --secure-port 6443 --advertise-address "$NODE_IP" \
+  --tls-cert-file "$P/apiserver.crt" --tls-private-key-file "$P/apiserver.key" --client-ca-file "$P/ca.crt" \
+  --authorization-mode Node,RBAC \
+  --enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,DefaultStorageClass,DefaultTolerationSeconds,PodSecurity,Priority,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
+  --service-cluster-ip-range "$SERVICE_CIDR" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$P/sa.pub" --service-account-signing-key-file "$P/sa.key" \
+  --kubelet-client-certificate "$P/apiserver-kubelet-client.crt" --kubelet-client-key "$P/apiserver-kubelet-client.key" \
+  --kubelet-certificate-authority "$P/ca.crt" --kubelet-preferred-address-types InternalIP \
+  --audit-policy-file "$CLUSTER_ROOT/audit-policy.yaml" --audit-log-path "$RUN/logs/audit.log" --audit-log-format json \
+  --allow-privileged=true --profiling=false --v=1
+
+# --- the node: kubelet and kube-proxy --------------------------------------------------------------------------
+printf 'nameserver 127.0.0.1\n' >"$RUN/kubelet/resolv.conf" # pods resolve nothing outside: no traffic leaves
+cat >"$RUN/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This machine has cgroup v1 (hybrid); Kubernetes 1.35+ refuses it unless told (KEP-5573).
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+address: $NODE_IP
+port: 10250
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+readOnlyPort: 0
+tlsCertFile: $P/kubelet-serving.crt
+tlsPrivateKeyFile: $P/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $P/ca.crt}
+authorization: {mode: Webhook}
+resolvConf: $RUN/kubelet/resolv.conf
+podLogsDir: $RUN/pod-logs
+# Raising rlimits is not permitted here: keep the kubelet's open-file limit where it is.
+maxOpenFiles: $(ulimit -Hn)
+failSwapOn: false
+serializeImagePulls: false
+# The imported images are the only copies: the kubelet must never garbage-collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+# Status reported quickly: tests wait on what the kubelet reports.
+nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
+fileCheckFrequency: 5s
+EOF
+wait_for kube-apiserver 45 "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" get --raw /readyz
+start kube-controller-manager "$K8S/kube-controller-manager" \
+  --kubeconfig "$P/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$P/controller-manager.kubeconfig" --authorization-kubeconfig "$P/controller-manager.kubeconfig" \
+  --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
+  --controllers deployment-controller,replicaset-controller,garbage-collector-controller,endpointslice-controller,endpointslice-mirroring-controller,serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,disruption-controller,pod-garbage-collector-controller,ttl-after-finished-controller,job-controller \
+  --service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
+  --cluster-cidr "$POD_CIDR" --service-cluster-ip-range "$SERVICE_CIDR" \
+  --concurrent-deployment-syncs 5 --concurrent-replicaset-syncs 5 --v=1
+start kube-scheduler "$K8S/kube-scheduler" --kubeconfig "$P/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$P/scheduler.kubeconfig" --authorization-kubeconfig "$P/scheduler.kubeconfig" \
+  --bind-address 127.0.0.1 --leader-elect=false --v=1
+wait_for containerd 20 "$CTRD/ctr" --address "$CONTAINERD_SOCK" version
+start kubelet "$K8S/kubelet" --config "$RUN/kubelet/config.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
+  --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
+cat >"$RUN/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $P/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["$NODE_IP/32"]
+# Conntrack sizes and timeouts are the host kernel's business, not the test bed's.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+start kube-proxy "$K8S/kube-proxy" --config "$RUN/kube-proxy.yaml" --v=1
+
+# --- images --------------------------------------------------------------------------------------------------
+for archive in "$@"; do
+  "$CTRD/ctr" --address "$CONTAINERD_SOCK" -n k8s.io images import --all-platforms "$archive" >/dev/null
+done
+
+export KUBECONFIG="$P/admin.kubeconfig"
+wait_for "node $NODE_NAME" 60 "$K8S/kubectl" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+# The API server publishes default/kubernetes; kube-proxy has programmed it once the Service's ClusterIP
+# answers from inside the namespace.
+wait_for "the kubernetes Service through kube-proxy" 30 \
+  in_ns "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" --server "https://$KUBERNETES_SVC_IP" get --raw /readyz
+wait_for "the default ServiceAccount" 30 "$K8S/kubectl" get serviceaccount default
+trap - ERR
+log "up in $((SECONDS - started)) s: kubernetes $("$K8S/kubectl" version -o json | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1), containerd $("$CTRD/containerd" --version | awk '{print $3}'), node $NODE_NAME ($NODE_IP)"
+echo "export KUBECONFIG=$KUBECONFIG PATH=$RUN/bin:\$PATH"

@@ -1,0 +1,371 @@
+"""Access to the real cluster (cluster/up.sh) for the real-cluster suite: the pinned kubectl and helm as a user
+runs them, a small REST client over TLS with client certificates for fast reads (the samplers list pods
+every few tens of milliseconds, which kubectl cannot), the API server's audit log (who wrote what), and
+containerd's view of the node through ctr.
+
+Identities (certificates made by cluster/pki.sh):
+  admin   system:masters: installs the chart, plays the hook handler (an LB controller), reads
+  alice   group developers, bound to the `edit` ClusterRole in each scenario's namespace: the user whose
+          kubectl commands change Deployments
+The product's loop runs in the cluster as the chart's ServiceAccount with exactly the chart's RBAC.
+
+Standard library only.
+"""
+
+import http.client
+import json
+import os
+import re
+import shlex
+import ssl
+import subprocess
+import threading
+import time
+import urllib.parse
+
+STATE = "inplace-webhook.io/state"
+ENABLED = "inplace-webhook.io/enabled"
+LIFECYCLE = "inplace-webhook.io/lifecycle"
+POLICY = "inplace-webhook.io/policy"
+IN_PROGRESS = "inplace-webhook.io/in-progress"
+ABORT = "inplace-webhook.io/abort"
+STATE_TIMESTAMP = "inplace-webhook.io/state-timestamp"
+READY_GATE = "inplace-webhook.io/ready"
+
+
+class Failure(AssertionError):
+    """A scenario's check failed."""
+
+
+def check(cond, message):
+    if not cond:
+        raise Failure(message)
+
+
+class ClusterEnv:
+    """Where the running cluster is: cluster/lib.sh's state directory."""
+
+    def __init__(self, run_dir):
+        self.run = run_dir
+        self.pki = os.path.join(run_dir, "pki")
+        self.bin = os.path.join(run_dir, "bin")
+        self.logs = os.path.join(run_dir, "logs")
+        self.audit_log = os.path.join(self.logs, "audit.log")
+        with open(os.path.join(self.pki, "admin.kubeconfig")) as f:
+            self.server = re.search(r"server: (\S+)", f.read()).group(1)
+        self.containerd_sock = os.path.join(run_dir, "containerd", "containerd.sock")
+
+    def kubeconfig(self, user):
+        return os.path.join(self.pki, "%s.kubeconfig" % user)
+
+    def tool(self, name):
+        return os.path.join(self.bin, name)
+
+
+class ApiError(Exception):
+    def __init__(self, method, path, code, body):
+        self.code = code
+        self.body = body
+        reason = body.get("reason", "") if isinstance(body, dict) else ""
+        message = body.get("message", body) if isinstance(body, dict) else body
+        super().__init__("%s %s: HTTP %d %s: %s" % (method, path, code, reason, message))
+
+
+WARNING_RE = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
+
+
+class Api:
+    """REST calls as one certificate identity. Reads are retried on 429/5xx; writes are not."""
+
+    def __init__(self, env, user):
+        self.env = env
+        self.user = user
+        u = urllib.parse.urlsplit(env.server)
+        self.host, self.port = u.hostname, u.port or 443
+        self.ctx = ssl.create_default_context(cafile=os.path.join(env.pki, "ca.crt"))
+        self.ctx.load_cert_chain(os.path.join(env.pki, "%s.crt" % user), os.path.join(env.pki, "%s.key" % user))
+        self.local = threading.local()
+        self.last_warnings = []
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
+            self.local.conn = c
+        return c
+
+    def request(self, method, path, body=None, ctype="application/json", query=None, retries=None):
+        if query:
+            path = path + "?" + urllib.parse.urlencode(query)
+        if retries is None:
+            retries = 20 if method == "GET" else 0
+        data = None if body is None else json.dumps(body).encode()
+        for attempt in range(retries + 1):
+            headers = {"Accept": "application/json", "User-Agent": "cluster-test/" + self.user}
+            if data is not None:
+                headers["Content-Type"] = ctype
+            try:
+                c = self._conn()
+                c.request(method, path, body=data, headers=headers)
+                resp = c.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException):
+                self.local.conn = None
+                if attempt < retries:
+                    time.sleep(0.1)
+                    continue
+                raise
+            try:
+                obj = json.loads(raw) if raw else {}
+            except ValueError:
+                obj = raw.decode("utf-8", "replace")
+            if resp.status in (429, 500, 503, 504) and attempt < retries:
+                time.sleep(0.1)
+                continue
+            self.last_warnings = [re.sub(r"\\(.)", r"\1", m.group(1)) for m in
+                                  (WARNING_RE.match(v) for v in resp.headers.get_all("Warning") or []) if m]
+            if resp.status >= 300:
+                raise ApiError(method, path, resp.status, obj)
+            return obj
+
+    def get(self, path, **query):
+        return self.request("GET", path, query=query or None)
+
+    def get_or_none(self, path):
+        try:
+            return self.get(path)
+        except ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    def items(self, path, **query):
+        return self.get(path, **query).get("items") or []
+
+    def create(self, path, obj):
+        return self.request("POST", path, obj)
+
+    def merge_patch(self, path, patch):
+        return self.request("PATCH", path, patch, "application/merge-patch+json")
+
+    def delete(self, path):
+        return self.request("DELETE", path)
+
+
+def ns_path(ns, resource, name="", group=None):
+    base = "/api/v1" if group is None else "/apis/" + group
+    return "%s/namespaces/%s/%s%s" % (base, ns, resource, "/" + name if name else "")
+
+
+class Tools:
+    """The pinned command-line tools, run as a user would run them."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def run(self, tool, *args, user="admin", stdin=None, check_rc=True, timeout=120):
+        envv = dict(os.environ, KUBECONFIG=self.env.kubeconfig(user), PATH=self.env.bin + ":" + os.environ["PATH"],
+                    HELM_CACHE_HOME=os.path.join(self.env.run, "helm", "cache"),
+                    HELM_CONFIG_HOME=os.path.join(self.env.run, "helm", "config"),
+                    HELM_DATA_HOME=os.path.join(self.env.run, "helm", "data"))
+        p = subprocess.run([self.env.tool(tool)] + [str(a) for a in args], input=stdin, capture_output=True,
+                           text=True, env=envv, timeout=timeout)
+        if check_rc and p.returncode != 0:
+            raise Failure("%s %s exited %d:\n%s%s" % (tool, " ".join(shlex.quote(str(a)) for a in args), p.returncode,
+                                                      p.stdout, p.stderr))
+        return p
+
+    def kubectl(self, *args, **kw):
+        return self.run("kubectl", *args, **kw)
+
+    def helm(self, *args, **kw):
+        return self.run("helm", *args, **kw)
+
+    def apply(self, obj, user="admin", ns=None):
+        args = ["apply", "-f", "-"] + (["-n", ns] if ns else [])
+        return self.kubectl(*args, user=user, stdin=json.dumps(obj))
+
+    def ctr(self, *args, check_rc=True):
+        p = subprocess.run([self.env.tool("ctr"), "--address", self.env.containerd_sock, "-n", "k8s.io"] + list(args),
+                           capture_output=True, text=True, timeout=60)
+        if check_rc and p.returncode != 0:
+            raise Failure("ctr %s: %s" % (" ".join(args), p.stderr))
+        return p.stdout
+
+
+def warnings_of(stderr):
+    """The admission warnings kubectl printed ("Warning: text")."""
+    return [line[len("Warning: "):] for line in stderr.splitlines() if line.startswith("Warning: ")]
+
+
+class AuditLog:
+    """The API server's audit log (cluster/audit-policy.yaml: writes of the objects the product touches at
+    Request level). Each entry: user, userAgent, verb, objectRef, requestObject, responseStatus, timestamps."""
+
+    def __init__(self, env):
+        self.path = env.audit_log
+
+    def entries(self, since=0.0):
+        out = []
+        try:
+            with open(self.path) as f:
+                for line in f:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    if e.get("stage") != "ResponseComplete":
+                        continue
+                    t = rfc3339_micro(e.get("requestReceivedTimestamp", ""))
+                    if t >= since:
+                        e["_time"] = t
+                        out.append(e)
+        except FileNotFoundError:
+            pass
+        return out
+
+    def writes(self, since=0.0, user=None, ns=None, resource=None, subresource=None):
+        out = []
+        for e in self.entries(since):
+            ref = e.get("objectRef") or {}
+            if e.get("verb") not in ("create", "update", "patch", "delete"):
+                continue
+            if user is not None and (e.get("user") or {}).get("username") != user:
+                continue
+            if ns is not None and ref.get("namespace") != ns:
+                continue
+            if resource is not None and ref.get("resource") != resource:
+                continue
+            if subresource is not None and ref.get("subresource", "") != subresource:
+                continue
+            out.append(e)
+        return out
+
+
+def rfc3339_micro(text):
+    """Seconds since the epoch of an RFC 3339 timestamp such as 2026-12-01T19:40:01.123456Z."""
+    if not text:
+        return 0.0
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z", text)
+    if not m:
+        return 0.0
+    import calendar
+    secs = calendar.timegm(tuple(int(g) for g in m.groups()[:6]) + (0, 0, 0))
+    return secs + (float(m.group(7)) if m.group(7) else 0.0)
+
+
+def wait_for(cond, timeout, what, describe=None, interval=0.1):
+    """Polls `cond` until it returns a true value (returned), or fails after `timeout` seconds."""
+    deadline = time.time() + timeout
+    last_error = None
+    while True:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Failure:
+            raise
+        except Exception as e:  # noqa: BLE001 - keep polling through transient errors
+            last_error = e
+        if time.time() > deadline:
+            raise Failure("timed out after %.0f s waiting for %s%s" % (
+                timeout, what, "" if last_error is None else " (last error: %s)" % last_error))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the real components report about a pod
+
+
+def labels_of(o):
+    return (o.get("metadata") or {}).get("labels") or {}
+
+
+def annotations_of(o):
+    return (o.get("metadata") or {}).get("annotations") or {}
+
+
+def state_of(pod):
+    return labels_of(pod).get(STATE, "Normal")
+
+
+def condition(obj, ctype, field="status"):
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c.get(field)
+    return None
+
+
+def is_ready(pod):
+    return condition(pod, "Ready") == "True"
+
+
+def images(obj):
+    spec = obj["spec"]["template"]["spec"] if "template" in obj["spec"] else obj["spec"]
+    return {c["name"]: c["image"] for c in spec["containers"]}
+
+
+def container_statuses(pod):
+    return {s["name"]: s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+
+
+def live(pods):
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+def snapshot(pods):
+    """What must survive an in-place update, per pod name: uid, IP, node, and per container the
+    (containerID, restartCount) the kubelet reports."""
+    out = {}
+    for p in pods:
+        st = p.get("status") or {}
+        out[p["metadata"]["name"]] = {
+            "uid": p["metadata"]["uid"], "ip": st.get("podIP"), "node": p["spec"].get("nodeName"),
+            "containers": {n: (s.get("containerID"), s.get("restartCount", 0))
+                           for n, s in container_statuses(p).items()},
+        }
+    return out
+
+
+def format_table(rows):
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def event_line(e):
+    io = e.get("involvedObject") or {}
+    src = e.get("reportingComponent") or (e.get("source") or {}).get("component") or ""
+    inst = e.get("reportingInstance") or ""
+    return "%-7s %-24s %s/%s (%s%s) x%s: %s" % (e.get("type", ""), e.get("reason", ""), io.get("kind", ""),
+                                                io.get("name", ""), src, "/" + inst if inst else "",
+                                                e.get("count", 1), e.get("message", ""))
+
+
+class PodSampler:
+    """Lists pods matching a selector continuously on a thread; each sample is one consistent LIST."""
+
+    def __init__(self, api, ns, selector, interval=0.05, extra=None):
+        self.api, self.ns, self.selector, self.interval = api, ns, selector, interval
+        self.extra = extra  # optional callable sampled with each LIST (e.g. the Deployment)
+        self.samples = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                pods = self.api.items(ns_path(self.ns, "pods"), labelSelector=self.selector)
+                self.samples.append((time.time(), pods, self.extra() if self.extra else None))
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(e)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()

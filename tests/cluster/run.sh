@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The real-cluster suite, as `make test` runs it: builds (or takes from the cache) the pinned upstream components,
+# builds the workload images and the product's image from BUILD/inplace-webhook, starts the real cluster with
+# them imported, runs tests/cluster/test_cluster.py, stops the cluster, and prints one line:
+#   real cluster: kubernetes vX.Y.Z, containerd vA.B.C, N scenarios passed, M failed
+#
+#   tests/cluster/run.sh BUILD [test_cluster.py options, e.g. -k c01]
+# Set KEEP_CLUSTER=1 to leave the cluster running afterwards (cluster/down.sh stops it).
+set -euo pipefail
+build="$(cd "$1" && pwd)"
+shift
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+source "$repo/cluster/lib.sh"
+[[ $EUID -eq 0 ]] || die "the real cluster needs root (network namespace, mounts, cgroups)"
+
+k8s="$(upstream_dir kubernetes)" ctrd="$(upstream_dir containerd)"
+upstream_dir etcd >/dev/null && upstream_dir helm >/dev/null
+k8s_version="$(cat "$k8s/version")" ctrd_version="$(cat "$ctrd/version")"
+
+images="$build/cluster-images"
+mkdir -p "$images"
+mapfile -t archives < <("$CLUSTER_ROOT/images/build.sh" "$images")
+product="$("$CLUSTER_ROOT/images/product.sh" "$build/inplace-webhook" "$images" | tail -1)"
+image_ref="localhost/inplace-webhook:$("$build/inplace-webhook" --version | awk '{print $NF}')"
+
+summary() {
+  echo "real cluster: kubernetes $k8s_version, containerd $ctrd_version, $1"
+}
+# A cluster left from an interrupted run would hold the namespace name: clear it first.
+[[ ! -e "/run/netns/$NETNS" ]] || "$CLUSTER_ROOT/down.sh"
+if ! "$CLUSTER_ROOT/up.sh" "${archives[@]}" "$product" >"$build/cluster-up.log" 2>&1; then
+  cat "$build/cluster-up.log"
+  tail -n 30 "$RUN"/logs/*.log 2>/dev/null || true
+  "$CLUSTER_ROOT/down.sh" || true
+  summary "0 scenarios passed, 1 failed (the cluster did not start)"
+  exit 1
+fi
+grep ' up in ' "$build/cluster-up.log" || true
+
+rc=0
+out="$build/cluster-test.log"
+python3 "$repo/tests/cluster/test_cluster.py" "$RUN" "$repo" --image "$image_ref" "$@" 2>&1 | tee "$out" || rc=$?
+line="$(grep -E '^[0-9]+ scenarios passed, [0-9]+ failed$' "$out" | tail -1 || true)"
+if [[ "${KEEP_CLUSTER:-0}" != 1 ]]; then
+  "$CLUSTER_ROOT/down.sh" || rc=1
+fi
+summary "${line:-0 scenarios passed, 1 failed (the suite did not finish)}"
+[[ -n "$line" ]] || rc=1
+exit $rc

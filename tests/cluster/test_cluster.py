@@ -1,0 +1,766 @@
+#!/usr/bin/env python3
+"""The real-cluster suite: the product installed with the real helm into the real cluster of cluster/up.sh
+(upstream kube-apiserver, controllers, scheduler, a kubelet on containerd + runc), driven with the real kubectl,
+and every check made on what the real components report: pod UID, IP and node, the kubelet's containerID and
+restartCount per container, the Deployment controller's status and conditions, the API server's audit log.
+
+    python3 tests/cluster/test_cluster.py RUN_DIR SOURCE_DIR [-k NAME] [--keep-going]
+
+RUN_DIR is cluster/lib.sh's state directory of a running cluster whose containerd holds the images of
+cluster/images/build.sh and `make image`. The suite installs the chart once (release inplace-webhook in
+namespace inplace-webhook), runs each scenario in its own namespace, and uninstalls at the end as the README
+says. Prints `N scenarios passed, M failed` last.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kube import (ABORT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMESTAMP, Api, ApiError,  # noqa: E402
+                  AuditLog, ClusterEnv, Failure, PodSampler, Tools, annotations_of, check, condition,
+                  container_statuses, event_line, format_table, images, is_ready, labels_of, live, ns_path,
+                  rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED)
+
+V1, V2 = "localhost/httpd-demo:v1", "localhost/httpd-demo:v2"
+HOLDER = "localhost/inplace-pause:1"  # the sidecar's image: it never changes, so it must never restart
+RELEASE, RELEASE_NS = "inplace-webhook", "inplace-webhook"
+CONTROLLER_USER = "system:serviceaccount:%s:%s" % (RELEASE_NS, RELEASE)
+FINALIZER = "lb.example.com/registered"
+HANDLER_LABEL = "lb.example.com/registered"
+SETTLE = 2.0  # seconds: long enough for a loop (or a controller) that was going to act wrongly to have done it
+
+
+class Suite:
+    def __init__(self, env, source_dir, image):
+        self.env = env
+        self.source = source_dir
+        self.image = image  # localhost/inplace-webhook:VERSION
+        self.api = Api(env, "admin")
+        self.tools = Tools(env)
+        self.audit = AuditLog(env)
+
+    # --- the product ---------------------------------------------------------------------------------------
+    def helm_values(self, extra=()):
+        repo, tag = self.image.rsplit(":", 1)
+        return ["--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
+                "--set", "image.pullPolicy=Never",
+                "--set-json", 'server.extraArgs=["--loop-resync-period-ms=2000"]',
+                "--set", "log.level=debug"] + list(extra)
+
+    def install(self, extra=(), upgrade=False):
+        verb = ["upgrade"] if upgrade else ["install", "--create-namespace"]
+        self.tools.helm(*(verb + [RELEASE, os.path.join(self.source, "charts", "inplace-webhook"),
+                                  "-n", RELEASE_NS, "--wait", "--timeout", "120s"] + self.helm_values(extra)),
+                        timeout=180)
+        self.wait_webhook_ready()
+
+    def wait_webhook_ready(self):
+        # --wait saw the pods Ready; the webhook Service must also have its endpoints and a leader.
+        wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.webhook_pods() if is_ready(p)},
+                 60, "a Ready webhook pod to hold the Lease")
+
+    def webhook_pods(self):
+        return live(self.api.items(ns_path(RELEASE_NS, "pods"),
+                                   labelSelector="app.kubernetes.io/instance=" + RELEASE))
+
+    def lease(self):
+        return self.api.get_or_none(ns_path(RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1"))
+
+    def lease_holder(self):
+        return ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
+
+    def webhook_logs(self, tail=60):
+        out = []
+        for p in self.webhook_pods():
+            r = self.tools.kubectl("logs", "-n", RELEASE_NS, p["metadata"]["name"], "--tail", str(tail),
+                                   check_rc=False)
+            out.append("--- %s:\n%s%s" % (p["metadata"]["name"], r.stdout, r.stderr))
+        return "\n".join(out)
+
+
+class App:
+    """One Deployment in its own namespace; alice's kubectl changes it, admin reads it."""
+
+    def __init__(self, suite, ns, name="web"):
+        self.s = suite
+        self.api = suite.api
+        self.ns = ns
+        self.name = name
+        self.selector = "app=" + name
+
+    def setup_namespace(self):
+        self.s.tools.kubectl("create", "namespace", self.ns)
+        self.s.tools.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", self.ns)
+
+    def kubectl(self, *args, **kw):
+        """kubectl as alice in the app's namespace; returns (stdout, admission warnings)."""
+        p = self.s.tools.kubectl(*(list(args) + ["-n", self.ns]), user="alice", **kw)
+        return p.stdout, warnings_of(p.stderr)
+
+    # reads
+    def deployment(self):
+        return self.api.get(ns_path(self.ns, "deployments", self.name, group="apps/v1"))
+
+    def pods(self):
+        return sorted(live(self.api.items(ns_path(self.ns, "pods"), labelSelector=self.selector)),
+                      key=lambda p: p["metadata"]["name"])
+
+    def all_pods(self):
+        return self.api.items(ns_path(self.ns, "pods"), labelSelector=self.selector)
+
+    def replicasets(self):
+        return sorted(self.api.items(ns_path(self.ns, "replicasets", group="apps/v1"), labelSelector=self.selector),
+                      key=lambda r: r["metadata"]["name"])
+
+    def rs_names(self):
+        return [r["metadata"]["name"] for r in self.replicasets()]
+
+    def events(self):
+        return sorted(self.api.items(ns_path(self.ns, "events")),
+                      key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "",
+                                     int(e["metadata"].get("resourceVersion") or 0)))
+
+    def events_with(self, reason, kind=None, name=None):
+        return [e for e in self.events() if e.get("reason") == reason
+                and (kind is None or e["involvedObject"].get("kind") == kind)
+                and (name is None or e["involvedObject"].get("name") == name)]
+
+    def count_events(self, reason, kind=None, name=None):
+        return sum(int(e.get("count") or 1) for e in self.events_with(reason, kind, name))
+
+    # states
+    def rollout_complete(self):
+        """What `kubectl rollout status` waits for, plus every pod Running and Ready."""
+        d = self.deployment()
+        st = d.get("status") or {}
+        want = d["spec"]["replicas"]
+        pods = self.pods()
+        return (st.get("observedGeneration") == d["metadata"]["generation"]
+                and st.get("updatedReplicas") == want and st.get("replicas") == want
+                and st.get("availableReplicas") == want and len(pods) == want
+                and all(p["status"].get("phase") == "Running" and is_ready(p) for p in pods))
+
+    def in_place_done(self):
+        d = self.deployment()
+        if IN_PROGRESS in annotations_of(d):
+            return False
+        pods = self.pods()
+        return len(pods) == d["spec"]["replicas"] and all(state_of(p) == "Normal" and is_ready(p) for p in pods)
+
+    def create(self, obj, timeout=90):
+        self.setup_namespace()
+        _, warnings = self.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+        wait_for(self.rollout_complete, timeout, "the initial rollout of %s/%s" % (self.ns, self.name), self)
+        return self.pods()
+
+    # hook handler (an LB controller, as admin)
+    def set_finalizer(self, pod_name, present):
+        path = ns_path(self.ns, "pods", pod_name)
+        for _ in range(50):
+            pod = self.api.get(path)
+            fins = list(pod["metadata"].get("finalizers") or [])
+            if (FINALIZER in fins) == present:
+                return
+            fins = fins + [FINALIZER] if present else [f for f in fins if f != FINALIZER]
+            try:
+                self.api.merge_patch(path, {"metadata": {"finalizers": fins,
+                                                         "resourceVersion": pod["metadata"]["resourceVersion"]}})
+                return
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+        raise Failure("could not change the finalizer of %s" % pod_name)
+
+    def set_label(self, pod_name, value):
+        path = ns_path(self.ns, "pods", pod_name)
+        for _ in range(50):
+            pod = self.api.get(path)
+            if labels_of(pod).get(HANDLER_LABEL) == value:
+                return
+            try:
+                self.api.merge_patch(path, {"metadata": {"labels": {HANDLER_LABEL: value},
+                                                         "resourceVersion": pod["metadata"]["resourceVersion"]}})
+                return
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+        raise Failure("could not set the handler label of %s" % pod_name)
+
+    # diagnostics
+    def pod_table(self, pods=None):
+        pods = self.all_pods() if pods is None else pods
+        rows = [("NAME", "UID", "IP", "READY", "STATUS", "RESTARTS", "IMAGES (spec | status)", "STATE", "FINALIZERS")]
+        for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            cs = container_statuses(p)
+            rows.append((p["metadata"]["name"], p["metadata"]["uid"][:8], (p.get("status") or {}).get("podIP"),
+                         "%d/%d%s" % (sum(1 for c in cs.values() if c.get("ready")), len(p["spec"]["containers"]),
+                                      "" if is_ready(p) else " NotReady"),
+                         (p.get("status") or {}).get("phase", "?") + (" deleting" if p["metadata"].get(
+                             "deletionTimestamp") else ""),
+                         ",".join("%s=%d" % (n, s.get("restartCount", 0)) for n, s in sorted(cs.items())),
+                         ",".join("%s=%s|%s" % (n, i, (cs.get(n) or {}).get("image", "-"))
+                                  for n, i in sorted(images(p).items())),
+                         state_of(p), ",".join(p["metadata"].get("finalizers") or []) or "-"))
+        return format_table(rows)
+
+    def describe(self):
+        out = []
+        try:
+            d = self.deployment()
+            out.append("Deployment %s/%s: generation=%s paused=%s annotations=%s\n  status=%s" % (
+                self.ns, self.name, d["metadata"].get("generation"), d["spec"].get("paused", False),
+                json.dumps(annotations_of(d), sort_keys=True), json.dumps(d.get("status"), sort_keys=True)))
+            out.append("  template images=%s labels=%s" % (images(d), d["spec"]["template"]["metadata"].get("labels")))
+            for rs in self.replicasets():
+                out.append("ReplicaSet %s: replicas=%s/%s images=%s" % (
+                    rs["metadata"]["name"], (rs.get("status") or {}).get("replicas"), rs["spec"].get("replicas"),
+                    images(rs)))
+            out.append("Pods:\n" + self.pod_table())
+            out.append("Events:\n" + "\n".join("  " + event_line(e) for e in self.events()))
+        except Exception as e:  # noqa: BLE001 - diagnostics must not fail
+            out.append("(diagnostics failed: %s)" % e)
+        return "\n".join(out)
+
+
+def deployment(name, replicas=3, image=V1, lifecycle=None, policy=None, gate=False, max_unavailable=None,
+               max_surge=None, paused=False, stop_delay=0):
+    """An opted-in Deployment: the httpd-demo `app` container with a readiness probe the kubelet runs, and a
+    `sidecar` whose image never changes (to show the kubelet restarts only the changed container)."""
+    labels = {"app": name, ENABLED: "true", "version": "v1"}
+    app = {"name": "app", "image": image, "ports": [{"containerPort": 8080}],
+           "env": [{"name": "STOP_DELAY_SECONDS", "value": str(stop_delay)}],
+           "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1,
+                              "failureThreshold": 1}}
+    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"terminationGracePeriodSeconds": 10 + stop_delay,
+                                  "containers": [app, {"name": "sidecar", "image": HOLDER}]}}}
+    if gate:
+        spec["template"]["spec"]["readinessGates"] = [{"conditionType": READY_GATE}]
+    if max_unavailable is not None or max_surge is not None:
+        ru = {}
+        if max_unavailable is not None:
+            ru["maxUnavailable"] = max_unavailable
+        if max_surge is not None:
+            ru["maxSurge"] = max_surge
+        spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": ru}
+    if paused:
+        spec["paused"] = True
+    annotations = {}
+    if lifecycle is not None:
+        annotations[LIFECYCLE] = json.dumps(lifecycle)
+    if policy is not None:
+        annotations[POLICY] = json.dumps(policy)
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": {"app": name, ENABLED: "true"}, "annotations": annotations},
+            "spec": spec}
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared checks
+
+
+def expect_warning(warnings, text):
+    check(any(text in w for w in warnings), "kubectl printed no warning containing %r; got %s" % (text, warnings))
+
+
+def expect_in_progress(app, paused_by_us=True):
+    d = app.deployment()
+    rec = annotations_of(d).get(IN_PROGRESS)
+    check(rec is not None, "the webhook did not record in-progress")
+    check(d["spec"].get("paused") is True, "the webhook did not pause the Deployment")
+    check(json.loads(rec).get("pausedByUs") is paused_by_us, "in-progress pausedByUs: %s" % rec)
+
+
+def finish(app, before, rs_before, restarted, paused=False, timeout=90):
+    """Waits for the in-place update to end and checks what the real components report: the Deployment
+    controller's status, the same ReplicaSets, and per pod the same UID, IP and node, the images, and from the
+    kubelet a new containerID and restartCount +1 for exactly the containers in `restarted`."""
+    wait_for(app.in_place_done, timeout, "the in-place update of %s/%s to finish" % (app.ns, app.name), app)
+    time.sleep(SETTLE)  # a late mistake (a new ReplicaSet, a re-pause, a restart) shows up now
+    d = app.deployment()
+    ann = annotations_of(d)
+    check(IN_PROGRESS not in ann and ABORT not in ann, "bookkeeping left on the Deployment: %s" % ann)
+    check(bool(d["spec"].get("paused")) == paused, "Deployment paused=%s, expected %s" % (d["spec"].get("paused"),
+                                                                                         paused))
+    wait_for(lambda: (app.deployment().get("status") or {}).get("observedGeneration")
+             == app.deployment()["metadata"]["generation"], 20, "the Deployment controller to observe it", app)
+    st = app.deployment()["status"]
+    want = d["spec"]["replicas"]
+    check(st.get("updatedReplicas") == want == st.get("replicas") == st.get("availableReplicas")
+          == st.get("readyReplicas"), "Deployment status as the controller wrote it: %s" % st)
+    if not paused:
+        check(condition(app.deployment(), "Progressing", "reason") == "NewReplicaSetAvailable",
+              "Progressing condition: %s" % condition(app.deployment(), "Progressing", "reason"))
+    check(app.rs_names() == rs_before, "ReplicaSets changed: %s, before %s (a native rollout ran)"
+          % (app.rs_names(), rs_before))
+    active = [r for r in app.replicasets() if r["spec"].get("replicas")]
+    check(len(active) == 1 and images(active[0]) == images(d), "the active ReplicaSet's template: %s vs %s"
+          % ([images(r) for r in active], images(d)))
+    pods = app.pods()
+    after = snapshot(pods)
+    check(sorted(after) == sorted(before), "pod names changed: %s -> %s" % (sorted(before), sorted(after)))
+    want_images = images(d)
+    want_labels = d["spec"]["template"]["metadata"]["labels"]
+    for p in pods:
+        name = p["metadata"]["name"]
+        a, b = after[name], before[name]
+        for k in ("uid", "ip", "node"):
+            check(a[k] == b[k], "pod %s: %s %s -> %s (it was recreated or moved)" % (name, k, b[k], a[k]))
+        check(images(p) == want_images, "pod %s runs %s, the template says %s" % (name, images(p), want_images))
+        for k, v in want_labels.items():
+            check(labels_of(p).get(k) == v, "pod %s label %s=%s, template %s" % (name, k, labels_of(p).get(k), v))
+        cs = container_statuses(p)
+        for c, (cid, restarts) in a["containers"].items():
+            old_cid, old_restarts = b["containers"][c]
+            if c in restarted:
+                check(cid != old_cid and restarts == old_restarts + 1,
+                      "pod %s container %s: containerID %s -> %s, restartCount %d -> %d; expected one restart"
+                      % (name, c, old_cid, cid, old_restarts, restarts))
+            else:
+                check(cid == old_cid and restarts == old_restarts,
+                      "pod %s container %s restarted (containerID %s -> %s, restartCount %d -> %d)"
+                      % (name, c, old_cid, cid, old_restarts, restarts))
+            check(cs[c].get("ready") and "running" in (cs[c].get("state") or {}),
+                  "pod %s container %s not running and ready: %s" % (name, c, cs[c].get("state")))
+    return app.deployment(), pods
+
+
+def pod_image_writes(suite, app, image, since):
+    """The loop's writes of `image` to pods of the app (from the API server's audit log), per pod."""
+    out = {}
+    for e in suite.audit.writes(since, user=CONTROLLER_USER, ns=app.ns, resource="pods"):
+        if e["objectRef"].get("subresource"):
+            continue
+        if image in json.dumps(e.get("requestObject") or {}) and (e.get("responseStatus") or {}).get("code", 0) < 300:
+            out.setdefault(e["objectRef"]["name"], []).append(e)
+    return out
+
+
+def writers(suite, ns, since, until=None):
+    """The loop instances (from the User-Agent's identity) that wrote pods of `ns` in the window."""
+    out = set()
+    for e in suite.audit.writes(since, user=CONTROLLER_USER, ns=ns, resource="pods"):
+        if until is None or e["_time"] <= until:
+            out.add(e.get("userAgent", "").rpartition("(")[2].rstrip(")"))
+    return out
+
+
+def hold_one_pod(app, release):
+    """Releases the first pod that reaches PreparingUpdate, lets it finish, and returns (updated, held) once a
+    second pod waits in PreparingUpdate."""
+    first = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 30,
+                     "a pod in PreparingUpdate", app)["metadata"]["name"]
+    release(first)
+    wait_for(lambda: any(p["metadata"]["name"] == first and state_of(p) == "Normal" and images(p)["app"] == V2
+                         and is_ready(p) for p in app.pods()), 40, "pod %s updated" % first, app)
+    held = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 30,
+                    "a second pod in PreparingUpdate", app)["metadata"]["name"]
+    return first, held
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios
+
+
+def c01_image_then_labels(s):
+    """kubectl set image, then kubectl label of the template, on 3 replicas: in place on the real kubelet."""
+    app = App(s, "c01")
+    before = snapshot(app.create(deployment("web", replicas=3)))
+    rs0 = app.rs_names()
+    check(len(rs0) == 1, "one ReplicaSet after creation: %s" % rs0)
+    _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    expect_warning(warnings, "in-place update: 3 pods will be updated")
+    expect_in_progress(app)
+    finish(app, before, rs0, restarted={"app"})
+    for p in app.pods():
+        cs = container_statuses(p)["app"]
+        check(cs["image"] == V2, "the kubelet reports image %s for %s" % (cs["image"], p["metadata"]["name"]))
+        check(cs.get("imageID", "").startswith("sha256:") or "@sha256:" in cs.get("imageID", ""),
+              "imageID %s" % cs.get("imageID"))
+    check(app.count_events("InPlaceUpdateStarted", "Deployment") == 1, "one InPlaceUpdateStarted Event")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment") == 1, "one InPlaceUpdateCompleted Event")
+    for p in app.pods():
+        check(app.count_events("PodUpdated", "Pod", p["metadata"]["name"]) == 1, "one PodUpdated per pod")
+        check(app.count_events("Killing", "Pod", p["metadata"]["name"]) >= 1,
+              "the kubelet reported no Killing of the old container of %s" % p["metadata"]["name"])
+
+    before = snapshot(app.pods())
+    _, warnings = app.kubectl("patch", "deploy/web", "--type", "merge", "-p",
+                              json.dumps({"spec": {"template": {"metadata": {"labels": {"version": "v2",
+                                                                                          "tier": "frontend"}}}}}))
+    expect_warning(warnings, "in-place update: 3 pods will be updated")
+    finish(app, before, rs0, restarted=set())
+    # The Service-facing view: the new labels select the same pods.
+    out, _ = app.kubectl("get", "pods", "-l", "tier=frontend,version=v2", "-o", "name")
+    check(len(out.split()) == 3, "pods selected by the new labels: %s" % out)
+
+
+def c02_pre_and_post_hooks(s):
+    """A finalizer as pre- and post-update hook, held by the test as an LB controller would."""
+    app = App(s, "c02")
+    hooks = {"preUpdate": {"finalizersHandler": [FINALIZER]}, "postUpdate": {"finalizersHandler": [FINALIZER]}}
+    app.create(deployment("web", replicas=3, lifecycle=hooks))
+    for p in app.pods():
+        app.set_finalizer(p["metadata"]["name"], True)
+    before, rs0 = snapshot(app.pods()), app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    expect_in_progress(app)
+    hold = 1.0
+    track = {n: {} for n in before}
+    deadline = time.time() + 120
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish in 120 s")
+        now = time.time()
+        for p in app.pods():
+            name = p["metadata"]["name"]
+            r = track[name]
+            st, armed = state_of(p), FINALIZER in (p["metadata"].get("finalizers") or [])
+            if "released" not in r:
+                check(st in ("Normal", "PreparingUpdate") and images(p)["app"] == V1
+                      and container_statuses(p)["app"]["restartCount"] == before[name]["containers"]["app"][1],
+                      "pod %s is %s with image %s before its pre-update hook was released" % (name, st, images(p)))
+            if st == "PreparingUpdate" and armed:
+                r.setdefault("preparing", now)
+                if now - r["preparing"] >= hold:
+                    app.set_finalizer(name, False)
+                    r["released"] = time.time()
+            if st == "Updated" and not armed:
+                r.setdefault("updated", now)
+                if now - r["updated"] >= hold:
+                    app.set_finalizer(name, True)
+                    r["rearmed"] = time.time()
+            if "released" in r and st == "Normal":
+                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was re-armed" % name)
+        time.sleep(0.05)
+    for name, r in track.items():
+        check({"preparing", "released", "updated", "rearmed"} <= set(r), "pod %s skipped a hook: %s" % (name, sorted(r)))
+    finish(app, before, rs0, restarted={"app"})
+    for p in app.pods():
+        check(FINALIZER in p["metadata"].get("finalizers", []), "pod %s lost its finalizer" % p["metadata"]["name"])
+        app.set_finalizer(p["metadata"]["name"], False)  # so that the namespace can go
+
+
+def c03_mark_not_ready_grace(s):
+    """markPodNotReady + gracePeriodSeconds through the readiness gate: out of Ready for the grace period."""
+    grace = 2
+    app = App(s, "c03")
+    pods = app.create(deployment("web", replicas=2, gate=True, lifecycle={"preUpdate": {"markPodNotReady": True}},
+                                 policy={"gracePeriodSeconds": grace}))
+    for p in pods:
+        check(condition(p, READY_GATE) == "True", "the gate is not True on new pod %s" % p["metadata"]["name"])
+    before, rs0 = snapshot(pods), app.rs_names()
+    with PodSampler(s.api, app.ns, app.selector, interval=0.05) as sampler:
+        app.kubectl("set", "image", "deploy/web", "app=" + V2)
+        finish(app, before, rs0, restarted={"app"})
+    for name in before:
+        timeline = [(t, p) for t, ps, _ in sampler.samples for p in ps if p["metadata"]["name"] == name]
+        gate_false = next((t for t, p in timeline if condition(p, READY_GATE) == "False"), None)
+        written = next((t for t, p in timeline if images(p)["app"] == V2), None)
+        check(gate_false is not None and written is not None, "pod %s: gate never False or never updated" % name)
+        check(written - gate_false >= grace - 0.3, "pod %s written %.2f s after its gate went False (grace %d)"
+              % (name, written - gate_false, grace))
+        ready_in_grace = [t for t, p in timeline if gate_false + 0.3 <= t <= written and is_ready(p)]
+        check(not ready_in_grace, "pod %s was Ready during its grace period" % name)
+        last = timeline[-1][1]
+        check(is_ready(last) and condition(last, READY_GATE) == "True", "pod %s not Ready again" % name)
+
+
+def c04_max_unavailable(s):
+    """maxUnavailable 40% of 5 (= 2) held at every sampled instant, and used."""
+    app = App(s, "c04")
+    replicas, budget = 5, 2
+    before = snapshot(app.create(deployment("web", replicas=replicas, max_unavailable="40%", max_surge=1,
+                                            stop_delay=2)))
+    rs0 = app.rs_names()
+    with PodSampler(s.api, app.ns, app.selector, interval=0.05) as sampler:
+        _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
+        finish(app, before, rs0, restarted={"app"})
+    worst, worst_at = 0, None
+    for _, pods, _ in sampler.samples:
+        ok = [p for p in pods if state_of(p) == "Normal" and is_ready(p) and not p["metadata"].get("deletionTimestamp")]
+        if replicas - len(ok) > worst:
+            worst, worst_at = replicas - len(ok), pods
+    check(len(sampler.samples) > 20, "too few samples")
+    check(worst <= budget, "%d pods unavailable at once, budget %d:\n%s" % (worst, budget,
+                                                                            app.pod_table(worst_at or [])))
+    check(worst == budget, "at most %d pods were updated at once; the budget of %d was not used" % (worst, budget))
+
+
+def c05_hook_timeout(s):
+    """A pre-update hook never released: HookTimeout once, the pod waits, nothing is deleted; then released."""
+    app = App(s, "c05")
+    app.create(deployment("web", replicas=3,
+                          lifecycle={"preUpdate": {"finalizersHandler": [FINALIZER], "timeoutSeconds": 2}}))
+    for p in app.pods():
+        app.set_finalizer(p["metadata"]["name"], True)
+    before, rs0 = snapshot(app.pods()), app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    stuck = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 30,
+                     "a pod in PreparingUpdate", app)["metadata"]["name"]
+    wait_for(lambda: app.events_with("HookTimeout", "Pod", stuck) and app.events_with("HookTimeout", "Deployment"),
+             20, "HookTimeout Events on the pod and the Deployment", app)
+    entered = rfc3339_micro(annotations_of(s.api.get(ns_path(app.ns, "pods", stuck)))[STATE_TIMESTAMP])
+    reported = rfc3339_micro(app.events_with("HookTimeout", "Pod", stuck)[0]["firstTimestamp"])
+    check(reported - entered >= 2, "HookTimeout %d s after PreparingUpdate; timeoutSeconds is 2" % (reported - entered))
+    time.sleep(SETTLE)
+    for p in app.pods():
+        name = p["metadata"]["name"]
+        check(p["metadata"]["uid"] == before[name]["uid"] and images(p)["app"] == V1,
+              "pod %s was recreated or updated while its hook was held" % name)
+        check(state_of(p) == ("PreparingUpdate" if name == stuck else "Normal"), "pod %s is %s" % (name, state_of(p)))
+    check(app.count_events("HookTimeout", "Pod", stuck) == 1, "HookTimeout reported more than once")
+    check(stuck in app.events_with("HookTimeout", "Deployment")[0]["message"], "the Deployment's Event names no pod")
+    deadline = time.time() + 90
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish after the hooks were released")
+        for p in app.pods():
+            if state_of(p) == "PreparingUpdate" and FINALIZER in (p["metadata"].get("finalizers") or []):
+                app.set_finalizer(p["metadata"]["name"], False)
+        time.sleep(0.1)
+    finish(app, before, rs0, restarted={"app"})
+
+
+def kill_loop_process(s, pod_name):
+    """SIGKILLs the webhook container's process of `pod_name` on the node, through containerd (as the OOM
+    killer or a node problem would); the kubelet restarts the container."""
+    pod = s.api.get(ns_path(RELEASE_NS, "pods", pod_name))
+    cid = container_statuses(pod)["webhook"]["containerID"].split("://", 1)[1]
+    s.tools.ctr("tasks", "kill", "--signal", "SIGKILL", cid)
+    return container_statuses(pod)["webhook"]["restartCount"]
+
+
+def c06_killed_mid_update(s):
+    """The leader's process SIGKILLed while a pod waits in Updating: every pod written exactly once."""
+    app = App(s, "c06")
+    before = snapshot(app.create(deployment("web", replicas=3, stop_delay=4)))
+    rs0 = app.rs_names()
+    t0 = time.time()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    pod = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "Updating"), None), 40,
+                   "a pod in Updating", app)["metadata"]["name"]
+    leader = s.lease_holder()
+    restarts = kill_loop_process(s, leader)
+    check(state_of(s.api.get(ns_path(app.ns, "pods", pod))) == "Updating", "pod %s left Updating" % pod)
+    finish(app, before, rs0, restarted={"app"}, timeout=120)
+    writes = pod_image_writes(s, app, V2, t0)
+    for name in before:
+        check(len(writes.get(name, [])) == 1, "pod %s got %d image writes, expected 1" % (name,
+                                                                                      len(writes.get(name, []))))
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment") == 1, "one InPlaceUpdateCompleted")
+    wait_for(lambda: container_statuses(s.api.get(ns_path(RELEASE_NS, "pods", leader)))["webhook"]
+             .get("restartCount", 0) == restarts + 1, 60, "the kubelet to restart the killed webhook container")
+    s.wait_webhook_ready()
+
+
+def c07_leader_handover(s):
+    """Two replicas: only the Lease holder writes pods; deleting it (SIGTERM) hands over within seconds."""
+    app = App(s, "c07")
+    before = snapshot(app.create(deployment("web", replicas=3, stop_delay=3)))
+    rs0 = app.rs_names()
+    leader = s.lease_holder()
+    others = {p["metadata"]["name"] for p in s.webhook_pods()} - {leader}
+    check(others, "only one webhook pod")
+    t0 = time.time()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    wait_for(lambda: any(images(p)["app"] == V2 and state_of(p) == "Normal" and is_ready(p) for p in app.pods())
+             and any(state_of(p) == "Updating" for p in app.pods()), 60, "one pod done and one updating", app)
+    t_stop = time.time()
+    s.tools.kubectl("delete", "pod", "-n", RELEASE_NS, leader, "--wait=false")
+    new = wait_for(lambda: (lambda h: h if h and h != leader else None)(s.lease_holder()), 30,
+                   "another replica to take the Lease")
+    t_take = time.time()
+    check(new in others, "the Lease went to %s, not the standby %s" % (new, others))
+    check(t_take - t_stop < 15, "takeover took %.1f s after SIGTERM (the Lease was not released)" % (t_take - t_stop))
+    finish(app, before, rs0, restarted={"app"}, timeout=120)
+    check(writers(s, app.ns, t0, t_stop) <= {leader}, "pods written by %s while %s led"
+          % (writers(s, app.ns, t0, t_stop), leader))
+    check(writers(s, app.ns, t_take + 0.5) <= {new}, "pods written by %s after %s took over"
+          % (writers(s, app.ns, t_take + 0.5), new))
+    by = {e.get("reportingInstance") for e in app.events_with("InPlaceUpdateCompleted", "Deployment")}
+    check(by == {new}, "InPlaceUpdateCompleted reported by %s" % by)
+    s.wait_webhook_ready()
+
+
+def c08_abort(s):
+    """abort with one pod updated and one held in a hook: the update is handed back, the native rollout runs."""
+    app = App(s, "c08")
+    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+    original = snapshot(app.pods())
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    updated, held = hold_one_pod(app, lambda n: app.set_label(n, None))
+    app.kubectl("annotate", "deploy/web", ABORT + "=true")
+    wait_for(lambda: IN_PROGRESS not in annotations_of(app.deployment()), 20, "the loop to abort", app)
+    d = app.deployment()
+    check(not d["spec"].get("paused") and ABORT not in annotations_of(d), "not handed back: %s" % annotations_of(d))
+    check(app.events_with("InPlaceUpdateAborted", "Deployment"), "no InPlaceUpdateAborted Event")
+    wait_for(lambda: app.rollout_complete() and len(app.rs_names()) == 2, 120, "the native rollout", app)
+    pods = app.pods()
+    check(all(p["metadata"]["uid"] not in {o["uid"] for o in original.values()} for p in pods),
+          "the native rollout kept old pods")
+    check(all(images(p)["app"] == V2 and state_of(p) == "Normal" for p in pods), "new pods are not right")
+    check(app.count_events("InPlaceUpdateStarted", "Deployment") == 1, "the in-place update restarted")
+
+
+def c09_non_eligible_mid_update(s):
+    """kubectl set env while an in-place update is held in a hook: the native rollout finishes it."""
+    app = App(s, "c09")
+    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+    rs0 = app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    hold_one_pod(app, lambda n: app.set_label(n, None))
+    app.kubectl("set", "env", "deploy/web", "-c", "app", "MODE=blue")
+    d = app.deployment()
+    check(not d["spec"].get("paused") and IN_PROGRESS not in annotations_of(d), "still paused/in progress: %s"
+          % annotations_of(d))
+    wait_for(lambda: app.rollout_complete() and len(app.rs_names()) == 2, 120, "the native rollout", app)
+    time.sleep(SETTLE)
+    check(len(set(app.rs_names()) - set(rs0)) == 1, "expected one new ReplicaSet")
+    for p in app.pods():
+        env = {e["name"]: e.get("value") for e in p["spec"]["containers"][0].get("env") or []}
+        check(env.get("MODE") == "blue" and images(p)["app"] == V2 and state_of(p) == "Normal",
+              "pod %s: env %s image %s state %s" % (p["metadata"]["name"], env, images(p)["app"], state_of(p)))
+    out, _ = app.kubectl("rollout", "status", "deploy/web", "--timeout=10s")
+    check("successfully rolled out" in out, "kubectl rollout status: %s" % out)
+
+
+def c10_user_pause_kept(s):
+    """kubectl rollout pause, then an eligible change: in place, and still paused after; resume rolls nothing."""
+    app = App(s, "c10")
+    before = snapshot(app.create(deployment("web", replicas=3)))
+    rs0 = app.rs_names()
+    app.kubectl("rollout", "pause", "deploy/web")
+    wait_for(lambda: app.deployment()["status"].get("observedGeneration") == app.deployment()["metadata"]["generation"],
+             20, "the pause to be observed", app)
+    _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    expect_warning(warnings, "in-place update")
+    expect_in_progress(app, paused_by_us=False)
+    finish(app, before, rs0, restarted={"app"}, paused=True)
+    before = snapshot(app.pods())
+    app.kubectl("rollout", "resume", "deploy/web")
+    wait_for(app.rollout_complete, 30, "the resumed Deployment to settle", app)
+    finish(app, before, rs0, restarted=set(), paused=False)
+
+
+def c11_scale_mid_update(s):
+    """kubectl scale up, and a write of the scale subresource down, while an update is held in a hook: every
+    pod the ReplicaSet owns ends at the template."""
+    app = App(s, "c11")
+    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+    rs0 = app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    hold_one_pod(app, lambda n: app.set_label(n, None))
+    app.kubectl("scale", "deploy/web", "--replicas=5")
+    wait_for(lambda: len(app.pods()) == 5 and all(p["status"].get("phase") == "Running" for p in app.pods()), 60,
+             "the scale-up to 5", app)
+    # The scale subresource, as an autoscaler writes it.
+    s.api.merge_patch(ns_path(app.ns, "deployments", "web", group="apps/v1") + "/scale", {"spec": {"replicas": 4}})
+    deadline = time.time() + 120
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish after the scale changes")
+        for p in app.pods():
+            if state_of(p) == "PreparingUpdate" or labels_of(p).get(HANDLER_LABEL):
+                app.set_label(p["metadata"]["name"], None)
+        time.sleep(0.1)
+    time.sleep(SETTLE)
+    d = app.deployment()
+    check(d["spec"]["replicas"] == 4, "replicas %s" % d["spec"]["replicas"])
+    check(app.rs_names() == rs0, "a native rollout ran: %s" % app.rs_names())
+    pods = app.pods()
+    check(len(pods) == 4 and all(images(p)["app"] == V2 and is_ready(p) and state_of(p) == "Normal" for p in pods),
+          "pods after the scale changes:\n%s" % app.pod_table(pods))
+    check(not d["spec"].get("paused") and IN_PROGRESS not in annotations_of(d), "not finished: %s" % annotations_of(d))
+
+
+def c12_helm_upgrade_mid_update(s):
+    """helm upgrade of the product (its pods roll) while an update is held in a hook: the update completes."""
+    app = App(s, "c12")
+    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+    before, rs0 = snapshot(app.pods()), app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    hold_one_pod(app, lambda n: app.set_label(n, None))
+    old_pods = {p["metadata"]["uid"] for p in s.webhook_pods()}
+    s.install(extra=["--set", "podAnnotations.upgraded=c12"], upgrade=True)
+    check(not old_pods & {p["metadata"]["uid"] for p in s.webhook_pods()}, "helm upgrade did not roll the pods")
+    deadline = time.time() + 120
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish after the upgrade")
+        for p in app.pods():
+            if state_of(p) == "PreparingUpdate":
+                app.set_label(p["metadata"]["name"], None)
+        time.sleep(0.1)
+    finish(app, before, rs0, restarted={"app"})
+
+
+SCENARIOS = [c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
+             c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
+             c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update]
+
+
+def run_one(s, fn):
+    started = time.time()
+    ns = fn.__name__.split("_", 1)[0]
+    try:
+        fn(s)
+        bad = [e for e in s.audit.writes(started, user=CONTROLLER_USER)
+               if (e.get("responseStatus") or {}).get("code") == 403]
+        check(not bad, "the loop was refused by RBAC: %s" % [(e["verb"], e["objectRef"]) for e in bad[:5]])
+        print("PASS %-32s %5.1f s" % (fn.__name__, time.time() - started), flush=True)
+        ok = True
+    except Exception as e:  # noqa: BLE001 - report and go on with the next scenario
+        print("FAIL %-32s %5.1f s: %s" % (fn.__name__, time.time() - started,
+                                          e if isinstance(e, Failure) else traceback.format_exc()), flush=True)
+        print("  (%s)" % (fn.__doc__ or "").strip())
+        print(App(s, ns).describe())
+        print(s.webhook_logs())
+        ok = False
+    # Leave nothing that holds the namespace (hook finalizers), then remove it.
+    try:
+        for p in s.api.items(ns_path(ns, "pods")):
+            if FINALIZER in (p["metadata"].get("finalizers") or []):
+                App(s, ns).set_finalizer(p["metadata"]["name"], False)
+        s.tools.kubectl("delete", "namespace", ns, "--wait=false", check_rc=False)
+    except Exception:  # noqa: BLE001
+        pass
+    return ok
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("source_dir")
+    p.add_argument("--image", required=True, help="the product image in containerd, e.g. localhost/inplace-webhook:0.1.0")
+    p.add_argument("-k", dest="only", action="append", default=[], help="run scenarios whose name contains this")
+    p.add_argument("--no-install", action="store_true", help="the chart is already installed")
+    args = p.parse_args()
+    s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
+    chosen = [f for f in SCENARIOS if not args.only or any(k in f.__name__ for k in args.only)]
+    if not chosen:
+        p.error("no scenario matches %s" % args.only)
+    started = time.time()
+    if not args.no_install:
+        s.install()
+    failed = [f.__name__ for f in chosen if not run_one(s, f)]
+    print("%d/%d scenarios passed in %.0f s" % (len(chosen) - len(failed), len(chosen), time.time() - started))
+    if failed:
+        print("failed: " + " ".join(failed))
+    print("%d scenarios passed, %d failed" % (len(chosen) - len(failed), len(failed)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
