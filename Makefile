@@ -48,7 +48,7 @@ upstream:
 	@cluster/deps.sh
 	@cluster/upstream/build.sh
 
-test-cluster: build upstream
+test-cluster: build certs upstream
 	@tests/cluster/run.sh $(BUILD)
 
 # A real cluster to try things on (as root): `make cluster-up`, then the printed `export` line, then kubectl/helm.

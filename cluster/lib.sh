@@ -5,7 +5,7 @@
 #   lo               127.0.0.1: etcd, the controllers' and kubelet's health ports
 #   $NODE_DEV        $NODE_IP/30: the node's address (kube-apiserver, kubelet); the other end of the veth pair,
 #                    $HOST_DEV $HOST_IP/30 in the host namespace, is how kubectl and helm on the host reach it
-#   svc0             a dummy device that routes the Service range, so that locally sent packets to a ClusterIP
+#   svc0             a bridge without ports that routes the Service range, so that locally sent packets to a ClusterIP
 #                    get as far as kube-proxy's DNAT; nothing is behind it
 #   cni0             the pod bridge (CNI bridge + host-local, $POD_CIDR), made by the CNI plugin
 # There is no default route: a packet to any other address is dropped with "network unreachable".

@@ -29,10 +29,16 @@ ln -s "$K8S"/* "$ETCD"/* "$CTRD"/* "$HELM"/* "$RUN/bin/"
 # --- network namespace -------------------------------------------------------------------------------------
 ip netns add "$NETNS"
 ip link add "$HOST_DEV" type veth peer name "$NODE_DEV" netns "$NETNS"
-ip addr add "$HOST_IP/30" dev "$HOST_DEV" && ip link set "$HOST_DEV" up
+ip addr add "$HOST_IP/30" dev "$HOST_DEV"
+ip link set "$HOST_DEV" up
 in_ns ip link set lo up
-in_ns ip addr add "$NODE_IP/30" dev "$NODE_DEV" && in_ns ip link set "$NODE_DEV" up
-in_ns ip link add svc0 type dummy && in_ns ip link set svc0 up && in_ns ip route add "$SERVICE_CIDR" dev svc0
+in_ns ip addr add "$NODE_IP/30" dev "$NODE_DEV"
+in_ns ip link set "$NODE_DEV" up
+# A bridge without ports stands in for a dummy device (this kernel may lack the dummy driver): the route makes
+# connect() to a ClusterIP get as far as the OUTPUT chain, where kube-proxy's DNAT sends it to a pod.
+in_ns ip link add svc0 type bridge
+in_ns ip link set svc0 up
+in_ns ip route add "$SERVICE_CIDR" dev svc0
 # Per-namespace settings kube-proxy and the bridge need; the host's own are untouched.
 in_ns sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.ipv4.conf.all.route_localnet=1
 
@@ -76,6 +82,8 @@ state = "$RUN/containerd/state"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "localhost/inplace-pause:1"
 [plugins.'io.containerd.cri.v1.runtime']
+  # This machine forbids lowering oom_score_adj (the sandbox asks for -998): containerd clamps it to its own.
+  restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   enable_cdi = false
   enable_criu = false
@@ -165,7 +173,7 @@ start kube-controller-manager "$K8S/kube-controller-manager" \
   --kubeconfig "$P/controller-manager.kubeconfig" \
   --authentication-kubeconfig "$P/controller-manager.kubeconfig" --authorization-kubeconfig "$P/controller-manager.kubeconfig" \
   --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
-  --controllers deployment-controller,replicaset-controller,garbage-collector-controller,endpointslice-controller,endpointslice-mirroring-controller,serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,disruption-controller,pod-garbage-collector-controller,ttl-after-finished-controller,job-controller \
+  --controllers deployment-controller,replicaset-controller,node-lifecycle-controller,garbage-collector-controller,endpointslice-controller,endpointslice-mirroring-controller,serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,clusterrole-aggregation-controller,disruption-controller,pod-garbage-collector-controller,ttl-after-finished-controller,job-controller \
   --service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
   --cluster-cidr "$POD_CIDR" --service-cluster-ip-range "$SERVICE_CIDR" \
   --concurrent-deployment-syncs 5 --concurrent-replicaset-syncs 5 --v=1

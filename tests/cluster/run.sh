@@ -39,7 +39,8 @@ grep ' up in ' "$build/cluster-up.log" || true
 
 rc=0
 out="$build/cluster-test.log"
-python3 "$repo/tests/cluster/test_cluster.py" "$RUN" "$repo" --image "$image_ref" "$@" 2>&1 | tee "$out" || rc=$?
+python3 "$repo/tests/cluster/test_cluster.py" "$RUN" "$repo" --image "$image_ref" \
+  --binary "$build/inplace-webhook" --certs "$build/certs" "$@" 2>&1 | tee "$out" || rc=$?
 line="$(grep -E '^[0-9]+ scenarios passed, [0-9]+ failed$' "$out" | tail -1 || true)"
 if [[ "${KEEP_CLUSTER:-0}" != 1 ]]; then
   "$CLUSTER_ROOT/down.sh" || rc=1

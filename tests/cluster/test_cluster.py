@@ -37,7 +37,9 @@ SETTLE = 2.0  # seconds: long enough for a loop (or a controller) that was going
 
 
 class Suite:
-    def __init__(self, env, source_dir, image):
+    def __init__(self, env, source_dir, image, binary=None, certs=None):
+        self.binary = binary  # the product binary on the host (the fault scenario runs its loop outside)
+        self.certs = certs
         self.env = env
         self.source = source_dir
         self.image = image  # localhost/inplace-webhook:VERSION
@@ -53,17 +55,24 @@ class Suite:
                 "--set-json", 'server.extraArgs=["--loop-resync-period-ms=2000"]',
                 "--set", "log.level=debug"] + list(extra)
 
-    def install(self, extra=(), upgrade=False):
+    def install(self, extra=(), upgrade=False, loop=True):
         verb = ["upgrade"] if upgrade else ["install", "--create-namespace"]
         self.tools.helm(*(verb + [RELEASE, os.path.join(self.source, "charts", "inplace-webhook"),
                                   "-n", RELEASE_NS, "--wait", "--timeout", "120s"] + self.helm_values(extra)),
                         timeout=180)
-        self.wait_webhook_ready()
+        self.wait_webhook_ready(loop)
 
-    def wait_webhook_ready(self):
-        # --wait saw the pods Ready; the webhook Service must also have its endpoints and a leader.
-        wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.webhook_pods() if is_ready(p)},
-                 60, "a Ready webhook pod to hold the Lease")
+    def wait_webhook_ready(self, loop=True):
+        # --wait saw the pods Ready; the Service must also have ready endpoints, and with the loop on, a
+        # Ready pod holds the Lease.
+        wait_for(lambda: any(all((e.get("conditions") or {}).get("ready") for e in sl.get("endpoints") or [])
+                             and sl.get("endpoints") for sl in self.api.items(
+                                 "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % RELEASE_NS,
+                                 labelSelector="kubernetes.io/service-name=" + RELEASE)),
+                 60, "the webhook Service's endpoints")
+        if loop:
+            wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.webhook_pods()
+                                                     if is_ready(p)}, 60, "a Ready webhook pod to hold the Lease")
 
     def webhook_pods(self):
         return live(self.api.items(ns_path(RELEASE_NS, "pods"),
@@ -73,7 +82,9 @@ class Suite:
         return self.api.get_or_none(ns_path(RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1"))
 
     def lease_holder(self):
-        return ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
+        """The webhook pod that holds the Lease (the identity is POD-NAME_random, as client-go's)."""
+        holder = ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
+        return holder.rsplit("_", 1)[0] if holder else None
 
     def webhook_logs(self, tail=60):
         out = []
@@ -95,6 +106,8 @@ class App:
         self.selector = "app=" + name
 
     def setup_namespace(self):
+        # A namespace left by an earlier run on the same cluster goes first.
+        self.s.tools.kubectl("delete", "namespace", self.ns, "--ignore-not-found", "--wait=true", timeout=180)
         self.s.tools.kubectl("create", "namespace", self.ns)
         self.s.tools.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", self.ns)
 
@@ -348,7 +361,7 @@ def writers(suite, ns, since, until=None):
     out = set()
     for e in suite.audit.writes(since, user=CONTROLLER_USER, ns=ns, resource="pods"):
         if until is None or e["_time"] <= until:
-            out.add(e.get("userAgent", "").rpartition("(")[2].rstrip(")"))
+            out.add(e.get("userAgent", "").rpartition("(")[2].rstrip(")").rsplit("_", 1)[0])
     return out
 
 
@@ -466,8 +479,8 @@ def c03_mark_not_ready_grace(s):
         check(gate_false is not None and written is not None, "pod %s: gate never False or never updated" % name)
         check(written - gate_false >= grace - 0.3, "pod %s written %.2f s after its gate went False (grace %d)"
               % (name, written - gate_false, grace))
-        ready_in_grace = [t for t, p in timeline if gate_false + 0.3 <= t <= written and is_ready(p)]
-        check(not ready_in_grace, "pod %s was Ready during its grace period" % name)
+        # Whether Ready stays False for the whole grace period is the kubelet's to decide: its status manager
+        # republishes its own cached Ready (the next issue, "never write the kubelet's Ready condition").
         last = timeline[-1][1]
         check(is_ready(last) and condition(last, READY_GATE) == "True", "pod %s not Ready again" % name)
 
@@ -565,8 +578,7 @@ def c07_leader_handover(s):
     before = snapshot(app.create(deployment("web", replicas=3, stop_delay=3)))
     rs0 = app.rs_names()
     leader = s.lease_holder()
-    others = {p["metadata"]["name"] for p in s.webhook_pods()} - {leader}
-    check(others, "only one webhook pod")
+    check(len(s.webhook_pods()) == 2, "two webhook replicas expected")
     t0 = time.time()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     wait_for(lambda: any(images(p)["app"] == V2 and state_of(p) == "Normal" and is_ready(p) for p in app.pods())
@@ -576,14 +588,16 @@ def c07_leader_handover(s):
     new = wait_for(lambda: (lambda h: h if h and h != leader else None)(s.lease_holder()), 30,
                    "another replica to take the Lease")
     t_take = time.time()
-    check(new in others, "the Lease went to %s, not the standby %s" % (new, others))
+    # The standby, or the replacement pod the ReplicaSet started, whichever retried first.
+    check(new != leader, "the Lease stayed with %s" % leader)
     check(t_take - t_stop < 15, "takeover took %.1f s after SIGTERM (the Lease was not released)" % (t_take - t_stop))
     finish(app, before, rs0, restarted={"app"}, timeout=120)
     check(writers(s, app.ns, t0, t_stop) <= {leader}, "pods written by %s while %s led"
           % (writers(s, app.ns, t0, t_stop), leader))
     check(writers(s, app.ns, t_take + 0.5) <= {new}, "pods written by %s after %s took over"
           % (writers(s, app.ns, t_take + 0.5), new))
-    by = {e.get("reportingInstance") for e in app.events_with("InPlaceUpdateCompleted", "Deployment")}
+    by = {(e.get("reportingInstance") or "").rsplit("_", 1)[0]
+          for e in app.events_with("InPlaceUpdateCompleted", "Deployment")}
     check(by == {new}, "InPlaceUpdateCompleted reported by %s" % by)
     s.wait_webhook_ready()
 
@@ -706,9 +720,127 @@ def c12_helm_upgrade_mid_update(s):
     finish(app, before, rs0, restarted={"app"})
 
 
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def c13_api_faults(s):
+    """The loop behind a fault proxy (20% 500s and a 409 on each first write, then 10% 429s): the updates
+    complete correctly. The chart's pods keep serving admission with their loop off (--disable-loop); the loop
+    under test is the same binary on the host, as the chart's ServiceAccount (a token from the TokenRequest API)."""
+    import subprocess
+    from fault_proxy import FaultProxy
+    check(s.binary, "--binary is needed for this scenario")
+    s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
+    workdir = os.path.join(s.env.run, "c13")
+    os.makedirs(workdir, exist_ok=True)
+    token = os.path.join(workdir, "token")
+    with open(token, "w") as f:
+        f.write(s.tools.kubectl("create", "token", RELEASE, "-n", RELEASE_NS, "--duration=1h").stdout.strip())
+    crt, key = os.path.join(workdir, "proxy.crt"), os.path.join(workdir, "proxy.key")
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-x509",
+                    "-days", "1", "-subj", "/CN=fault-proxy", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-CA", os.path.join(s.env.pki, "ca.crt"), "-CAkey", os.path.join(s.env.pki, "ca.key"),
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    proxy = FaultProxy(s.env.server, os.path.join(s.env.pki, "ca.crt"), crt, key).start()
+    log = open(os.path.join(workdir, "loop.log"), "w")
+    loop = subprocess.Popen([s.binary, "serve", "--bind-address", "127.0.0.1", "--port", str(free_port()), "--probe-port", str(free_port()),
+                             "--tls-cert-file", os.path.join(s.certs, "tls.crt"),
+                             "--tls-private-key-file", os.path.join(s.certs, "tls.key"),
+                             "--api-server", "https://127.0.0.1:%d" % proxy.port, "--token-file", token,
+                             "--certificate-authority", os.path.join(s.env.pki, "ca.crt"),
+                             "--leader-elect=false", "--loop-resync-period-ms=2000", "--log-format", "text"],
+                            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, POD_NAME="loop-behind-proxy"))
+    try:
+        app = App(s, "c13")
+        before = snapshot(app.create(deployment("web", replicas=3)))
+        rs0 = app.rs_names()
+        proxy.faults(error_rate=0.2, error_code=500, conflict_on_first_write=True, seed=7)
+        app.kubectl("set", "image", "deploy/web", "app=" + V2)
+        finish(app, before, rs0, restarted={"app"}, timeout=120)
+        codes = {c for _, _, c in proxy.log}
+        check(proxy.injected > 0 and {409, 500} <= codes, "the loop saw no injected 409/500: %s" % sorted(codes))
+        proxy.faults()
+        before = snapshot(app.pods())
+        app.kubectl("label", "deploy/web", "--overwrite", "unrelated=1")  # a write the webhook just allows
+        proxy.faults(error_rate=0.1, error_code=429, retry_after=1, conflict_on_first_write=True, seed=11)
+        app.kubectl("patch", "deploy/web", "--type", "merge", "-p",
+                    json.dumps({"spec": {"template": {"metadata": {"labels": {"version": "v2"}}}}}))
+        injected = proxy.injected
+        finish(app, before, rs0, restarted=set(), timeout=120)
+        check(proxy.injected > injected, "no 429 was injected")
+        check(loop.poll() is None, "the loop exited: see %s" % log.name)
+    finally:
+        loop.terminate()
+        try:
+            loop.wait(20)
+        except subprocess.TimeoutExpired:
+            loop.kill()
+        proxy.stop()
+        log.close()
+        s.install(upgrade=True)
+
+
+def uninstall_as_readme_says(s):
+    """README "Install with Helm": the webhook configurations first, then helm uninstall, then the namespace
+    (which holds the Lease the loop made)."""
+    s.tools.kubectl("delete", "mutatingwebhookconfiguration/" + RELEASE, "validatingwebhookconfiguration/" + RELEASE)
+    s.tools.helm("uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "120s", timeout=180)
+    s.tools.kubectl("delete", "namespace", RELEASE_NS, "--wait=true", timeout=180)
+    left = []
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations", "clusterroles",
+                 "clusterrolebindings", "validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+        left += s.tools.kubectl("get", kind, "-o", "name").stdout.split()
+    left = [o for o in left if RELEASE in o]
+    check(not left, "left in the cluster after uninstall: %s" % left)
+
+
+def c14_secret_mode_and_uninstall(s):
+    """The README's uninstall leaves nothing; certificates.mode=secret with the user's own Secret and CA works;
+    uninstalled again, nothing is left and Deployments are no longer paused by anything."""
+    import subprocess
+    import tempfile
+    uninstall_as_readme_says(s)
+    d = tempfile.mkdtemp(prefix="c14-")
+    svc = "%s.%s.svc" % (RELEASE, RELEASE_NS)
+
+    def openssl(*a):
+        subprocess.run(["openssl"] + list(a), check=True, capture_output=True, cwd=d)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=my-webhook-ca", "-keyout", "ca.key", "-out", "ca.crt")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=" + svc, "-addext", "subjectAltName=DNS:%s,DNS:%s.cluster.local" % (svc, svc),
+            "-CA", "ca.crt", "-CAkey", "ca.key", "-keyout", "tls.key", "-out", "tls.crt")
+    s.tools.kubectl("create", "namespace", RELEASE_NS)
+    s.tools.kubectl("create", "secret", "tls", "my-webhook-tls", "-n", RELEASE_NS, "--cert", os.path.join(d, "tls.crt"),
+                    "--key", os.path.join(d, "tls.key"))
+    verb = ["install", RELEASE, os.path.join(s.source, "charts", "inplace-webhook"), "-n", RELEASE_NS, "--wait",
+            "--timeout", "120s"]
+    s.tools.helm(*(verb + s.helm_values(["--set", "certificates.mode=secret", "--set",
+                                         "certificates.secret.name=my-webhook-tls",
+                                         "--set-file", "certificates.secret.caBundle=" + os.path.join(d, "ca.crt")])),
+                 timeout=180)
+    s.wait_webhook_ready()
+    app = App(s, "c14")
+    before = snapshot(app.create(deployment("web", replicas=2)))
+    rs0 = app.rs_names()
+    _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
+    expect_warning(warnings, "in-place update: 2 pods will be updated")
+    finish(app, before, rs0, restarted={"app"})
+    uninstall_as_readme_says(s)
+    # With nothing of ours running, a change of the formerly opted-in Deployment takes the native rollout.
+    app.kubectl("set", "image", "deploy/web", "app=" + V1)
+    wait_for(lambda: app.rollout_complete() and len(app.rs_names()) == 2, 120, "the native rollout", app)
+    check(not app.deployment()["spec"].get("paused"), "paused with nothing of ours installed")
+
+
 SCENARIOS = [c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
              c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
-             c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update]
+             c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update, c13_api_faults,
+             c14_secret_mode_and_uninstall]
 
 
 def run_one(s, fn):
@@ -744,10 +876,12 @@ def main():
     p.add_argument("run_dir")
     p.add_argument("source_dir")
     p.add_argument("--image", required=True, help="the product image in containerd, e.g. localhost/inplace-webhook:0.1.0")
+    p.add_argument("--binary", help="the product binary, for the scenario that runs its loop behind a fault proxy")
+    p.add_argument("--certs", help="a serving certificate directory (tls.crt, tls.key) for that binary")
     p.add_argument("-k", dest="only", action="append", default=[], help="run scenarios whose name contains this")
     p.add_argument("--no-install", action="store_true", help="the chart is already installed")
     args = p.parse_args()
-    s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
+    s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image, args.binary, args.certs)
     chosen = [f for f in SCENARIOS if not args.only or any(k in f.__name__ for k in args.only)]
     if not chosen:
         p.error("no scenario matches %s" % args.only)
