@@ -382,6 +382,73 @@ def hold_one_pod(app, release):
 # Scenarios
 
 
+def apiserver_webhook_calls(s):
+    """kube-apiserver's own count of admission webhook calls, {(webhook name, type, code): count}."""
+    out = {}
+    for line in s.tools.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if line.startswith("apiserver_admission_webhook_request_total{"):
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")].split(","))
+            labels = {k: v.strip('"') for k, v in labels.items()}
+            key = (labels.get("name"), labels.get("type"), labels.get("code"))
+            out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def c00_installed_as_a_user_installs_it(s):
+    """helm install put the webhook pods on the real node from the local image; kube-apiserver calls them through
+    the chart's Service; one replica holds the Lease; the loop's identity has exactly the chart's RBAC."""
+    pods = s.webhook_pods()
+    check(len(pods) == 2 and all(is_ready(p) for p in pods), "two Ready webhook pods: %s" % len(pods))
+    digest = None
+    for line in s.tools.ctr("images", "ls").splitlines():
+        f = line.split()
+        if f and f[0] == s.image:
+            digest = f[2]
+    check(digest, "containerd has no image %s" % s.image)
+    for p in pods:
+        cs = container_statuses(p)["webhook"]
+        check(p["spec"]["nodeName"] == "inplace-node" and cs["image"] == s.image,
+              "pod %s on %s runs %s" % (p["metadata"]["name"], p["spec"]["nodeName"], cs["image"]))
+        check(digest in cs.get("imageID", ""), "pod %s imageID %s, containerd's %s is %s"
+              % (p["metadata"]["name"], cs.get("imageID"), s.image, digest))
+        check(p["spec"]["securityContext"].get("runAsNonRoot") and cs.get("restartCount") == 0,
+              "pod %s: runAsNonRoot, no restart" % p["metadata"]["name"])
+    check(s.lease_holder() in {p["metadata"]["name"] for p in pods}, "the Lease holder is not a webhook pod")
+    # kube-apiserver calls the webhooks through the Service: an opted-in Deployment and its pod go through them.
+    before = apiserver_webhook_calls(s)
+    app = App(s, "c00")
+    app.create(deployment("web", replicas=1))
+    after = apiserver_webhook_calls(s)
+    for name, kind in (("validate-deployments.inplace-webhook.io", "validating"),
+                       ("mutate-pods.inplace-webhook.io", "admit")):
+        key = (name, kind, "200")
+        check(after.get(key, 0) > before.get(key, 0), "kube-apiserver made no successful call to %s: %s"
+              % (name, {k: v for k, v in after.items() if k[0] == name}))
+    # Exactly the chart's RBAC: what the loop needs is allowed, nothing else.
+    sa = "--as=" + CONTROLLER_USER
+
+    def can(*args):
+        return s.tools.kubectl("auth", "can-i", sa, *args, check_rc=False).stdout.strip() == "yes"
+    allowed = [("patch", "pods", "-A"), ("watch", "pods", "-A"), ("patch", "pods/status", "-A"),
+               ("patch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"),
+               ("patch", "replicasets.apps", "-A"), ("create", "events", "-A"),
+               ("update", "leases.coordination.k8s.io", "-n", RELEASE_NS)]
+    denied = [("create", "pods", "-A"), ("delete", "pods", "-A"), ("update", "pods", "-A"), ("get", "secrets", "-A"),
+              ("update", "deployments.apps", "-A"), ("delete", "deployments.apps", "-A"),
+              ("create", "replicasets.apps", "-A"), ("patch", "nodes"), ("update", "leases.coordination.k8s.io",
+                                                                         "-n", "kube-system"),
+              ("create", "pods/eviction", "-A"), ("*", "*", "-A")]
+    wrong = [a for a in allowed if not can(*a)] + [("not denied",) + d for d in denied if can(*d)]
+    check(not wrong, "the loop's RBAC differs from the chart's: %s" % wrong)
+    bindings = json.loads(s.tools.kubectl("get", "clusterrolebindings,rolebindings", "-A", "-o", "json").stdout)
+    mine = [b["metadata"]["name"] + "->" + b["roleRef"]["name"] for b in bindings["items"]
+            for subj in b.get("subjects") or [] if subj.get("kind") == "ServiceAccount"
+            and subj.get("name") == RELEASE and subj.get("namespace") == RELEASE_NS]
+    check(sorted(mine) == sorted(["inplace-webhook->inplace-webhook",
+                                  "inplace-webhook-leader-election->inplace-webhook-leader-election"]),
+          "bindings of the loop's ServiceAccount: %s" % mine)
+
+
 def c01_image_then_labels(s):
     """kubectl set image, then kubectl label of the template, on 3 replicas: in place on the real kubelet."""
     app = App(s, "c01")
@@ -837,7 +904,7 @@ def c14_secret_mode_and_uninstall(s):
     check(not app.deployment()["spec"].get("paused"), "paused with nothing of ours installed")
 
 
-SCENARIOS = [c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
+SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
              c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
              c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update, c13_api_faults,
              c14_secret_mode_and_uninstall]
