@@ -38,7 +38,7 @@ def now_rfc3339():
 
 
 class NodeSim:
-    def __init__(self, api, nodes=10, pods_per_node=200, start_delay=0.5, workers=8, prefix="sim-node"):
+    def __init__(self, api, nodes=10, pods_per_node=200, start_delay=0.2, workers=16, prefix="sim-node"):
         self.api = api
         self.names = ["%s-%d" % (prefix, i) for i in range(nodes)]
         self.pods_per_node = pods_per_node
@@ -46,7 +46,9 @@ class NodeSim:
         self.work = queue.Queue()
         self.workers = workers
         self.stopping = threading.Event()
-        self.known = {}  # pod key -> {container: image} as last started
+        self.latest = {}  # pod key -> the newest object seen, while queued
+        self.deleted = set()  # uids whose final DELETE was sent
+        self.busy = set()  # pods a worker is syncing: one sync per pod at a time
         self.lock = threading.Lock()
         self.writes = 0
         self.errors = []
@@ -97,7 +99,7 @@ class NodeSim:
                 lst = self.api.get("/api/v1/pods", fieldSelector="spec.nodeName!=")
                 for p in lst.get("items") or []:
                     if p["spec"].get("nodeName") in mine:
-                        self.work.put(p)
+                        self._enqueue(p)
                 rv = lst["metadata"]["resourceVersion"]
                 conn = http.client.HTTPSConnection(self.api.host, self.api.port, context=self.api.ctx, timeout=600)
                 conn.request("GET", "/api/v1/pods?watch=1&allowWatchBookmarks=false&resourceVersion=%s"
@@ -114,15 +116,24 @@ class NodeSim:
                         break
                     p = ev.get("object") or {}
                     if ev.get("type") in ("ADDED", "MODIFIED") and p.get("spec", {}).get("nodeName") in mine:
-                        self.work.put(p)
+                        self._enqueue(p)
                     elif ev.get("type") == "DELETED":
                         with self.lock:
-                            self.known.pop(self._key(p), None)
+                            self.latest.pop(self._key(p), None)
                 conn.close()
             except Exception as e:  # noqa: BLE001 - re-list
                 if not self.stopping.is_set():
                     self.errors.append("watch: %s" % e)
                     time.sleep(0.5)
+
+    def _enqueue(self, p):
+        """A work queue over the latest object per pod, as an informer's: a key is queued once at a time."""
+        key = self._key(p)
+        with self.lock:
+            queued = key in self.latest
+            self.latest[key] = p
+        if not queued:
+            self.work.put(key)
 
     @staticmethod
     def _key(p):
@@ -131,26 +142,45 @@ class NodeSim:
     def _worker(self):
         while not self.stopping.is_set():
             try:
-                p = self.work.get(timeout=0.2)
+                key = self.work.get(timeout=0.2)
             except queue.Empty:
+                continue
+            with self.lock:
+                busy = key in self.busy
+                if busy:
+                    self.work.put(key)  # another worker syncs it: look again after
+                    p = None
+                else:
+                    p = self.latest.pop(key, None)
+                    if p is not None:
+                        self.busy.add(key)
+            if busy:
+                time.sleep(0.02)
+            if p is None:
                 continue
             try:
                 self._sync(p)
             except ApiError as e:
                 if e.code not in (404, 409):
-                    self.errors.append("sync %s: %s" % (self._key(p), e))
+                    self.errors.append("sync %s: %s" % (key, e))
             except Exception as e:  # noqa: BLE001
-                self.errors.append("sync %s: %s" % (self._key(p), e))
+                self.errors.append("sync %s: %s" % (key, e))
+            finally:
+                with self.lock:
+                    self.busy.discard(key)
 
     def _sync(self, p):
         key = self._key(p)
         path = "/api/v1/namespaces/%s/pods/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
         if p["metadata"].get("deletionTimestamp"):
-            # Containers stopped at once; the kubelet's final delete.
+            # Containers stopped at once; the kubelet's final delete, once per pod.
+            with self.lock:
+                if p["metadata"]["uid"] in self.deleted:
+                    return
+                self.deleted.add(p["metadata"]["uid"])
             self.api.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
                                               "preconditions": {"uid": p["metadata"]["uid"]}})
             with self.lock:
-                self.known.pop(key, None)
                 self.writes += 1
             return
         want = {c["name"]: c["image"] for c in p["spec"]["containers"]}

@@ -56,9 +56,10 @@ class Suite:
                 "--set", "log.level=debug"] + list(extra)
 
     def install(self, extra=(), upgrade=False, loop=True):
-        verb = ["upgrade"] if upgrade else ["install", "--create-namespace"]
+        verb = ["upgrade", "--install"] if upgrade else ["install"]
         self.tools.helm(*(verb + [RELEASE, os.path.join(self.source, "charts", "inplace-webhook"),
-                                  "-n", RELEASE_NS, "--wait", "--timeout", "120s"] + self.helm_values(extra)),
+                                  "-n", RELEASE_NS, "--create-namespace", "--wait", "--timeout", "120s"]
+                                 + self.helm_values(extra)),
                         timeout=180)
         self.wait_webhook_ready(loop)
 
@@ -405,12 +406,14 @@ def c00_installed_as_a_user_installs_it(s):
         if f and f[0] == s.image:
             digest = f[2]
     check(digest, "containerd has no image %s" % s.image)
+    # containerd reports the image's config digest as imageID when the image has no repo digest (an imported one).
+    config = json.loads(s.tools.ctr("content", "get", digest))["config"]["digest"]
     for p in pods:
         cs = container_statuses(p)["webhook"]
         check(p["spec"]["nodeName"] == "inplace-node" and cs["image"] == s.image,
               "pod %s on %s runs %s" % (p["metadata"]["name"], p["spec"]["nodeName"], cs["image"]))
-        check(digest in cs.get("imageID", ""), "pod %s imageID %s, containerd's %s is %s"
-              % (p["metadata"]["name"], cs.get("imageID"), s.image, digest))
+        check(cs.get("imageID", "").endswith((digest, config)), "pod %s imageID %s, containerd's %s is %s (config %s)"
+              % (p["metadata"]["name"], cs.get("imageID"), s.image, digest, config))
         check(p["spec"]["securityContext"].get("runAsNonRoot") and cs.get("restartCount") == 0,
               "pod %s: runAsNonRoot, no restart" % p["metadata"]["name"])
     check(s.lease_holder() in {p["metadata"]["name"] for p in pods}, "the Lease holder is not a webhook pod")

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Scale on the real control plane: a 1,000-pod Deployment (maxUnavailable 25%) updated in place by the product,
+side by side with a native rolling update of the same Deployment spec (not opted in), on the same cluster: upstream
+kube-apiserver, controller manager and scheduler, with the pods on simulated nodes (tests/cluster/node_sim.py
+plays their kubelets' API traffic). Reports wall time, API requests by verb and resource from kube-apiserver's
+own /metrics (apiserver_request_total: every client, the controllers and the node simulator included), container
+restarts, and pod creations and deletions.
+
+    python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
+        [--replicas 1000] [--out FILE.json]
+
+RUN_DIR is a running cluster (cluster/up.sh) with the images imported; the chart is installed here.
+`make bench-cluster` starts the cluster, runs this and stops it.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+
+from kube import ClusterEnv, annotations_of, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
+from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
+from test_cluster import V2, App, Suite, deployment  # noqa: E402
+
+
+def request_counts(s):
+    """apiserver_request_total summed over codes and scopes: {(verb, resource[/subresource]): count}."""
+    out = {}
+    for line in s.tools.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = {}
+        for kv in line[line.index("{") + 1:line.rindex("}")].split(","):
+            k, _, v = kv.partition("=")
+            labels[k] = v.strip('"')
+        res = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        key = (labels.get("verb", ""), res)
+        out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def delta(after, before):
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+
+def bench_deployment(name, replicas, opted_in):
+    d = deployment(name, replicas=replicas, max_unavailable="25%", max_surge="25%")
+    spec = d["spec"]["template"]["spec"]
+    spec["containers"] = [spec["containers"][0]]  # one container: the one whose image changes
+    spec["containers"][0].pop("readinessProbe")   # the simulated kubelet reports Ready itself
+    spec["nodeSelector"] = {SIM_LABEL: "true"}
+    spec["tolerations"] = [{"key": TAINT["key"], "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    if not opted_in:
+        d["metadata"]["labels"].pop("inplace-webhook.io/enabled")
+        d["spec"]["template"]["metadata"]["labels"].pop("inplace-webhook.io/enabled")
+    return d
+
+
+def run_case(s, app, replicas, in_place):
+    pods = app.pods()
+    uids = {p["metadata"]["uid"] for p in pods}
+    restarts0 = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values())
+    before = request_counts(s)
+    t0 = time.time()
+    app.kubectl("set", "image", "deploy/" + app.name, "app=" + V2)
+
+    def done():
+        d = app.deployment()
+        st = d.get("status") or {}
+        if in_place and (IN_PROGRESS in annotations_of(d) or d["spec"].get("paused")):
+            return False
+        ps = app.pods()
+        return (st.get("observedGeneration") == d["metadata"]["generation"] and st.get("updatedReplicas") == replicas
+                and st.get("availableReplicas") == replicas and st.get("replicas") == replicas
+                and len(ps) == replicas and all(images(p)["app"] == V2 and is_ready(p) for p in ps)
+                and (not in_place or all(state_of(p) == "Normal" for p in ps)))
+    wait_for(done, 900, "the %s update of %d pods" % ("in-place" if in_place else "native", replicas), interval=1.0)
+    wall = time.time() - t0
+    time.sleep(3)  # let the last status writes land before counting
+    counts = delta(request_counts(s), before)
+    pods = app.pods()
+    restarts = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values()) - restarts0
+    kept = len(uids & {p["metadata"]["uid"] for p in pods})
+    return {"wall_seconds": round(wall, 1), "requests": counts,
+            "total_requests": int(sum(counts.values())),
+            "pod_creations": int(counts.get(("POST", "pods"), 0)),
+            "pod_deletions": int(counts.get(("DELETE", "pods"), 0)),
+            "container_restarts": restarts, "pods_kept": kept}
+
+
+def table(results):
+    keys = sorted(set(results["in_place"]["requests"]) | set(results["native"]["requests"]),
+                  key=lambda k: -(results["in_place"]["requests"].get(k, 0) + results["native"]["requests"].get(k, 0)))
+    rows = ["| | in place | native rolling update |", "|---|---:|---:|"]
+    for label, key in (("wall time (s)", "wall_seconds"), ("API requests, all clients", "total_requests"),
+                       ("pods kept (same UID)", "pods_kept"), ("pod creations", "pod_creations"),
+                       ("pod deletions", "pod_deletions"), ("container restarts", "container_restarts")):
+        rows.append("| %s | %s | %s |" % (label, results["in_place"][key], results["native"][key]))
+    for k in keys:
+        a, b = results["in_place"]["requests"].get(k, 0), results["native"]["requests"].get(k, 0)
+        if a + b >= 10:
+            rows.append("| `%s %s` | %d | %d |" % (k[0], k[1], a, b))
+    return "\n".join(rows)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("source_dir")
+    p.add_argument("--image", required=True)
+    p.add_argument("--replicas", type=int, default=1000)
+    p.add_argument("--out")
+    args = p.parse_args()
+    s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
+    s.install(upgrade=True)  # or a release already there
+    nodes = max(2, (args.replicas * 5 // 4 + 199) // 200)
+    sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
+    results = {}
+    try:
+        for case, opted_in in (("in_place", True), ("native", False)):
+            app = App(s, "bench-" + case.replace("_", "-"), name="bench")
+            t = time.time()
+            app.create(bench_deployment("bench", args.replicas, opted_in), timeout=900)
+            print("%s: %d pods created and Ready in %.0f s" % (case, args.replicas, time.time() - t), flush=True)
+            results[case] = run_case(s, app, args.replicas, in_place=opted_in)
+            print("%s: %s" % (case, {k: v for k, v in results[case].items() if k != "requests"}), flush=True)
+            s.tools.kubectl("delete", "namespace", app.ns, "--wait=false")
+    finally:
+        sim.stop()
+    if sim.errors:
+        print("node simulator errors (%d), first: %s" % (len(sim.errors), sim.errors[:5]))
+    print(table(results))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({c: dict(r, requests={" ".join(k): v for k, v in r["requests"].items()})
+                       for c, r in results.items()}, f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

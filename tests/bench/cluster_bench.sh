@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# `make bench-cluster`: the scale run on the real control plane (tests/bench/cluster_bench.py) in a cluster of its
+# own: builds the images from BUILD/inplace-webhook, starts the cluster, runs, stops it.
+#   tests/bench/cluster_bench.sh BUILD [cluster_bench.py options, e.g. --replicas 1000]
+set -euo pipefail
+build="$(cd "$1" && pwd)"
+shift
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+source "$repo/cluster/lib.sh"
+mkdir -p "$build/cluster-images"
+mapfile -t archives < <("$CLUSTER_ROOT/images/build.sh" "$build/cluster-images" 2>/dev/null)
+product="$("$CLUSTER_ROOT/images/product.sh" "$build/inplace-webhook" "$build/cluster-images" 2>/dev/null | tail -1)"
+[[ ! -e "/run/netns/$NETNS" ]] || "$CLUSTER_ROOT/down.sh"
+"$CLUSTER_ROOT/up.sh" "${archives[@]}" "$product" >/dev/null
+trap '"$CLUSTER_ROOT/down.sh"' EXIT
+python3 "$repo/tests/bench/cluster_bench.py" "$RUN" "$repo" \
+  --image "localhost/inplace-webhook:$("$build/inplace-webhook" --version | awk '{print $NF}')" \
+  --out "$build/cluster-bench.json" "$@"
