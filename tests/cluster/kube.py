@@ -12,6 +12,7 @@ The product's loop runs in the cluster as the chart's ServiceAccount with exactl
 Standard library only.
 """
 
+import calendar
 import http.client
 import json
 import os
@@ -74,7 +75,50 @@ class ApiError(Exception):
 WARNING_RE = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
 
 
-class Api:
+def parse_warnings(values):
+    """The texts of `Warning: 299 - "text"` headers, as kubectl prints them."""
+    out = []
+    for v in values:
+        m = WARNING_RE.match(v)
+        if m:
+            out.append(re.sub(r"\\(.)", r"\1", m.group(1)))
+    return out
+
+
+class RestVerbs:
+    """The REST verbs over a subclass's request(method, path, body=None, ctype=..., query=None)."""
+
+    def get(self, path, **query):
+        return self.request("GET", path, query=query or None)
+
+    def get_or_none(self, path):
+        try:
+            return self.get(path)
+        except ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    def items(self, path, **query):
+        return self.get(path, **query).get("items") or []
+
+    def create(self, path, obj):
+        return self.request("POST", path, obj)
+
+    def put(self, path, obj):
+        return self.request("PUT", path, obj)
+
+    def merge_patch(self, path, patch):
+        return self.request("PATCH", path, patch, "application/merge-patch+json")
+
+    def strategic_patch(self, path, patch):
+        return self.request("PATCH", path, patch, "application/strategic-merge-patch+json")
+
+    def delete(self, path):
+        return self.request("DELETE", path)
+
+
+class Api(RestVerbs):
     """REST calls as one certificate identity. Reads are retried on 429/5xx; writes are not."""
 
     def __init__(self, env, user):
@@ -122,34 +166,10 @@ class Api:
             if resp.status in (429, 500, 503, 504) and attempt < retries:
                 time.sleep(0.1)
                 continue
-            self.last_warnings = [re.sub(r"\\(.)", r"\1", m.group(1)) for m in
-                                  (WARNING_RE.match(v) for v in resp.headers.get_all("Warning") or []) if m]
+            self.last_warnings = parse_warnings(resp.headers.get_all("Warning") or [])
             if resp.status >= 300:
                 raise ApiError(method, path, resp.status, obj)
             return obj
-
-    def get(self, path, **query):
-        return self.request("GET", path, query=query or None)
-
-    def get_or_none(self, path):
-        try:
-            return self.get(path)
-        except ApiError as e:
-            if e.code == 404:
-                return None
-            raise
-
-    def items(self, path, **query):
-        return self.get(path, **query).get("items") or []
-
-    def create(self, path, obj):
-        return self.request("POST", path, obj)
-
-    def merge_patch(self, path, patch):
-        return self.request("PATCH", path, patch, "application/merge-patch+json")
-
-    def delete(self, path):
-        return self.request("DELETE", path)
 
 
 def ns_path(ns, resource, name="", group=None):
@@ -249,13 +269,13 @@ def rfc3339_micro(text):
     m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z", text)
     if not m:
         return 0.0
-    import calendar
     secs = calendar.timegm(tuple(int(g) for g in m.groups()[:6]) + (0, 0, 0))
     return secs + (float(m.group(7)) if m.group(7) else 0.0)
 
 
-def wait_for(cond, timeout, what, describe=None, interval=0.1):
-    """Polls `cond` until it returns a true value (returned), or fails after `timeout` seconds."""
+def wait_for(cond, timeout, what, context=None, interval=0.05):
+    """Polls `cond` until it returns a true value (returned), or fails after `timeout` seconds. `context` (the
+    object under test) is for the caller's readability; the failure report describes it."""
     deadline = time.time() + timeout
     last_error = None
     while True:

@@ -379,6 +379,23 @@ def hold_one_pod(app, release):
     return first, held
 
 
+def create_label_hooked(app, replicas=3):
+    """An opted-in Deployment with a label as pre-update hook, every pod registered by the LB controller."""
+    app.create(deployment("web", replicas=replicas, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+
+
+def release_until_done(app, release, timeout, after):
+    """Plays the hook handler until the in-place update is done: release(pod) for every pod, every 0.1 s."""
+    deadline = time.time() + timeout
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish %s" % after)
+        for p in app.pods():
+            release(p)
+        time.sleep(0.1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Scenarios
 
@@ -600,13 +617,9 @@ def c05_hook_timeout(s):
         check(state_of(p) == ("PreparingUpdate" if name == stuck else "Normal"), "pod %s is %s" % (name, state_of(p)))
     check(app.count_events("HookTimeout", "Pod", stuck) == 1, "HookTimeout reported more than once")
     check(stuck in app.events_with("HookTimeout", "Deployment")[0]["message"], "the Deployment's Event names no pod")
-    deadline = time.time() + 90
-    while not app.in_place_done():
-        check(time.time() < deadline, "the update did not finish after the hooks were released")
-        for p in app.pods():
-            if state_of(p) == "PreparingUpdate" and FINALIZER in (p["metadata"].get("finalizers") or []):
-                app.set_finalizer(p["metadata"]["name"], False)
-        time.sleep(0.1)
+    release_until_done(app, lambda p: state_of(p) == "PreparingUpdate" and FINALIZER in (
+        p["metadata"].get("finalizers") or []) and app.set_finalizer(p["metadata"]["name"], False), 90,
+        "after the hooks were released")
     finish(app, before, rs0, restarted={"app"})
 
 
@@ -675,9 +688,7 @@ def c07_leader_handover(s):
 def c08_abort(s):
     """abort with one pod updated and one held in a hook: the update is handed back, the native rollout runs."""
     app = App(s, "c08")
-    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
-    for p in app.pods():
-        app.set_label(p["metadata"]["name"], "true")
+    create_label_hooked(app)
     original = snapshot(app.pods())
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     updated, held = hold_one_pod(app, lambda n: app.set_label(n, None))
@@ -697,9 +708,7 @@ def c08_abort(s):
 def c09_non_eligible_mid_update(s):
     """kubectl set env while an in-place update is held in a hook: the native rollout finishes it."""
     app = App(s, "c09")
-    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
-    for p in app.pods():
-        app.set_label(p["metadata"]["name"], "true")
+    create_label_hooked(app)
     rs0 = app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     hold_one_pod(app, lambda n: app.set_label(n, None))
@@ -740,9 +749,7 @@ def c11_scale_mid_update(s):
     """kubectl scale up, and a write of the scale subresource down, while an update is held in a hook: every
     pod the ReplicaSet owns ends at the template."""
     app = App(s, "c11")
-    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
-    for p in app.pods():
-        app.set_label(p["metadata"]["name"], "true")
+    create_label_hooked(app)
     rs0 = app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     hold_one_pod(app, lambda n: app.set_label(n, None))
@@ -751,13 +758,8 @@ def c11_scale_mid_update(s):
              "the scale-up to 5", app)
     # The scale subresource, as an autoscaler writes it.
     s.api.merge_patch(ns_path(app.ns, "deployments", "web", group="apps/v1") + "/scale", {"spec": {"replicas": 4}})
-    deadline = time.time() + 120
-    while not app.in_place_done():
-        check(time.time() < deadline, "the update did not finish after the scale changes")
-        for p in app.pods():
-            if state_of(p) == "PreparingUpdate" or labels_of(p).get(HANDLER_LABEL):
-                app.set_label(p["metadata"]["name"], None)
-        time.sleep(0.1)
+    release_until_done(app, lambda p: labels_of(p).get(HANDLER_LABEL) and app.set_label(p["metadata"]["name"], None),
+                       120, "after the scale changes")
     time.sleep(SETTLE)
     d = app.deployment()
     check(d["spec"]["replicas"] == 4, "replicas %s" % d["spec"]["replicas"])
@@ -771,22 +773,15 @@ def c11_scale_mid_update(s):
 def c12_helm_upgrade_mid_update(s):
     """helm upgrade of the product (its pods roll) while an update is held in a hook: the update completes."""
     app = App(s, "c12")
-    app.create(deployment("web", replicas=3, lifecycle={"preUpdate": {"labelsHandler": {HANDLER_LABEL: "true"}}}))
-    for p in app.pods():
-        app.set_label(p["metadata"]["name"], "true")
+    create_label_hooked(app)
     before, rs0 = snapshot(app.pods()), app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     hold_one_pod(app, lambda n: app.set_label(n, None))
     old_pods = {p["metadata"]["uid"] for p in s.webhook_pods()}
     s.install(extra=["--set", "podAnnotations.upgraded=c12"], upgrade=True)
     check(not old_pods & {p["metadata"]["uid"] for p in s.webhook_pods()}, "helm upgrade did not roll the pods")
-    deadline = time.time() + 120
-    while not app.in_place_done():
-        check(time.time() < deadline, "the update did not finish after the upgrade")
-        for p in app.pods():
-            if state_of(p) == "PreparingUpdate":
-                app.set_label(p["metadata"]["name"], None)
-        time.sleep(0.1)
+    release_until_done(app, lambda p: state_of(p) == "PreparingUpdate" and app.set_label(p["metadata"]["name"], None),
+                       120, "after the upgrade")
     finish(app, before, rs0, restarted={"app"})
 
 

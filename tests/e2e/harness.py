@@ -16,7 +16,6 @@ import calendar
 import http.client
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -26,7 +25,9 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 from webhook_process import sanitizer_findings, stop_process  # noqa: E402
+from kube import ApiError, Failure, RestVerbs, check, format_table, parse_warnings, wait_for  # noqa: E402,F401
 
 STATE = "inplace-webhook.io/state"
 ENABLED = "inplace-webhook.io/enabled"
@@ -57,15 +58,6 @@ USERS = {
 LOOP_RESYNC_MS = 500
 
 
-class Failure(AssertionError):
-    """A scenario's check failed."""
-
-
-def check(cond, message):
-    if not cond:
-        raise Failure(message)
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -76,29 +68,7 @@ def free_port():
 # API access
 
 
-class ApiError(Exception):
-    def __init__(self, method, path, code, body):
-        self.code = code
-        self.body = body
-        reason = body.get("reason", "") if isinstance(body, dict) else ""
-        message = body.get("message", body) if isinstance(body, dict) else body
-        super().__init__("%s %s: HTTP %d %s: %s" % (method, path, code, reason, message))
-
-
-WARNING_RE = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
-
-
-def parse_warnings(values):
-    """The texts of `Warning: 299 - "text"` headers, as kubectl prints them."""
-    out = []
-    for v in values:
-        m = WARNING_RE.match(v)
-        if m:
-            out.append(re.sub(r"\\(.)", r"\1", m.group(1)))
-    return out
-
-
-class Kube:
+class Kube(RestVerbs):
     """Requests to the API server as one user (a bearer token). Reads are retried on 429/5xx, so
     the tests keep working while faults are injected; writes are not, unless asked."""
 
@@ -138,35 +108,6 @@ class Kube:
             if resp.status >= 300:
                 raise ApiError(method, path, resp.status, obj)
             return obj
-
-    def get(self, path, **query):
-        return self.request("GET", path, query=query or None)
-
-    def get_or_none(self, path):
-        try:
-            return self.get(path)
-        except ApiError as e:
-            if e.code == 404:
-                return None
-            raise
-
-    def items(self, path, **query):
-        return self.get(path, **query).get("items") or []
-
-    def create(self, path, obj):
-        return self.request("POST", path, obj)
-
-    def put(self, path, obj):
-        return self.request("PUT", path, obj)
-
-    def merge_patch(self, path, patch):
-        return self.request("PATCH", path, patch, "application/merge-patch+json")
-
-    def strategic_patch(self, path, patch):
-        return self.request("PATCH", path, patch, "application/strategic-merge-patch+json")
-
-    def delete(self, path):
-        return self.request("DELETE", path)
 
 
 def deployments_path(ns, name=""):
@@ -746,30 +687,6 @@ def event_line(e):
     return "%-7s %-24s %s/%s (%s%s): %s" % (e.get("type", ""), e.get("reason", ""), io.get("kind", ""),
                                             io.get("name", ""), src, "/" + inst if inst else "",
                                             e.get("message", ""))
-
-
-def format_table(rows):
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)
-
-
-def wait_for(cond, timeout, what, app=None, interval=0.05):
-    """Polls `cond` until it returns a true value (returned), or fails after `timeout` seconds."""
-    deadline = time.time() + timeout
-    last_error = None
-    while True:
-        try:
-            v = cond()
-            if v:
-                return v
-        except Failure:
-            raise
-        except Exception as e:  # noqa: BLE001 - keep polling through transient errors
-            last_error = e
-        if time.time() > deadline:
-            raise Failure("timed out after %.0f s waiting for %s%s" % (
-                timeout, what, "" if last_error is None else " (last error: %s)" % last_error))
-        time.sleep(interval)
 
 
 class PodSampler:
