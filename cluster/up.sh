@@ -212,5 +212,8 @@ wait_for "the kubernetes Service through kube-proxy" 30 \
   in_ns "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" --server "https://$KUBERNETES_SVC_IP" get --raw /readyz
 wait_for "the default ServiceAccount" 30 "$K8S/kubectl" get serviceaccount default
 trap - ERR
-log "up in $((SECONDS - started)) s: kubernetes $("$K8S/kubectl" version -o json | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1), containerd $("$CTRD/containerd" --version | awk '{print $3}'), node $NODE_NAME ($NODE_IP)"
+# The versions as the cluster itself reports them: the API server's /version and the node's runtime.
+server_version="$("$K8S/kubectl" get --raw /version | sed -n 's/.*"gitVersion": *"\(v[^"]*\)".*/\1/p')"
+runtime_version="$("$K8S/kubectl" get node "$NODE_NAME" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')"
+log "up in $((SECONDS - started)) s: kubernetes $server_version, containerd v${runtime_version#containerd://}, node $NODE_NAME ($NODE_IP)"
 echo "export KUBECONFIG=$KUBECONFIG PATH=$RUN/bin:\$PATH"

@@ -29,6 +29,15 @@ std::optional<std::string> CheckRequest(const Request& req) {
   return deployment::CheckDeploymentShape(*req.oldObject, "request.oldObject");
 }
 
+// A Deployment being deleted (deletionTimestamp set): whatever still changes on it is the deletion's own
+// bookkeeping (the garbage collector removing the foregroundDeletion finalizer, a controller removing its
+// finalizer, a metadata edit), and admission must never stand in the way of a deletion, whatever the
+// object's settings; there is nothing to start or to hold on a Deployment that is going away.
+bool BeingDeleted(const json::Value& object) {
+  const json::Value* ts = json::Path(&object, {"metadata", "deletionTimestamp"});
+  return ts != nullptr && !ts->IsNull();
+}
+
 // The user-facing reason why `object` is not a fixed point of `d`.
 std::string DenialMessage(const Decision& d, const json::Value& object) {
   const std::string abort = "to stop the in-place update and let the normal rollout run: " +
@@ -83,6 +92,7 @@ std::optional<std::string> CheckSettings(const json::Value& object) {
 Response MutateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/false)) return Allowed();
   if (auto err = CheckRequest(req)) return Errored(400, *err);
+  if (BeingDeleted(*req.object)) return Allowed();
   Decision d = deployment::Decide(*req.oldObject, *req.object, ctx);
   if (d.action == Decision::Action::kIgnore) return Allowed();
   json::Document mutated(req.scratch);
@@ -96,6 +106,7 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
   if (auto err = CheckRequest(req)) return Errored(400, *err);
   const json::Value& object = *req.object;
+  if (BeingDeleted(object)) return Allowed();
   if (deployment::IsOptedIn(object)) {
     if (auto err = CheckSettings(object)) return Denied(*err);
   }

@@ -35,7 +35,11 @@ if ! "$CLUSTER_ROOT/up.sh" "${archives[@]}" "$product" >"$build/cluster-up.log" 
   summary "0 scenarios passed, 1 failed (the cluster did not start)"
   exit 1
 fi
-grep ' up in ' "$build/cluster-up.log" || true
+up_line="$(grep ' up in ' "$build/cluster-up.log" || true)"
+echo "$up_line"
+# What the running cluster reported (the API server's /version, the node's container runtime).
+k8s_version="$(sed -n 's/.*: kubernetes \(v[^,]*\), containerd \(v[^,]*\),.*/\1/p' <<<"$up_line")"
+ctrd_version="$(sed -n 's/.*: kubernetes \(v[^,]*\), containerd \(v[^,]*\),.*/\2/p' <<<"$up_line")"
 
 rc=0
 out="$build/cluster-test.log"

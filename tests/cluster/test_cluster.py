@@ -82,6 +82,9 @@ class Suite:
     def lease(self):
         return self.api.get_or_none(ns_path(RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1"))
 
+    def lease_identity(self):
+        return ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
+
     def lease_holder(self):
         """The webhook pod that holds the Lease (the identity is POD-NAME_random, as client-go's)."""
         holder = ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
@@ -633,7 +636,8 @@ def kill_loop_process(s, pod_name):
 
 
 def c06_killed_mid_update(s):
-    """The leader's process SIGKILLed while a pod waits in Updating: every pod written exactly once."""
+    """The leader's process SIGKILLed while a pod waits in Updating: the Lease changes hands only after it
+    expired, nobody writes meanwhile, and every pod is written exactly once."""
     app = App(s, "c06")
     before = snapshot(app.create(deployment("web", replicas=3, stop_delay=4)))
     rs0 = app.rs_names()
@@ -641,9 +645,18 @@ def c06_killed_mid_update(s):
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     pod = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "Updating"), None), 40,
                    "a pod in Updating", app)["metadata"]["name"]
-    leader = s.lease_holder()
+    leader, identity = s.lease_holder(), s.lease_identity()
     restarts = kill_loop_process(s, leader)
+    t_kill = time.time()
     check(state_of(s.api.get(ns_path(app.ns, "pods", pod))) == "Updating", "pod %s left Updating" % pod)
+    # No release from a killed process: the next holder (the standby, or the restarted container under a new
+    # identity) takes the Lease only once it has expired (15 s after the last renewal), and nobody writes pods
+    # meanwhile.
+    wait_for(lambda: s.lease_identity() not in (None, identity), 40, "another identity to take the Lease")
+    t_take = time.time()
+    check(t_take - t_kill >= 10, "the Lease was taken %.1f s after the kill, before it expired" % (t_take - t_kill))
+    check(not writers(s, app.ns, t_kill + 0.5, t_take - 0.5), "pods were written while nobody led: %s"
+          % writers(s, app.ns, t_kill + 0.5, t_take - 0.5))
     finish(app, before, rs0, restarted={"app"}, timeout=120)
     writes = pod_image_writes(s, app, V2, t0)
     for name in before:
@@ -849,6 +862,44 @@ def c13_api_faults(s):
         s.install(upgrade=True)
 
 
+def c15_deletion_never_blocked(s):
+    """An opted-in Deployment whose settings the webhook refuses (created while the validating webhook was
+    away): edits are refused, but foreground deletion (kubectl delete --cascade=foreground, Argo CD's default) and
+    the removal of a finalizer from a Deployment being deleted go through."""
+    app = App(s, "c15")
+    app.setup_namespace()
+    vwc = json.loads(s.tools.kubectl("get", "validatingwebhookconfiguration", RELEASE, "-o", "json").stdout)
+    for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        vwc["metadata"].pop(k, None)
+    bad = {"preUpdate": {"markPodNotReady": True}}  # without the readiness gate: refused by the validator
+    s.tools.kubectl("delete", "validatingwebhookconfiguration", RELEASE)
+    try:
+        for name in ("web", "held"):
+            d = deployment(name, replicas=2, lifecycle=bad)
+            if name == "held":
+                d["metadata"]["finalizers"] = ["example.com/hold"]
+            s.tools.kubectl("create", "-n", app.ns, "-f", "-", stdin=json.dumps(d))
+    finally:
+        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(vwc))
+    time.sleep(1)  # the API server's webhook configuration cache
+    p = s.tools.kubectl("label", "deploy/web", "-n", app.ns, "touched=yes", user="alice", check_rc=False)
+    check(p.returncode != 0 and "readiness gate" in p.stderr, "an edit of the invalid Deployment was not refused: %s"
+          % p.stderr)
+    wait_for(lambda: len(app.pods()) == 2, 60, "the pods of c15/web", app)
+    # Foreground: the API server sets deletionTimestamp and the foregroundDeletion finalizer; the garbage
+    # collector deletes the ReplicaSet and its pods, then removes the finalizer (an UPDATE our webhooks see).
+    app.kubectl("delete", "deploy/web", "--cascade=foreground", "--timeout=90s", timeout=120)
+    check(s.api.get_or_none(ns_path(app.ns, "deployments", "web", group="apps/v1")) is None, "c15/web still there")
+    check(not app.pods() and not app.replicasets(), "the dependents of c15/web are still there")
+    # A finalizer of the user's: deleting leaves the Deployment terminating until the finalizer is removed,
+    # a metadata edit of a Deployment being deleted.
+    app.kubectl("delete", "deploy/held", "--wait=false")
+    path = ns_path(app.ns, "deployments", "held", group="apps/v1")
+    wait_for(lambda: s.api.get(path)["metadata"].get("deletionTimestamp"), 20, "deletionTimestamp on held")
+    app.kubectl("patch", "deploy/held", "--type", "json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    wait_for(lambda: s.api.get_or_none(path) is None, 30, "c15/held to be deleted")
+
+
 def uninstall_as_readme_says(s):
     """README "Install with Helm": the webhook configurations first, then helm uninstall, then the namespace
     (which holds the Lease the loop made)."""
@@ -905,7 +956,7 @@ def c14_secret_mode_and_uninstall(s):
 SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
              c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
              c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update, c13_api_faults,
-             c14_secret_mode_and_uninstall]
+             c15_deletion_never_blocked, c14_secret_mode_and_uninstall]
 
 
 def run_one(s, fn):

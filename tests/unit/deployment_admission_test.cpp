@@ -776,6 +776,40 @@ TEST_CASE(
   CHECK(admission::ValidateDeployment(del, Ctx()).allowed);
 }
 
+TEST_CASE("a Deployment being deleted: both webhooks admit every write, whatever its settings") {
+  // Invalid settings (markPodNotReady without the readiness gate), an update under way, a user's unpause
+  // and an edit the validator would refuse on a live object: all admitted once deletionTimestamp is set,
+  // so that foreground deletion and finalizer removal always go through.
+  const std::string deleting =
+      R"([{"op":"add","path":"/metadata/deletionTimestamp","value":"2026-12-01T10:00:00Z"},)"
+      R"({"op":"add","path":"/metadata/finalizers","value":["foregroundDeletion"]}])";
+  json::Document invalid = With(Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
+                                                         R"({"inPlaceUpdate":{"markPodNotReady":true}})")),
+                                deleting);
+  json::Document finalizerGone = With(invalid, R"([{"op":"remove","path":"/metadata/finalizers"}])");
+  json::Document running = With(Running(), deleting);
+  json::Document unpaused = With(running, kUnpause);
+  struct Row {
+    const char* name;
+    const json::Document& before;
+    const json::Document& after;
+  };
+  for (const Row& row : {Row{"invalid settings, finalizer removed", invalid, finalizerGone},
+                         Row{"in-place update under way, unpaused", running, unpaused}}) {
+    CAPTURE(row.name);
+    admission::Request req = Update(row.before, row.after);
+    admission::Response v = admission::ValidateDeployment(req, Ctx());
+    CHECK_MESSAGE(v.allowed, v.message);
+    admission::Response m = admission::MutateDeployment(req, Ctx());
+    CHECK(m.allowed);
+    CHECK(m.patch.empty());
+  }
+  // The same edit of the live object is refused: the rule above is what lets it through.
+  json::Document live = Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
+                                                 R"({"inPlaceUpdate":{"markPodNotReady":true}})"));
+  CHECK_FALSE(admission::ValidateDeployment(Update(live, live), Ctx()).allowed);
+}
+
 TEST_CASE("malformed request objects are answered 400 with the field named, by both webhooks") {
   json::Document good = Deployment();
   json::Document badLabels = Deployment(
