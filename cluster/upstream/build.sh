@@ -12,7 +12,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${INPLACE_CACHE:-/var/cache/inplace-webhook}/upstream"
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
-# Go as the machine installs it, for shells whose PATH lacks it.
+# Go at its default install location (go.dev/doc/install), for shells whose PATH lacks it.
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null 2>&1 || { echo "build.sh: the go command (1.26 or later) is needed" >&2; exit 1; }
 
