@@ -29,10 +29,11 @@ std::optional<std::string> CheckRequest(const Request& req) {
   return deployment::CheckDeploymentShape(*req.oldObject, "request.oldObject");
 }
 
-// A Deployment being deleted (deletionTimestamp set): whatever still changes on it is the deletion's own
-// bookkeeping (the garbage collector removing the foregroundDeletion finalizer, a controller removing its
-// finalizer, a metadata edit), and admission must never stand in the way of a deletion, whatever the
-// object's settings; there is nothing to start or to hold on a Deployment that is going away.
+// A Deployment being deleted (deletionTimestamp set): whatever still changes on it is the
+// deletion's own bookkeeping (the garbage collector removing the foregroundDeletion finalizer, a
+// controller removing its finalizer, a metadata edit), and admission must never stand in the way of
+// a deletion, whatever the object's settings; there is nothing to start or to hold on a Deployment
+// that is going away.
 bool BeingDeleted(const json::Value& object) {
   const json::Value* ts = json::Path(&object, {"metadata", "deletionTimestamp"});
   return ts != nullptr && !ts->IsNull();

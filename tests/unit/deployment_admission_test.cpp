@@ -777,16 +777,18 @@ TEST_CASE(
 }
 
 TEST_CASE("a Deployment being deleted: both webhooks admit every write, whatever its settings") {
-  // Invalid settings (markPodNotReady without the readiness gate), an update under way, a user's unpause
-  // and an edit the validator would refuse on a live object: all admitted once deletionTimestamp is set,
-  // so that foreground deletion and finalizer removal always go through.
+  // Invalid settings (markPodNotReady without the readiness gate), an update under way, a user's
+  // unpause and an edit the validator would refuse on a live object: all admitted once
+  // deletionTimestamp is set, so that foreground deletion and finalizer removal always go through.
   const std::string deleting =
       R"([{"op":"add","path":"/metadata/deletionTimestamp","value":"2026-12-01T10:00:00Z"},)"
       R"({"op":"add","path":"/metadata/finalizers","value":["foregroundDeletion"]}])";
-  json::Document invalid = With(Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
-                                                         R"({"inPlaceUpdate":{"markPodNotReady":true}})")),
-                                deleting);
-  json::Document finalizerGone = With(invalid, R"([{"op":"remove","path":"/metadata/finalizers"}])");
+  json::Document invalid =
+      With(Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
+                                    R"({"inPlaceUpdate":{"markPodNotReady":true}})")),
+           deleting);
+  json::Document finalizerGone =
+      With(invalid, R"([{"op":"remove","path":"/metadata/finalizers"}])");
   json::Document running = With(Running(), deleting);
   json::Document unpaused = With(running, kUnpause);
   struct Row {
