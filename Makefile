@@ -55,9 +55,7 @@ test-cluster: build certs upstream
 
 # A real cluster to try things on (as root): `make cluster-up`, then the printed `export` line, then kubectl/helm.
 cluster-up: build upstream
-	@mkdir -p $(BUILD)/cluster-images
-	@cluster/up.sh $$(cluster/images/build.sh $(BUILD)/cluster-images) \
-	  $$(cluster/images/product.sh $(BUILD)/inplace-webhook $(BUILD)/cluster-images | tail -1)
+	@cluster/start.sh $(BUILD)
 
 cluster-down:
 	@cluster/down.sh

@@ -9,6 +9,10 @@ source "$(dirname "$0")/lib.sh"
 
 # pids_in_cgroups: every process in a cgroup the kubelet made for pods (all v1 hierarchies and the v2 one).
 pids_in_cgroups() { find /sys/fs/cgroup -path '*kubepods*' -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u; }
+# pod_cgroups: those cgroups, deepest first.
+pod_cgroups() { find /sys/fs/cgroup -depth -type d -path '*kubepods*' 2>/dev/null; }
+# run_mounts: the mount points under the state directory, deepest first.
+run_mounts() { awk -v run="$RUN/" 'index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r; }
 
 # stop NAME: SIGTERM the daemon started as NAME, SIGKILL after 10 s.
 stop() {
@@ -39,12 +43,12 @@ for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$c
 failed=0
 # Mounts under the state directory (container rootfs, volumes, sandbox netns files, shm), deepest first.
 for _ in 1 2 3; do
-  mounts="$(awk -v run="$RUN/" 'index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r)"
+  mounts="$(run_mounts)"
   [[ -n "$mounts" ]] || break
   for m in $mounts; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
 done
 # Pod cgroups, deepest first (a v1 cgroup is removed with rmdir once it has no process).
-find /sys/fs/cgroup -depth -type d -path '*kubepods*' -exec rmdir {} + 2>/dev/null
+pod_cgroups | xargs -r rmdir 2>/dev/null
 if [[ -e "/run/netns/$NETNS" ]]; then
   ip netns delete "$NETNS" || failed=1
 fi
@@ -62,8 +66,8 @@ rm -rf "$RUN" || failed=1
 # What must be gone.
 left=""
 [[ -z "$(pids_in_cgroups)" ]] || left+=" pod processes"
-[[ -z "$(find /sys/fs/cgroup -type d -path '*kubepods*' 2>/dev/null | head -1)" ]] || left+=" cgroups"
-! awk -v run="$RUN/" 'index($2, run) == 1' /proc/self/mounts | grep -q . || left+=" mounts"
+[[ -z "$(pod_cgroups)" ]] || left+=" cgroups"
+[[ -z "$(run_mounts)" ]] || left+=" mounts"
 ! ip link show "$HOST_DEV" >/dev/null 2>&1 || left+=" $HOST_DEV"
 [[ ! -e "/run/netns/$NETNS" ]] || left+=" netns"
 if [[ -n "$left" || $failed -ne 0 ]]; then

@@ -1,4 +1,4 @@
-# Shared by cluster/up.sh, cluster/down.sh and cluster/env.sh: where the real cluster lives and how to reach it.
+# Shared by the cluster/ scripts and the suites that use the cluster: where the real cluster lives and how to reach it.
 #
 # The whole cluster (etcd, the control plane, containerd, kubelet, kube-proxy and every pod) runs inside one
 # network namespace that up.sh makes, $NETNS. Inside it:
@@ -28,6 +28,9 @@ CONTAINERD_SOCK="$RUN/containerd/containerd.sock"
 
 # in_ns CMD...: run CMD in the cluster's network namespace (mount namespace and everything else shared).
 in_ns() { nsenter --net="/run/netns/$NETNS" -- "$@"; }
+
+# product_image BINARY: the reference cluster/images/product.sh gives the product's image built from BINARY.
+product_image() { echo "localhost/inplace-webhook:$("$1" --version | awk '{print $NF}')"; }
 
 # The cache directory of each pinned upstream component (built by cluster/upstream/build.sh on first use).
 upstream_dir() { "$CLUSTER_ROOT/upstream/build.sh" "$1" | tail -1; }

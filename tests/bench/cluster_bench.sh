@@ -7,12 +7,8 @@ build="$(cd "$1" && pwd)"
 shift
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$repo/cluster/lib.sh"
-mkdir -p "$build/cluster-images"
-mapfile -t archives < <("$CLUSTER_ROOT/images/build.sh" "$build/cluster-images" 2>/dev/null)
-product="$("$CLUSTER_ROOT/images/product.sh" "$build/inplace-webhook" "$build/cluster-images" 2>/dev/null | tail -1)"
 [[ ! -e "/run/netns/$NETNS" ]] || "$CLUSTER_ROOT/down.sh"
-"$CLUSTER_ROOT/up.sh" "${archives[@]}" "$product" >/dev/null
+"$CLUSTER_ROOT/start.sh" "$build" >/dev/null
 trap '"$CLUSTER_ROOT/down.sh"' EXIT
-python3 "$repo/tests/bench/cluster_bench.py" "$RUN" "$repo" \
-  --image "localhost/inplace-webhook:$("$build/inplace-webhook" --version | awk '{print $NF}')" \
+python3 "$repo/tests/bench/cluster_bench.py" "$RUN" "$repo" --image "$(product_image "$build/inplace-webhook")" \
   --out "$build/cluster-bench.json" "$@"

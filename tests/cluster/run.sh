@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-cluster suite, as `make test` runs it: builds (or takes from the cache) the pinned upstream components,
-# builds the workload images and the product's image from BUILD/inplace-webhook, starts the real cluster with
-# them imported, runs tests/cluster/test_cluster.py, stops the cluster, and prints one line:
+# starts the real cluster with the workload images and the product's image from BUILD/inplace-webhook
+# (cluster/start.sh), runs tests/cluster/test_cluster.py, stops the cluster, and prints one line:
 #   real cluster: kubernetes vX.Y.Z, containerd vA.B.C, N scenarios passed, M failed
 #
 #   tests/cluster/run.sh BUILD [test_cluster.py options, e.g. -k c01]
@@ -17,18 +17,14 @@ k8s="$(upstream_dir kubernetes)" ctrd="$(upstream_dir containerd)"
 upstream_dir etcd >/dev/null && upstream_dir helm >/dev/null
 k8s_version="$(cat "$k8s/version")" ctrd_version="$(cat "$ctrd/version")"
 
-images="$build/cluster-images"
-mkdir -p "$images"
-mapfile -t archives < <("$CLUSTER_ROOT/images/build.sh" "$images")
-product="$("$CLUSTER_ROOT/images/product.sh" "$build/inplace-webhook" "$images" | tail -1)"
-image_ref="localhost/inplace-webhook:$("$build/inplace-webhook" --version | awk '{print $NF}')"
+image_ref="$(product_image "$build/inplace-webhook")"
 
 summary() {
   echo "real cluster: kubernetes $k8s_version, containerd $ctrd_version, $1"
 }
 # A cluster left from an interrupted run would hold the namespace name: clear it first.
 [[ ! -e "/run/netns/$NETNS" ]] || "$CLUSTER_ROOT/down.sh"
-if ! "$CLUSTER_ROOT/up.sh" "${archives[@]}" "$product" >"$build/cluster-up.log" 2>&1; then
+if ! "$CLUSTER_ROOT/start.sh" "$build" >"$build/cluster-up.log" 2>&1; then
   cat "$build/cluster-up.log"
   tail -n 30 "$RUN"/logs/*.log 2>/dev/null || true
   "$CLUSTER_ROOT/down.sh" || true
