@@ -22,7 +22,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 
-from kube import ClusterEnv, annotations_of, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
+from kube import ClusterEnv, annotations_of, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
 from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
 from test_cluster import V2, App, Suite, deployment  # noqa: E402
 
@@ -30,16 +30,10 @@ from test_cluster import V2, App, Suite, deployment  # noqa: E402
 def request_counts(s):
     """apiserver_request_total summed over codes and scopes: {(verb, resource[/subresource]): count}."""
     out = {}
-    for line in s.tools.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = {}
-        for kv in line[line.index("{") + 1:line.rindex("}")].split(","):
-            k, _, v = kv.partition("=")
-            labels[k] = v.strip('"')
+    for labels, value in metric_samples(s.tools.kubectl("get", "--raw", "/metrics").stdout, "apiserver_request_total"):
         res = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
         key = (labels.get("verb", ""), res)
-        out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+        out[key] = out.get(key, 0) + value
     return out
 
 

@@ -201,16 +201,39 @@ class Tools:
     def helm(self, *args, **kw):
         return self.run("helm", *args, **kw)
 
-    def apply(self, obj, user="admin", ns=None):
-        args = ["apply", "-f", "-"] + (["-n", ns] if ns else [])
-        return self.kubectl(*args, user=user, stdin=json.dumps(obj))
-
     def ctr(self, *args, check_rc=True):
         p = subprocess.run([self.env.tool("ctr"), "--address", self.env.containerd_sock, "-n", "k8s.io"] + list(args),
                            capture_output=True, text=True, timeout=60)
         if check_rc and p.returncode != 0:
             raise Failure("ctr %s: %s" % (" ".join(args), p.stderr))
         return p.stdout
+
+
+def metric_samples(text, name):
+    """The samples of metric `name` in Prometheus text: [(labels dict, value)]."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels = {}
+            for kv in line[line.index("{") + 1:line.rindex("}")].split(","):
+                k, _, v = kv.partition("=")
+                labels[k] = v.strip('"')
+            out.append((labels, float(line.rsplit(" ", 1)[1])))
+    return out
+
+
+def openssl_cert(directory, name, cn, san=None, ca=None):
+    """NAME.key and NAME.crt in `directory`: a P-256 key and a certificate for CN with the given
+    subjectAltName, self-signed or signed by `ca` (a (crt, key) pair)."""
+    cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+           "-subj", "/CN=" + cn, "-keyout", os.path.join(directory, name + ".key"),
+           "-out", os.path.join(directory, name + ".crt")]
+    if san:
+        cmd += ["-addext", "subjectAltName=" + san]
+    if ca:
+        cmd += ["-CA", ca[0], "-CAkey", ca[1]]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return os.path.join(directory, name + ".crt"), os.path.join(directory, name + ".key")
 
 
 def warnings_of(stderr):
@@ -224,25 +247,31 @@ class AuditLog:
 
     def __init__(self, env):
         self.path = env.audit_log
+        self.offset = 0  # bytes of the file parsed so far (whole lines only)
+        self.parsed = []  # its ResponseComplete entries, each with "_time"
+
+    def _read_new(self):
+        """Parses what the API server appended since the last call; the file is read once in all."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+        self.offset += end
+        for line in data[:end].splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("stage") == "ResponseComplete":
+                e["_time"] = rfc3339_micro(e.get("requestReceivedTimestamp", ""))
+                self.parsed.append(e)
 
     def entries(self, since=0.0):
-        out = []
-        try:
-            with open(self.path) as f:
-                for line in f:
-                    try:
-                        e = json.loads(line)
-                    except ValueError:
-                        continue
-                    if e.get("stage") != "ResponseComplete":
-                        continue
-                    t = rfc3339_micro(e.get("requestReceivedTimestamp", ""))
-                    if t >= since:
-                        e["_time"] = t
-                        out.append(e)
-        except FileNotFoundError:
-            pass
-        return out
+        self._read_new()
+        return [e for e in self.parsed if e["_time"] >= since]
 
     def writes(self, since=0.0, user=None, ns=None, resource=None, subresource=None):
         out = []
@@ -363,11 +392,11 @@ def event_line(e):
 
 
 class PodSampler:
-    """Lists pods matching a selector continuously on a thread; each sample is one consistent LIST."""
+    """Calls list_pods() continuously on a thread; each sample is one consistent LIST. `samples` holds
+    (time, [pod]) in order."""
 
-    def __init__(self, api, ns, selector, interval=0.05, extra=None):
-        self.api, self.ns, self.selector, self.interval = api, ns, selector, interval
-        self.extra = extra  # optional callable sampled with each LIST (e.g. the Deployment)
+    def __init__(self, list_pods, interval=0.05):
+        self.list_pods, self.interval = list_pods, interval
         self.samples = []
         self.errors = []
         self._stop = threading.Event()
@@ -376,8 +405,8 @@ class PodSampler:
     def _run(self):
         while not self._stop.is_set():
             try:
-                pods = self.api.items(ns_path(self.ns, "pods"), labelSelector=self.selector)
-                self.samples.append((time.time(), pods, self.extra() if self.extra else None))
+                pods = self.list_pods()
+                self.samples.append((time.time(), pods))
             except Exception as e:  # noqa: BLE001
                 self.errors.append(e)
             self._stop.wait(self.interval)

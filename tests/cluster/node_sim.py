@@ -50,9 +50,7 @@ class NodeSim:
         self.deleted = set()  # uids whose final DELETE was sent
         self.busy = set()  # pods a worker is syncing: one sync per pod at a time
         self.lock = threading.Lock()
-        self.writes = 0
         self.errors = []
-        self.threads = []
 
     # --- nodes --------------------------------------------------------------------------------------------
     def _node(self, name):
@@ -180,8 +178,6 @@ class NodeSim:
                 self.deleted.add(p["metadata"]["uid"])
             self.api.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
                                               "preconditions": {"uid": p["metadata"]["uid"]}})
-            with self.lock:
-                self.writes += 1
             return
         want = {c["name"]: c["image"] for c in p["spec"]["containers"]}
         st = p.get("status") or {}
@@ -215,8 +211,6 @@ class NodeSim:
                             "containerStatuses": statuses}}
         patch["status"]["podIPs"] = [{"ip": patch["status"]["podIP"]}]
         self.api.request("PATCH", path + "/status", patch, "application/strategic-merge-patch+json")
-        with self.lock:
-            self.writes += 1
 
     @staticmethod
     def _cond(p, ctype):
@@ -246,9 +240,7 @@ class NodeSim:
                              {"status": self._node(name)["status"] | self._node_status()["status"]},
                              "application/strategic-merge-patch+json")
         for target in [self._heartbeat, self._watch] + [self._worker] * self.workers:
-            t = threading.Thread(target=target, daemon=True)
-            t.start()
-            self.threads.append(t)
+            threading.Thread(target=target, daemon=True).start()
         return self
 
     def stop(self):

@@ -4,7 +4,8 @@
 and every check made on what the real components report: pod UID, IP and node, the kubelet's containerID and
 restartCount per container, the Deployment controller's status and conditions, the API server's audit log.
 
-    python3 tests/cluster/test_cluster.py RUN_DIR SOURCE_DIR [-k NAME] [--keep-going]
+    python3 tests/cluster/test_cluster.py RUN_DIR SOURCE_DIR --image REF [--binary B --certs DIR] [-k NAME]
+        [--no-install]
 
 RUN_DIR is cluster/lib.sh's state directory of a running cluster whose containerd holds the images of
 cluster/images/build.sh and `make image`. The suite installs the chart once (release inplace-webhook in
@@ -15,17 +16,21 @@ says. Prints `N scenarios passed, M failed` last.
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
 
+from fault_proxy import FaultProxy  # noqa: E402
 from kube import (ABORT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMESTAMP, Api, ApiError,  # noqa: E402
                   AuditLog, ClusterEnv, Failure, PodSampler, Tools, annotations_of, check, condition,
-                  container_statuses, event_line, format_table, images, is_ready, labels_of, live, ns_path,
-                  rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED)
+                  container_statuses, event_line, format_table, images, is_ready, labels_of, live, metric_samples,
+                  ns_path, openssl_cert, rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED)
+from webhook_process import free_port  # noqa: E402
 
 V1, V2 = "localhost/httpd-demo:v1", "localhost/httpd-demo:v2"
 HOLDER = "localhost/inplace-pause:1"  # the sidecar's image: it never changes, so it must never restart
@@ -88,7 +93,7 @@ class Suite:
 
     def lease_holder(self):
         """The webhook pod that holds the Lease (the identity is POD-NAME_random, as client-go's)."""
-        holder = ((self.lease() or {}).get("spec") or {}).get("holderIdentity")
+        holder = self.lease_identity()
         return holder.rsplit("_", 1)[0] if holder else None
 
     def webhook_logs(self, tail=60):
@@ -173,42 +178,40 @@ class App:
 
     def create(self, obj, timeout=90):
         self.setup_namespace()
-        _, warnings = self.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
         wait_for(self.rollout_complete, timeout, "the initial rollout of %s/%s" % (self.ns, self.name), self)
         return self.pods()
 
     # hook handler (an LB controller, as admin)
-    def set_finalizer(self, pod_name, present):
+    def _patch_metadata(self, pod_name, change, what):
+        """Merge-patches the pod's metadata with change(pod) (None: already as wanted), with a resourceVersion
+        precondition, re-reading on conflict."""
         path = ns_path(self.ns, "pods", pod_name)
         for _ in range(50):
             pod = self.api.get(path)
+            metadata = change(pod)
+            if metadata is None:
+                return
+            try:
+                self.api.merge_patch(path, {"metadata": dict(metadata,
+                                                             resourceVersion=pod["metadata"]["resourceVersion"])})
+                return
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+        raise Failure("could not change the %s of %s" % (what, pod_name))
+
+    def set_finalizer(self, pod_name, present):
+        def change(pod):
             fins = list(pod["metadata"].get("finalizers") or [])
             if (FINALIZER in fins) == present:
-                return
-            fins = fins + [FINALIZER] if present else [f for f in fins if f != FINALIZER]
-            try:
-                self.api.merge_patch(path, {"metadata": {"finalizers": fins,
-                                                         "resourceVersion": pod["metadata"]["resourceVersion"]}})
-                return
-            except ApiError as e:
-                if e.code != 409:
-                    raise
-        raise Failure("could not change the finalizer of %s" % pod_name)
+                return None
+            return {"finalizers": fins + [FINALIZER] if present else [f for f in fins if f != FINALIZER]}
+        self._patch_metadata(pod_name, change, "finalizer")
 
     def set_label(self, pod_name, value):
-        path = ns_path(self.ns, "pods", pod_name)
-        for _ in range(50):
-            pod = self.api.get(path)
-            if labels_of(pod).get(HANDLER_LABEL) == value:
-                return
-            try:
-                self.api.merge_patch(path, {"metadata": {"labels": {HANDLER_LABEL: value},
-                                                         "resourceVersion": pod["metadata"]["resourceVersion"]}})
-                return
-            except ApiError as e:
-                if e.code != 409:
-                    raise
-        raise Failure("could not set the handler label of %s" % pod_name)
+        self._patch_metadata(pod_name, lambda pod: None if labels_of(pod).get(HANDLER_LABEL) == value
+                             else {"labels": {HANDLER_LABEL: value}}, "handler label")
 
     # diagnostics
     def pod_table(self, pods=None):
@@ -307,15 +310,16 @@ def finish(app, before, rs_before, restarted, paused=False, timeout=90):
     check(IN_PROGRESS not in ann and ABORT not in ann, "bookkeeping left on the Deployment: %s" % ann)
     check(bool(d["spec"].get("paused")) == paused, "Deployment paused=%s, expected %s" % (d["spec"].get("paused"),
                                                                                          paused))
-    wait_for(lambda: (app.deployment().get("status") or {}).get("observedGeneration")
-             == app.deployment()["metadata"]["generation"], 20, "the Deployment controller to observe it", app)
-    st = app.deployment()["status"]
+    d = wait_for(lambda: (lambda d: d if (d.get("status") or {}).get("observedGeneration")
+                          == d["metadata"]["generation"] else None)(app.deployment()),
+                 20, "the Deployment controller to observe it", app)
+    st = d["status"]
     want = d["spec"]["replicas"]
     check(st.get("updatedReplicas") == want == st.get("replicas") == st.get("availableReplicas")
           == st.get("readyReplicas"), "Deployment status as the controller wrote it: %s" % st)
     if not paused:
-        check(condition(app.deployment(), "Progressing", "reason") == "NewReplicaSetAvailable",
-              "Progressing condition: %s" % condition(app.deployment(), "Progressing", "reason"))
+        check(condition(d, "Progressing", "reason") == "NewReplicaSetAvailable",
+              "Progressing condition: %s" % condition(d, "Progressing", "reason"))
     check(app.rs_names() == rs_before, "ReplicaSets changed: %s, before %s (a native rollout ran)"
           % (app.rs_names(), rs_before))
     active = [r for r in app.replicasets() if r["spec"].get("replicas")]
@@ -353,9 +357,7 @@ def finish(app, before, rs_before, restarted, paused=False, timeout=90):
 def pod_image_writes(suite, app, image, since):
     """The loop's writes of `image` to pods of the app (from the API server's audit log), per pod."""
     out = {}
-    for e in suite.audit.writes(since, user=CONTROLLER_USER, ns=app.ns, resource="pods"):
-        if e["objectRef"].get("subresource"):
-            continue
+    for e in suite.audit.writes(since, user=CONTROLLER_USER, ns=app.ns, resource="pods", subresource=""):
         if image in json.dumps(e.get("requestObject") or {}) and (e.get("responseStatus") or {}).get("code", 0) < 300:
             out.setdefault(e["objectRef"]["name"], []).append(e)
     return out
@@ -407,12 +409,10 @@ def release_until_done(app, release, timeout, after):
 def apiserver_webhook_calls(s):
     """kube-apiserver's own count of admission webhook calls, {(webhook name, type, code): count}."""
     out = {}
-    for line in s.tools.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if line.startswith("apiserver_admission_webhook_request_total{"):
-            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")].split(","))
-            labels = {k: v.strip('"') for k, v in labels.items()}
-            key = (labels.get("name"), labels.get("type"), labels.get("code"))
-            out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    text = s.tools.kubectl("get", "--raw", "/metrics").stdout
+    for labels, value in metric_samples(text, "apiserver_admission_webhook_request_total"):
+        key = (labels.get("name"), labels.get("type"), labels.get("code"))
+        out[key] = out.get(key, 0) + value
     return out
 
 
@@ -560,11 +560,11 @@ def c03_mark_not_ready_grace(s):
     for p in pods:
         check(condition(p, READY_GATE) == "True", "the gate is not True on new pod %s" % p["metadata"]["name"])
     before, rs0 = snapshot(pods), app.rs_names()
-    with PodSampler(s.api, app.ns, app.selector, interval=0.05) as sampler:
+    with PodSampler(app.all_pods) as sampler:
         app.kubectl("set", "image", "deploy/web", "app=" + V2)
         finish(app, before, rs0, restarted={"app"})
     for name in before:
-        timeline = [(t, p) for t, ps, _ in sampler.samples for p in ps if p["metadata"]["name"] == name]
+        timeline = [(t, p) for t, ps in sampler.samples for p in ps if p["metadata"]["name"] == name]
         gate_false = next((t for t, p in timeline if condition(p, READY_GATE) == "False"), None)
         written = next((t for t, p in timeline if images(p)["app"] == V2), None)
         check(gate_false is not None and written is not None, "pod %s: gate never False or never updated" % name)
@@ -583,11 +583,11 @@ def c04_max_unavailable(s):
     before = snapshot(app.create(deployment("web", replicas=replicas, max_unavailable="40%", max_surge=1,
                                             stop_delay=2)))
     rs0 = app.rs_names()
-    with PodSampler(s.api, app.ns, app.selector, interval=0.05) as sampler:
+    with PodSampler(app.all_pods) as sampler:
         _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
         finish(app, before, rs0, restarted={"app"})
     worst, worst_at = 0, None
-    for _, pods, _ in sampler.samples:
+    for _, pods in sampler.samples:
         ok = [p for p in pods if state_of(p) == "Normal" and is_ready(p) and not p["metadata"].get("deletionTimestamp")]
         if replicas - len(ok) > worst:
             worst, worst_at = replicas - len(ok), pods
@@ -799,19 +799,10 @@ def c12_helm_upgrade_mid_update(s):
     finish(app, before, rs0, restarted={"app"})
 
 
-def free_port():
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def c13_api_faults(s):
     """The loop behind a fault proxy (20% 500s and a 409 on each first write, then 10% 429s): the updates
     complete correctly. The chart's pods keep serving admission with their loop off (--disable-loop); the loop
     under test is the same binary on the host, as the chart's ServiceAccount (a token from the TokenRequest API)."""
-    import subprocess
-    from fault_proxy import FaultProxy
     check(s.binary, "--binary is needed for this scenario")
     s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
     workdir = os.path.join(s.env.run, "c13")
@@ -819,14 +810,12 @@ def c13_api_faults(s):
     token = os.path.join(workdir, "token")
     with open(token, "w") as f:
         f.write(s.tools.kubectl("create", "token", RELEASE, "-n", RELEASE_NS, "--duration=1h").stdout.strip())
-    crt, key = os.path.join(workdir, "proxy.crt"), os.path.join(workdir, "proxy.key")
-    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-x509",
-                    "-days", "1", "-subj", "/CN=fault-proxy", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-CA", os.path.join(s.env.pki, "ca.crt"), "-CAkey", os.path.join(s.env.pki, "ca.key"),
-                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    crt, key = openssl_cert(workdir, "proxy", "fault-proxy", san="IP:127.0.0.1",
+                            ca=(os.path.join(s.env.pki, "ca.crt"), os.path.join(s.env.pki, "ca.key")))
     proxy = FaultProxy(s.env.server, os.path.join(s.env.pki, "ca.crt"), crt, key).start()
     log = open(os.path.join(workdir, "loop.log"), "w")
-    loop = subprocess.Popen([s.binary, "serve", "--bind-address", "127.0.0.1", "--port", str(free_port()), "--probe-port", str(free_port()),
+    loop = subprocess.Popen([s.binary, "serve", "--bind-address", "127.0.0.1", "--port", str(free_port()),
+                             "--probe-port", str(free_port()),
                              "--tls-cert-file", os.path.join(s.certs, "tls.crt"),
                              "--tls-private-key-file", os.path.join(s.certs, "tls.key"),
                              "--api-server", "https://127.0.0.1:%d" % proxy.port, "--token-file", token,
@@ -922,29 +911,16 @@ def uninstall_as_readme_says(s):
 def c14_secret_mode_and_uninstall(s):
     """The README's uninstall leaves nothing; certificates.mode=secret with the user's own Secret and CA works;
     uninstalled again, nothing is left and Deployments are no longer paused by anything."""
-    import subprocess
-    import tempfile
     uninstall_as_readme_says(s)
-    d = tempfile.mkdtemp(prefix="c14-")
+    d = os.path.join(s.env.run, "c14")
+    os.makedirs(d, exist_ok=True)
     svc = "%s.%s.svc" % (RELEASE, RELEASE_NS)
-
-    def openssl(*a):
-        subprocess.run(["openssl"] + list(a), check=True, capture_output=True, cwd=d)
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-            "-subj", "/CN=my-webhook-ca", "-keyout", "ca.key", "-out", "ca.crt")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-            "-subj", "/CN=" + svc, "-addext", "subjectAltName=DNS:%s,DNS:%s.cluster.local" % (svc, svc),
-            "-CA", "ca.crt", "-CAkey", "ca.key", "-keyout", "tls.key", "-out", "tls.crt")
+    ca = openssl_cert(d, "ca", "my-webhook-ca")
+    crt, key = openssl_cert(d, "tls", svc, san="DNS:%s,DNS:%s.cluster.local" % (svc, svc), ca=ca)
     s.tools.kubectl("create", "namespace", RELEASE_NS)
-    s.tools.kubectl("create", "secret", "tls", "my-webhook-tls", "-n", RELEASE_NS, "--cert", os.path.join(d, "tls.crt"),
-                    "--key", os.path.join(d, "tls.key"))
-    verb = ["install", RELEASE, os.path.join(s.source, "charts", "inplace-webhook"), "-n", RELEASE_NS, "--wait",
-            "--timeout", "120s"]
-    s.tools.helm(*(verb + s.helm_values(["--set", "certificates.mode=secret", "--set",
-                                         "certificates.secret.name=my-webhook-tls",
-                                         "--set-file", "certificates.secret.caBundle=" + os.path.join(d, "ca.crt")])),
-                 timeout=180)
-    s.wait_webhook_ready()
+    s.tools.kubectl("create", "secret", "tls", "my-webhook-tls", "-n", RELEASE_NS, "--cert", crt, "--key", key)
+    s.install(extra=["--set", "certificates.mode=secret", "--set", "certificates.secret.name=my-webhook-tls",
+                     "--set-file", "certificates.secret.caBundle=" + ca[0]])
     app = App(s, "c14")
     before = snapshot(app.create(deployment("web", replicas=2)))
     rs0 = app.rs_names()

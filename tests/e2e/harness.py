@@ -26,7 +26,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
-from webhook_process import sanitizer_findings, stop_process  # noqa: E402
+from webhook_process import free_port, sanitizer_findings, stop_process  # noqa: E402
+import kube  # noqa: E402
 from kube import ApiError, Failure, RestVerbs, check, format_table, parse_warnings, wait_for  # noqa: E402,F401
 
 STATE = "inplace-webhook.io/state"
@@ -56,12 +57,6 @@ USERS = {
 
 # The loop's periods in the tests (the defaults are 2 s and 15 s).
 LOOP_RESYNC_MS = 500
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -689,34 +684,12 @@ def event_line(e):
                                             e.get("message", ""))
 
 
-class PodSampler:
-    """Lists the Deployment's pods continuously on a thread; each sample is one consistent LIST.
-    `samples` holds (time, [pod]) in order."""
+class PodSampler(kube.PodSampler):
+    """kube.PodSampler over the Deployment's pods as the observer lists them."""
 
     def __init__(self, app, interval=0.02):
-        self.app = app
-        self.interval = interval
-        self.samples = []
-        self.errors = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                pods = self.app.c.observer.items(pods_path(self.app.ns), labelSelector="app=" + self.app.name)
-                self.samples.append((time.time(), pods))
-            except Exception as e:  # noqa: BLE001
-                self.errors.append(e)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        super().__init__(lambda: app.c.observer.items(pods_path(app.ns), labelSelector="app=" + app.name),
+                         interval)
 
 
 # ---------------------------------------------------------------------------------------------
