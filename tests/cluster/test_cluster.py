@@ -32,6 +32,10 @@ from kube import (ABORT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMES
                   ns_path, openssl_cert, rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED)
 from webhook_process import free_port  # noqa: E402
 
+# Scenario modules (tests/cluster/scenarios_*.py) import this file as `test_cluster`: one copy of it, not two.
+if __name__ == "__main__":
+    sys.modules.setdefault("test_cluster", sys.modules[__name__])
+
 V1, V2 = "localhost/httpd-demo:v1", "localhost/httpd-demo:v2"
 HOLDER = "localhost/inplace-pause:1"  # the sidecar's image: it never changes, so it must never restart
 RELEASE, RELEASE_NS = "inplace-webhook", "inplace-webhook"
@@ -937,7 +941,18 @@ def c14_secret_mode_and_uninstall(s):
 SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
              c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
              c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update, c13_api_faults,
-             c15_deletion_never_blocked, c14_secret_mode_and_uninstall]
+             c15_deletion_never_blocked]
+
+
+def all_scenarios():
+    """The scenarios above, then those of every tests/cluster/scenarios_*.py (its SCENARIOS list, in file name
+    order), and last the one that uninstalls."""
+    import glob
+    import importlib
+    out = list(SCENARIOS)
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios_*.py"))):
+        out += importlib.import_module(os.path.basename(path)[:-3]).SCENARIOS
+    return out + [c14_secret_mode_and_uninstall]
 
 
 def run_one(s, fn):
@@ -980,7 +995,7 @@ def main():
     p.add_argument("--no-install", action="store_true", help="the chart is already installed")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image, args.binary, args.certs)
-    chosen = [f for f in SCENARIOS if not args.only or any(k in f.__name__ for k in args.only)]
+    chosen = [f for f in all_scenarios() if not args.only or any(k in f.__name__ for k in args.only)]
     if not chosen:
         p.error("no scenario matches %s" % args.only)
     started = time.time()
