@@ -16,6 +16,8 @@ inline constexpr std::string_view kAbortAnnotation = "inplace-webhook.io/abort";
 
 // On Deployments, written by the webhook and the loop only.
 inline constexpr std::string_view kInProgressAnnotation = "inplace-webhook.io/in-progress";
+// A Deployment status condition, written by the loop (hooks/progress.h, DESIGN.md §8.9).
+inline constexpr std::string_view kProgressCondition = "inplace-webhook.io/Progressing";
 
 // On pods, written by the webhook and the loop only.
 inline constexpr std::string_view kStateLabel = "inplace-webhook.io/state";

@@ -79,6 +79,9 @@ std::string DeploymentsPath(std::string_view ns) {
 std::string DeploymentPath(std::string_view ns, std::string_view name) {
   return DeploymentsPath(ns) + "/" + std::string(name);
 }
+std::string DeploymentStatusPath(std::string_view ns, std::string_view name) {
+  return DeploymentPath(ns, name) + "/status";
+}
 std::string ReplicaSetsPath(std::string_view ns) {
   return Namespaced("/apis/apps/v1", ns, "replicasets");
 }

@@ -55,6 +55,7 @@ std::string PodPath(std::string_view ns, std::string_view name);
 std::string PodStatusPath(std::string_view ns, std::string_view name);
 std::string DeploymentsPath(std::string_view ns);  // ns empty: all namespaces
 std::string DeploymentPath(std::string_view ns, std::string_view name);
+std::string DeploymentStatusPath(std::string_view ns, std::string_view name);
 std::string ReplicaSetsPath(std::string_view ns);
 std::string ReplicaSetPath(std::string_view ns, std::string_view name);
 std::string EventsPath(std::string_view ns);

@@ -10,6 +10,7 @@
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
+#include "hooks/progress.h"
 
 namespace iw::rollout {
 
@@ -327,7 +328,8 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
 }  // namespace
 
 kube::PatchType Action::PatchType() const {
-  return (kind == WriteKind::kPodPatch || kind == WriteKind::kPodStatusPatch)
+  return (kind == WriteKind::kPodPatch || kind == WriteKind::kPodStatusPatch ||
+          kind == WriteKind::kDeploymentStatusPatch)
              ? kube::PatchType::kStrategicMerge
              : kube::PatchType::kMerge;
 }
@@ -342,6 +344,8 @@ std::string Action::Path() const {
       return kube::ReplicaSetPath(ns, name);
     case WriteKind::kDeploymentPatch:
       return kube::DeploymentPath(ns, name);
+    case WriteKind::kDeploymentStatusPatch:
+      return kube::DeploymentStatusPath(ns, name);
     case WriteKind::kEvent:
       return kube::EventsPath(ns);
   }
@@ -502,6 +506,9 @@ Plan PlanRollout(const Snapshot& s) {
                 pod_update::AtTarget(*target, *pod);
       AddPodStep(p, d, *pod, std::move(step));
     }
+    p.podsAtTarget = static_cast<int>(pods.size()) - pending;
+    p.podsTotal = static_cast<int>(pods.size());
+    p.target = r.to;
     if (!settled || p.actions.size() != before) {
       p.message = std::to_string(pods.size() - pending) + "/" + std::to_string(pods.size()) +
                   " pods at template " + r.to;
@@ -556,6 +563,8 @@ Plan PlanRollout(const Snapshot& s) {
     p.message = "completed";
     return p;
   }();
+  if (out.target.empty()) out.target = r.to;
+  progress::AddProgress(out, d, s.now);  // last: its write carries no resourceVersion
   StampEvents(out, s.now);
   return out;
 }

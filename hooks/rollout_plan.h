@@ -36,7 +36,14 @@ struct Snapshot {
   Clock::time_point now;
 };
 
-enum class WriteKind { kPodPatch, kPodStatusPatch, kReplicaSetPatch, kDeploymentPatch, kEvent };
+enum class WriteKind {
+  kPodPatch,
+  kPodStatusPatch,
+  kReplicaSetPatch,
+  kDeploymentPatch,
+  kDeploymentStatusPatch,  // strategic merge of status.conditions, no resourceVersion (progress.h)
+  kEvent,
+};
 
 // What a successful action counts in the loop's metrics.
 enum class Metric {
@@ -60,8 +67,8 @@ struct Action {
   std::string pod;      // the pod concerned, if any (logs)
   std::string summary;  // one line for the logs
 
-  // Strategic merge for pods (containers merge by name, conditions by type), JSON merge patch
-  // for ReplicaSets and Deployments.
+  // Strategic merge for pods (containers merge by name, conditions by type) and Deployment
+  // status (conditions by type), JSON merge patch for ReplicaSets and Deployments.
   kube::PatchType PatchType() const;
   // The API path this action writes to (for kEvent: the namespace's events collection).
   std::string Path() const;
@@ -84,6 +91,11 @@ struct Plan {
   std::optional<Clock::duration> requeueAfter;  // a time-based wait ends then
   std::string message;                          // the reason for abort / block / wait
   std::map<std::string, int> podsByState;       // for the pods-by-state gauge
+  // For the progress condition (hooks/progress.h): pods of the update at the target (-1: not
+  // counted this pass), all of them, and the target template hash.
+  int podsAtTarget = -1;
+  int podsTotal = 0;
+  std::string target;
 };
 
 // The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action.

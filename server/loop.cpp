@@ -8,6 +8,7 @@
 #include "hooks/budget.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
+#include "hooks/progress.h"
 #include "server/log.h"
 
 #ifdef __GLIBC__
@@ -522,7 +523,9 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       json::SetString(json::EnsureObject(a.body, "metadata", alloc), "resourceVersion", rv, alloc);
     }
     kube::Result r = api_.Patch(path, a.PatchType(), json::Serialize(a.body));
-    const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ? CacheKind::kDeployments
+    const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ||
+                                   a.kind == rollout::WriteKind::kDeploymentStatusPatch
+                               ? CacheKind::kDeployments
                            : a.kind == rollout::WriteKind::kReplicaSetPatch
                                ? CacheKind::kReplicaSets
                                : CacheKind::kPods;
@@ -532,6 +535,10 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       res.ok = false;
       res.conflict = r.Conflict();
       res.error = path + ": " + Describe(r);
+      if (a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) {
+        res.refusedPod = a.pod.empty() ? a.name : a.pod;
+        res.refusal = r.message.empty() ? Describe(r) : r.message;
+      }
       if (options_.metrics != nullptr) {
         (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
       }
@@ -579,6 +586,19 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
         key, Terminal(plan.phase) ? std::map<std::string, int>{} : plan.podsByState);
   }
   ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
+  if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
+    // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12);
+    // the write is retried with the usual backoff.
+    const Value* pod = nullptr;
+    for (const Value* p : snapshot.pods) {
+      if (p != nullptr && Meta(*p, "name") == res.refusedPod) pod = p;
+    }
+    std::vector<rollout::Action> report = progress::PlanRefusal(
+        *snapshot.deployment, pod, res.refusedPod,
+        progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
+        res.refusal, Now());
+    Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+  }
   res.phase = plan.phase;
   res.fresh = !cached;
   if (plan.requeueAfter) {

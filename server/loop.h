@@ -85,6 +85,9 @@ struct ReconcileResult {
   bool fresh = false;     // the snapshot was read through the API, not from the caches
   std::string error;      // what failed, when !ok
   size_t writes = 0;      // writes applied (Events not counted)
+  // A pod write the API server refused (an admission policy or webhook, validation, RBAC):
+  // the pod and the refusal's message, reported as PodUpdateRefused (hooks/progress.h).
+  std::string refusedPod, refusal;
   std::optional<std::chrono::milliseconds> requeueAfter;
 };
 

@@ -700,6 +700,7 @@ def builders_from_header(text):
 BUILDER_RESOURCES = {
     "PodsPath": ("", "pods"), "PodPath": ("", "pods"), "PodStatusPath": ("", "pods/status"),
     "DeploymentsPath": ("apps", "deployments"), "DeploymentPath": ("apps", "deployments"),
+    "DeploymentStatusPath": ("apps", "deployments/status"),
     "ReplicaSetsPath": ("apps", "replicasets"), "ReplicaSetPath": ("apps", "replicasets"),
     "EventsPath": ("", "events"), "EventPath": ("", "events"),
     "LeasesPath": ("coordination.k8s.io", "leases"), "LeasePath": ("coordination.k8s.io", "leases"),

@@ -1,0 +1,240 @@
+#include "hooks/progress.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "hooks/admission.h"
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "hooks/pod_update.h"
+
+namespace iw::progress {
+
+namespace {
+
+using json::Value;
+using rollout::Action;
+using rollout::Clock;
+
+struct Condition {
+  std::string status, reason, message;
+  std::string lastUpdateTime, lastTransitionTime;
+};
+
+std::optional<Condition> Find(const Value& d, std::string_view type) {
+  const Value* conditions = json::Path(&d, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->IsArray()) return std::nullopt;
+  for (const auto& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") != type) continue;
+    Condition out;
+    out.status = json::StringOr(&c, "status");
+    out.reason = json::StringOr(&c, "reason");
+    out.message = json::StringOr(&c, "message");
+    out.lastUpdateTime = json::StringOr(&c, "lastUpdateTime");
+    out.lastTransitionTime = json::StringOr(&c, "lastTransitionTime");
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::string_view Meta(const Value& o, std::string_view k) {
+  return json::StringOr(json::Find(&o, "metadata"), k);
+}
+
+// `want` with its times filled from `stored`: lastTransitionTime kept while the status is the
+// same, lastUpdateTime as given ("" = now).
+Value ConditionValue(std::string_view type, const Condition& want,
+                     const std::optional<Condition>& stored, const std::string& now,
+                     json::Allocator& a) {
+  Value c(rapidjson::kObjectType);
+  json::SetString(c, "type", type, a);
+  json::SetString(c, "status", want.status, a);
+  json::SetString(c, "reason", want.reason, a);
+  json::SetString(c, "message", want.message, a);
+  json::SetString(c, "lastUpdateTime", want.lastUpdateTime.empty() ? now : want.lastUpdateTime, a);
+  const bool keep = stored && stored->status == want.status && !stored->lastTransitionTime.empty();
+  json::SetString(c, "lastTransitionTime", keep ? stored->lastTransitionTime : now, a);
+  return c;
+}
+
+bool Same(const std::optional<Condition>& stored, const Condition& want) {
+  return stored && stored->status == want.status && stored->reason == want.reason &&
+         stored->message == want.message &&
+         (want.lastUpdateTime.empty() || want.lastUpdateTime == stored->lastUpdateTime);
+}
+
+Action StatusPatch(const Value& d, std::optional<Condition> ours,
+                   const std::optional<Condition>& storedOurs, std::optional<Condition> progressing,
+                   const std::optional<Condition>& storedProgressing, Clock::time_point now,
+                   std::string summary) {
+  json::Document body(rapidjson::kObjectType);
+  auto& a = body.GetAllocator();
+  Value list(rapidjson::kArrayType);
+  const std::string ts = admission::Rfc3339(now);
+  if (ours) list.PushBack(ConditionValue(keys::kProgressCondition, *ours, storedOurs, ts, a), a);
+  if (progressing) {
+    list.PushBack(ConditionValue("Progressing", *progressing, storedProgressing, ts, a), a);
+  }
+  Value status(rapidjson::kObjectType);
+  status.AddMember("conditions", list, a);
+  body.AddMember("status", status, a);
+  Action act;
+  act.kind = rollout::WriteKind::kDeploymentStatusPatch;
+  act.ns = std::string(Meta(d, "namespace"));
+  act.name = std::string(Meta(d, "name"));
+  act.body = std::move(body);
+  act.summary = std::move(summary);
+  return act;  // no resourceVersion: the patch merges our conditions by type
+}
+
+void Requeue(rollout::Plan& plan, Clock::duration after) {
+  after = std::max(after, Clock::duration::zero());
+  if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
+}
+
+bool OurStall(const std::optional<Condition>& progressing) {
+  return progressing && progressing->reason == kReasonDeadline &&
+         progressing->message.starts_with(kStallPrefix);
+}
+
+Condition PausedProgressing() {
+  return {"Unknown", "DeploymentPaused", "Deployment is paused", "", ""};
+}
+
+}  // namespace
+
+std::string ProgressText(int atTarget, int total, std::string_view target,
+                         const std::map<std::string, int>& podsByState) {
+  std::string out = std::to_string(atTarget) + "/" + std::to_string(total) +
+                    " pods updated to template " + std::string(target);
+  std::string states;
+  for (const auto& [state, n] : podsByState) {
+    if (state == keys::kStateNormal || n == 0) continue;
+    if (!states.empty()) states += ", ";
+    states += std::to_string(n) + " " + state;
+  }
+  if (!states.empty()) out += " (" + states + ")";
+  return out;
+}
+
+std::string_view ProgressPart(std::string_view message) {
+  const size_t cut = message.find("; ");
+  return cut == std::string_view::npos ? message : message.substr(0, cut);
+}
+
+std::optional<int> ProgressDeadline(const Value& d) {
+  const Value* v = json::Path(&d, {"spec", "progressDeadlineSeconds"});
+  if (v == nullptr || !v->IsInt64()) return std::nullopt;
+  const int64_t s = v->GetInt64();
+  if (s <= 0 || s >= INT_MAX) return std::nullopt;
+  return static_cast<int>(s);
+}
+
+void AddProgress(rollout::Plan& plan, const Value& d, Clock::time_point now) {
+  const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
+  const std::optional<Condition> progressing = Find(d, "Progressing");
+  std::optional<Condition> wantOurs;
+  std::optional<Condition> wantProgressing;
+  bool stalled = false;
+  using rollout::Phase;
+
+  if (plan.phase == Phase::kCompleted) {
+    const int total = std::max(plan.podsTotal, 0);
+    wantOurs = Condition{"True", std::string(kReasonCompleted),
+                         ProgressText(total, total, plan.target, {}), "", ""};
+  } else if (plan.phase == Phase::kAborted) {
+    if (!ours || ours->reason == kReasonAborted) return;  // never reported, or already
+    wantOurs = Condition{"False", std::string(kReasonAborted),
+                         "in-place update aborted; " + plan.message, "", ""};
+  } else if (plan.phase == Phase::kIdle || plan.podsAtTarget < 0) {
+    return;
+  } else {
+    const std::string text =
+        ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState);
+    const bool ended = ours && (ours->reason == kReasonCompleted || ours->reason == kReasonAborted);
+    const std::optional<Clock::time_point> last =
+        ours ? pod_update::ParseTime(ours->lastUpdateTime) : std::nullopt;
+    if (!ours || ended || !last || ProgressPart(ours->message) != text) {
+      // Progress (or the first report of this update).
+      if (ours && !ended && last && ours->status == "True" && ours->reason == kReasonProgressing &&
+          now - *last < kMinWriteInterval) {
+        Requeue(plan, *last + kMinWriteInterval - now);  // throttled; written then
+        wantOurs = std::nullopt;
+      } else {
+        wantOurs = Condition{"True", std::string(kReasonProgressing), text, "", ""};
+      }
+    } else {
+      // No progress since lastUpdateTime.
+      // A user's pause holds the update: no deadline, as the controller has none while paused.
+      std::string error;
+      const std::optional<InProgress> record = ReadInProgress(d, error);
+      const std::optional<int> deadline =
+          record && !record->pausedByUs ? std::nullopt : ProgressDeadline(d);
+      const auto due = *last + std::chrono::seconds(deadline.value_or(0));
+      if (deadline && now >= due) {
+        stalled = true;
+        if (ours->reason == kReasonRefused || ours->reason == kReasonDeadline) {
+          wantOurs = std::nullopt;  // keep what it says (the refusal names the cause)
+        } else {
+          wantOurs = Condition{"False", std::string(kReasonDeadline),
+                               text + "; no progress for " + std::to_string(*deadline) +
+                                   "s (progressDeadlineSeconds)",
+                               ours->lastUpdateTime, ""};
+        }
+        const std::string why = wantOurs ? wantOurs->message : ours->message;
+        if (!progressing || progressing->reason != kReasonDeadline) {
+          wantProgressing = Condition{"False", std::string(kReasonDeadline),
+                                      std::string(kStallPrefix) + ": " + why, "", ""};
+        }
+      } else if (deadline) {
+        Requeue(plan, due - now);
+      }
+    }
+  }
+  if (!stalled && OurStall(progressing)) wantProgressing = PausedProgressing();
+  if (wantOurs && Same(ours, *wantOurs)) wantOurs = std::nullopt;
+  if (!wantOurs && !wantProgressing) return;
+  std::string summary = "progress: ";
+  summary += wantOurs ? wantOurs->reason + " " + wantOurs->message : "unchanged";
+  if (wantProgressing) summary += "; Progressing " + wantProgressing->reason;
+  plan.actions.push_back(
+      StatusPatch(d, wantOurs, ours, wantProgressing, progressing, now, std::move(summary)));
+}
+
+bool IsRefusal(int code) {
+  return code == 400 || code == 403 || code == 422;
+}
+
+std::vector<Action> PlanRefusal(const Value& d, const Value* pod, std::string_view podName,
+                                std::string_view progress, std::string_view message,
+                                Clock::time_point now) {
+  std::vector<Action> out;
+  const std::string text =
+      "pod " + std::string(podName) + ": update refused by the API server: " + std::string(message);
+  const std::string key = "refused/" + std::string(podName) + "/" + std::string(message);
+  auto event = [&](const Value& involved, std::string_view apiVersion, std::string_view kind) {
+    Action e;
+    e.kind = rollout::WriteKind::kEvent;
+    e.ns = std::string(Meta(involved, "namespace"));
+    e.name = rollout::DedupEventName(Meta(involved, "name"), key);
+    e.body = rollout::MakeEvent(involved, apiVersion, kind, "Warning", kReasonRefused, text, now,
+                                e.name);
+    e.pod = std::string(podName);
+    e.summary = std::string(kReasonRefused) + ": " + text;
+    out.push_back(std::move(e));
+  };
+  if (pod != nullptr) event(*pod, "v1", "Pod");
+  event(d, "apps/v1", "Deployment");
+
+  const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
+  Condition want{"False", std::string(kReasonRefused), std::string(progress) + "; " + text, "", ""};
+  // The last progress stays the anchor: a refusal is no progress.
+  if (ours && ProgressPart(ours->message) == progress) want.lastUpdateTime = ours->lastUpdateTime;
+  if (!Same(ours, want)) {
+    out.push_back(StatusPatch(d, want, ours, std::nullopt, std::nullopt, now,
+                              "progress: " + want.reason + " " + want.message));
+  }
+  return out;
+}
+
+}  // namespace iw::progress

@@ -1,0 +1,293 @@
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "hooks/admission.h"
+#include "hooks/keys.h"
+#include "hooks/pod_update.h"
+#include "hooks/progress.h"
+#include "tests/unit/test_json.h"
+
+using namespace iw;
+using rollout::Clock;
+
+namespace {
+
+const Clock::time_point kNow = *pod_update::ParseTime("2026-01-01T00:10:00Z");
+
+// A paused Deployment under an in-place update with `conditions` (JSON array text).
+json::Document Deployment(const std::string& conditions, const std::string& deadline = "30",
+                          bool pausedByUs = true) {
+  std::string ip = std::string(R"({\"from\":\"a\",\"to\":\"b\",\"pausedByUs\":)") +
+                   (pausedByUs ? "true" : "false") + R"(,\"startedAt\":\"2026-01-01T00:00:00Z\"})";
+  return test::Parse(R"({"metadata":{"name":"web","namespace":"ns","annotations":{")" +
+                     std::string(keys::kInProgressAnnotation) + R"(":")" + ip +
+                     R"("}},"spec":{"paused":true,"progressDeadlineSeconds":)" + deadline +
+                     R"(},"status":{"conditions":)" + conditions + "}}");
+}
+
+std::string Ours(const std::string& status, const std::string& reason, const std::string& message,
+                 const std::string& lastUpdate) {
+  return R"({"type":"inplace-webhook.io/Progressing","status":")" + status + R"(","reason":")" +
+         reason + R"(","message":")" + message + R"(","lastUpdateTime":")" + lastUpdate +
+         R"(","lastTransitionTime":"2026-01-01T00:00:00Z"})";
+}
+const std::string kPaused =
+    R"({"type":"Progressing","status":"Unknown","reason":"DeploymentPaused","message":"Deployment is paused"})";
+const std::string kOurStall =
+    R"({"type":"Progressing","status":"False","reason":"ProgressDeadlineExceeded","message":"in-place update has timed out progressing: x"})";
+
+rollout::Plan Updating(int at, int total, std::map<std::string, int> states = {}) {
+  rollout::Plan p;
+  p.phase = rollout::Phase::kUpdating;
+  p.podsAtTarget = at;
+  p.podsTotal = total;
+  p.target = "b";
+  p.podsByState = std::move(states);
+  return p;
+}
+
+// The condition of `type` in the plan's status patch, or null.
+const json::Value* Written(const rollout::Plan& p, std::string_view type) {
+  for (const rollout::Action& a : p.actions) {
+    if (a.kind != rollout::WriteKind::kDeploymentStatusPatch) continue;
+    const json::Value* list = json::Path(&a.body, {"status", "conditions"});
+    for (const auto& c : list->GetArray()) {
+      if (json::StringOr(&c, "type") == type) return &c;
+    }
+  }
+  return nullptr;
+}
+std::string Field(const json::Value* c, std::string_view k) {
+  return c == nullptr ? "-" : std::string(json::StringOr(c, k));
+}
+
+}  // namespace
+
+TEST_CASE("progress text: n/m pods and the states other than Normal") {
+  CHECK(progress::ProgressText(1, 3, "b", {{"Normal", 2}, {"Updating", 1}}) ==
+        "1/3 pods updated to template b (1 Updating)");
+  CHECK(progress::ProgressText(0, 2, "b", {{"PreparingUpdate", 1}, {"Updating", 1}}) ==
+        "0/2 pods updated to template b (1 PreparingUpdate, 1 Updating)");
+  CHECK(progress::ProgressText(3, 3, "b", {{"Normal", 3}}) == "3/3 pods updated to template b");
+  CHECK(progress::ProgressPart("1/3 pods x; pod p: refused; more") == "1/3 pods x");
+  CHECK(progress::ProgressPart("1/3 pods x") == "1/3 pods x");
+}
+
+TEST_CASE("progress deadline as the controller reads it") {
+  CHECK(progress::ProgressDeadline(Deployment("[]", "600")) == 600);
+  CHECK(progress::ProgressDeadline(Deployment("[]", "2147483647")) == std::nullopt);
+  CHECK(progress::ProgressDeadline(test::Parse(R"({"spec":{}})")) == std::nullopt);
+}
+
+TEST_CASE("refusals are the answers that will not change by retrying alone") {
+  for (int code : {400, 403, 422}) CHECK(progress::IsRefusal(code));
+  for (int code : {0, 200, 404, 409, 429, 500, 503}) CHECK_FALSE(progress::IsRefusal(code));
+}
+
+TEST_CASE("the progress condition and Progressing, pass by pass") {
+  const std::string t0 = "2026-01-01T00:09:59Z";    // 1 s ago: within the write interval
+  const std::string t5 = "2026-01-01T00:09:55Z";    // 5 s ago
+  const std::string tOld = "2026-01-01T00:09:00Z";  // 60 s ago: past a 30 s deadline
+  const std::string p13 = "1/3 pods updated to template b";
+  const std::string p13u = "1/3 pods updated to template b (1 Updating)";
+  struct Case {
+    std::string name;
+    std::string conditions;
+    std::function<rollout::Plan()> plan;
+    std::string ours;         // "status reason" written, "-" none
+    std::string progressing;  // "status reason" written, "-" none
+    std::string lastUpdate;   // of ours when written: "now" or a time
+    std::string deadline = "30";
+    bool pausedByUs = true;
+  };
+  std::vector<Case> cases = {
+      {"first pass writes True/InPlaceUpdateProgressing", "[" + kPaused + "]",
+       [] { return Updating(0, 3); }, "True InPlaceUpdateProgressing", "-", "now"},
+      {"progress changed, 5 s after the last write: written",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13, t5) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "True InPlaceUpdateProgressing", "-", "now"},
+      {"progress changed within 2 s: throttled",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13, t0) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "-", "-", ""},
+      {"no progress, before the deadline: nothing",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13u, t5) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "-", "-", ""},
+      {"no progress past the deadline: both ProgressDeadlineExceeded, anchor kept",
+       "[" + kPaused + "," + Ours("True", "InPlaceUpdateProgressing", p13u, tOld) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "False ProgressDeadlineExceeded", "False ProgressDeadlineExceeded", tOld},
+      {"stalled and already reported: nothing",
+       "[" + kOurStall + "," +
+           Ours("False", "ProgressDeadlineExceeded",
+                p13u + "; no progress for 30s (progressDeadlineSeconds)", tOld) +
+           "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "-", "-", ""},
+      {"a refusal past the deadline keeps its message; Progressing set",
+       "[" + kPaused + "," +
+           Ours("False", "PodUpdateRefused", p13 + "; pod p: update refused", tOld) + "]",
+       [] { return Updating(1, 3); }, "-", "False ProgressDeadlineExceeded", ""},
+      {"a refusal before the deadline stays",
+       "[" + Ours("False", "PodUpdateRefused", p13 + "; pod p: x", t5) + "]",
+       [] { return Updating(1, 3); }, "-", "-", ""},
+      {"progress after a refusal: back to progressing at once",
+       "[" + Ours("False", "PodUpdateRefused", p13 + "; pod p: x", t0) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "True InPlaceUpdateProgressing", "-", "now"},
+      {"progress after our stall: Progressing back to DeploymentPaused",
+       "[" + kOurStall + "," +
+           Ours("False", "ProgressDeadlineExceeded", p13u + "; no progress", tOld) + "]",
+       [] { return Updating(2, 3); }, "True InPlaceUpdateProgressing", "Unknown DeploymentPaused",
+       "now"},
+      {"no deadline (MaxInt32): never stalls",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13u, tOld) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "-", "-", "", "2147483647"},
+      {"a user's pause holds the update: no deadline",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13u, tOld) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "-", "-", "", "30", false},
+      {"an earlier update's Completed: new progress",
+       "[" + Ours("True", "InPlaceUpdateCompleted", p13u, tOld) + "]",
+       [] {
+         return Updating(1, 3, {{"Updating", 1}});
+       },
+       "True InPlaceUpdateProgressing", "-", "now"},
+  };
+  auto completed = [] {
+    rollout::Plan p;
+    p.phase = rollout::Phase::kCompleted;
+    p.podsAtTarget = 3;
+    p.podsTotal = 3;
+    p.target = "b";
+    return p;
+  };
+  cases.push_back({"completed", "[" + Ours("True", "InPlaceUpdateProgressing", p13u, t0) + "]",
+                   completed, "True InPlaceUpdateCompleted", "-", "now"});
+  auto aborted = [] {
+    rollout::Plan p;
+    p.phase = rollout::Phase::kAborted;
+    p.message = "requested";
+    return p;
+  };
+  cases.push_back({"aborted after a report",
+                   "[" + Ours("True", "InPlaceUpdateProgressing", p13u, t0) + "]", aborted,
+                   "False InPlaceUpdateAborted", "-", "now"});
+  cases.push_back({"aborted, never reported: nothing", "[]", aborted, "-", "-", ""});
+  auto uncounted = [] {
+    rollout::Plan p;
+    p.phase = rollout::Phase::kBlocked;
+    return p;
+  };
+  cases.push_back({"blocked without counts: nothing", "[]", uncounted, "-", "-", ""});
+
+  for (Case& c : cases) {
+    CAPTURE(c.name);
+    json::Document d = Deployment(c.conditions, c.deadline, c.pausedByUs);
+    rollout::Plan p = c.plan();
+    progress::AddProgress(p, d, kNow);
+    const json::Value* ours = Written(p, keys::kProgressCondition);
+    const json::Value* prog = Written(p, "Progressing");
+    CHECK((ours ? Field(ours, "status") + " " + Field(ours, "reason") : "-") == c.ours);
+    CHECK((prog ? Field(prog, "status") + " " + Field(prog, "reason") : "-") == c.progressing);
+    if (ours != nullptr) {
+      CHECK(Field(ours, "lastUpdateTime") ==
+            (c.lastUpdate == "now" ? admission::Rfc3339(kNow) : c.lastUpdate));
+    }
+    for (const rollout::Action& a : p.actions) {
+      CHECK(a.resourceVersion.empty());
+      CHECK(a.Path() == "/apis/apps/v1/namespaces/ns/deployments/web/status");
+      CHECK(a.PatchType() == kube::PatchType::kStrategicMerge);
+    }
+  }
+}
+
+TEST_CASE("a stall report names the deadline; the requeue is when it falls due") {
+  const std::string t5 = "2026-01-01T00:09:55Z";
+  rollout::Plan p = Updating(1, 3);
+  progress::AddProgress(
+      p,
+      Deployment("[" +
+                 Ours("True", "InPlaceUpdateProgressing", "1/3 pods updated to template b", t5) +
+                 "]"),
+      kNow);
+  CHECK(p.actions.empty());
+  REQUIRE(p.requeueAfter.has_value());
+  CHECK(*p.requeueAfter == std::chrono::seconds(25));
+
+  rollout::Plan stalled = Updating(1, 3);
+  progress::AddProgress(stalled,
+                        Deployment("[" +
+                                   Ours("True", "InPlaceUpdateProgressing",
+                                        "1/3 pods updated to template b", "2026-01-01T00:00:00Z") +
+                                   "]"),
+                        kNow);
+  CHECK(Field(Written(stalled, keys::kProgressCondition), "message") ==
+        "1/3 pods updated to template b; no progress for 30s (progressDeadlineSeconds)");
+  CHECK(Field(Written(stalled, "Progressing"), "message") ==
+        "in-place update has timed out progressing: 1/3 pods updated to template b; no progress "
+        "for 30s (progressDeadlineSeconds)");
+  CHECK(Field(Written(stalled, keys::kProgressCondition), "lastTransitionTime") ==
+        admission::Rfc3339(kNow));  // True → False
+}
+
+TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the condition") {
+  const std::string p13 = "1/3 pods updated to template b";
+  json::Document pod = test::Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u1"}})");
+  json::Document d =
+      Deployment("[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:00Z") + "]");
+  std::vector<rollout::Action> out =
+      progress::PlanRefusal(d, &pod, "web-1", p13, "denied: no v2", kNow);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].kind == rollout::WriteKind::kEvent);
+  CHECK(json::StringOr(json::Find(&out[0].body, "involvedObject"), "kind") == "Pod");
+  CHECK(json::StringOr(&out[0].body, "reason") == "PodUpdateRefused");
+  CHECK(json::StringOr(&out[0].body, "type") == "Warning");
+  CHECK(json::StringOr(&out[0].body, "message") ==
+        "pod web-1: update refused by the API server: denied: no v2");
+  CHECK(json::StringOr(json::Find(&out[1].body, "involvedObject"), "kind") == "Deployment");
+  CHECK_FALSE(out[0].name.empty());  // deterministic: a retry does not repeat it
+  CHECK(out[0].name == progress::PlanRefusal(d, &pod, "web-1", p13, "denied: no v2", kNow)[0].name);
+  CHECK(out[0].name != progress::PlanRefusal(d, &pod, "web-1", p13, "other", kNow)[0].name);
+  const json::Value* c = json::Path(&out[2].body, {"status", "conditions"});
+  REQUIRE(c != nullptr);
+  const json::Value& cond = (*c)[0];
+  CHECK(json::StringOr(&cond, "status") == "False");
+  CHECK(json::StringOr(&cond, "reason") == "PodUpdateRefused");
+  CHECK(json::StringOr(&cond, "message") ==
+        p13 + "; pod web-1: update refused by the API server: denied: no v2");
+  CHECK(json::StringOr(&cond, "lastUpdateTime") == "2026-01-01T00:09:00Z");  // no progress
+
+  // Already reported: only the (deduplicated) Events.
+  json::Document reported =
+      Deployment("[" +
+                 Ours("False", "PodUpdateRefused",
+                      p13 + "; pod web-1: update refused by the API server: denied: no v2",
+                      "2026-01-01T00:09:00Z") +
+                 "]");
+  CHECK(progress::PlanRefusal(reported, &pod, "web-1", p13, "denied: no v2", kNow).size() == 2);
+  // Unknown pod (not in the snapshot): the Deployment Event and the condition.
+  CHECK(progress::PlanRefusal(d, nullptr, "web-1", p13, "denied", kNow).size() == 2);
+}
