@@ -51,6 +51,10 @@ struct Response {
 struct Context {
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
   std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+  // A loop is known to be alive: this process leads (or runs the loop without election), or it saw
+  // the leader Lease renewed within the renew deadline. Only then does the pod mutator inject the
+  // readiness gate, so that no pod waits on a condition nothing will set (DESIGN.md §8.6).
+  bool loopAlive = false;
 };
 
 using Handler = std::function<Response(const Request&, const Context&)>;

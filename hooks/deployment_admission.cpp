@@ -69,23 +69,20 @@ std::string DenialMessage(const Decision& d, const json::Value& object) {
   return "not a fixed point of the in-place decision: " + d.reason;
 }
 
-// The lifecycle/policy annotations parse and the readiness-gate rule holds (opted-in objects).
+// The lifecycle/policy annotations parse (opted-in objects). Drain (markPodNotReady, a grace
+// period) needs no readiness gate in the template: the pod webhook adds it to new pods.
 std::optional<std::string> CheckSettings(const json::Value& object) {
   std::string error;
-  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(object, error);
-  if (!settings) return error;
-  const lifecycle::Lifecycle& l = settings->lifecycle;
-  std::string needs;
-  for (const auto* hook : {&l.inPlaceUpdate, &l.preUpdate, &l.postUpdate}) {
-    if (*hook && (*hook)->markPodNotReady)
-      needs = std::string(keys::kLifecycleAnnotation) + " markPodNotReady";
-  }
-  if (needs.empty() && settings->policy.gracePeriodSeconds > 0) {
-    needs = std::string(keys::kPolicyAnnotation) + " gracePeriodSeconds > 0";
-  }
-  if (needs.empty() || deployment::HasReadinessGate(object)) return std::nullopt;
-  return needs + " needs the pod readiness gate: add readinessGates: [{conditionType: " +
-         std::string(keys::kReadyCondition) + "}] to spec.template.spec";
+  if (!lifecycle::ReadSettings(object, error)) return error;
+  return std::nullopt;
+}
+
+// A template that declares the readiness gate itself gives it to pods created when nothing of ours
+// runs (after an uninstall), which then never become Ready: accepted, with a warning.
+std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
+  if (!deployment::IsOptedIn(object) || !deployment::HasReadinessGate(object)) return {};
+  return {"template declares readiness gate " + std::string(keys::kReadyCondition) +
+          ": the webhook adds it; if uninstalled, new pods never get Ready"};
 }
 
 }  // namespace
@@ -111,16 +108,21 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (deployment::IsOptedIn(object)) {
     if (auto err = CheckSettings(object)) return Denied(*err);
   }
+  auto allowed = [&object] {
+    Response r = Allowed();
+    r.warnings = TemplateGateWarnings(object);
+    return r;
+  };
   if (req.operation == Operation::kCreate) {
     if (deployment::IsOptedIn(object) &&
         deployment::Annotation(object, keys::kInProgressAnnotation)) {
       return Denied(std::string(keys::kInProgressAnnotation) +
                     " is written by inplace-webhook only: create the Deployment without it");
     }
-    return Allowed();
+    return allowed();
   }
   Decision d = deployment::Decide(*req.oldObject, object, ctx);
-  if (deployment::Conforms(d, object)) return Allowed();
+  if (deployment::Conforms(d, object)) return allowed();
   return Denied(DenialMessage(d, object));
 }
 

@@ -193,8 +193,47 @@ std::string Pods(long long n) {
   return std::to_string(n) + (n == 1 ? " pod" : " pods");
 }
 
+// "the pod API refuses to change annotation container.apparmor.security.beta.kubernetes.io/app".
+std::string PodApiRefuses(const eligibility::Result& r) {
+  return "the pod API refuses to change " + r.podApiRefuses;
+}
+
 bool AbortRequested(const json::Value& deployment) {
   return Annotation(deployment, keys::kAbortAnnotation) == keys::kTrue;
+}
+
+std::string DeploymentRef(const json::Value& deployment) {
+  return "deploy/" +
+         std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME"));
+}
+
+// Who holds the pause of a running update after this write (DESIGN.md §8.5): `record`'s
+// pausedByUs as stored (with `to` already decided), changed only by the user's pause command, a
+// written record that differs from `record` in pausedByUs alone (the command's own result, seen
+// again on re-invocation and by the validator), or the user's unpause of a pause the user holds
+// (kubectl rollout resume: the update goes on, the Deployment stays paused until its end).
+bool DecidePause(Decision& d, InProgress& record, const json::Value& oldD,
+                 const json::Value& newD) {
+  const bool before = record.pausedByUs;
+  std::string error;
+  std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
+  std::optional<InProgress> w = written ? ParseInProgress(*written, error) : std::nullopt;
+  if (Annotation(newD, keys::kPauseAnnotation)) {
+    d.dropPauseCommand = true;
+    if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) record.pausedByUs = false;
+  } else if (w) {
+    InProgress other = *w;
+    other.pausedByUs = record.pausedByUs;
+    if (other == record) record.pausedByUs = w->pausedByUs;
+  }
+  if (!IsPaused(newD) && IsPaused(oldD) && !before) record.pausedByUs = true;
+  if (record.pausedByUs == before) return false;
+  d.warnings.push_back(
+      Warning(record.pausedByUs
+                  ? "in-place update resumed: it goes on; the Deployment unpauses when it is done"
+                  : "in-place update paused: no further pod starts until kubectl rollout resume " +
+                        DeploymentRef(newD)));
+  return true;
 }
 
 // The decision while an in-place update runs (the stored object has `in-progress`).
@@ -216,9 +255,21 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
   auto end = [&](std::string why) {
     d.action = Action::kEnd;
     d.paused = record->pausedByUs ? std::optional<bool>(false) : std::nullopt;
+    if (Annotation(newD, keys::kPauseAnnotation)) {
+      d.dropPauseCommand = true;
+      if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) d.paused = true;
+    }
+    d.dropUndoCommand = Annotation(newD, keys::kUndoAnnotation).has_value();
     d.inProgress.reset();
     d.reason = "in-place update ended: " + why;
     d.warnings.push_back(Warning("in-place update ended (" + why + "): a normal rollout follows"));
+    return d;
+  };
+  auto notEligible = [&](const eligibility::Result& r) {
+    if (r.podApiRefuses.empty()) return end(r.blockingPath + " changed");
+    end(PodApiRefuses(r));
+    d.warnings.back() =
+        Warning(PodApiRefuses(r) + ": the in-place update ends, a normal rollout follows");
     return d;
   };
   if (!IsOptedIn(newD)) return end("Deployment label inplace-webhook.io/enabled removed");
@@ -233,7 +284,7 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
       d.reason = "in-place update running; template unchanged";
       break;
     case eligibility::Verdict::kNotEligible:
-      return end(r.blockingPath + " changed");
+      return notEligible(r);
     case eligibility::Verdict::kEligible: {
       const json::Value& tmpl = *json::Path(&newD, {"spec", "template"});
       if (!IsOptedIn(tmpl)) return end("template label inplace-webhook.io/enabled removed");
@@ -246,9 +297,15 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
       break;
     }
   }
+  if (DecidePause(d, *record, oldD, newD)) d.inProgress = SerializeInProgress(*record);
+  if (Annotation(newD, keys::kUndoAnnotation) == keys::kTrue) {
+    d.warnings.push_back(
+        Warning("in-place update: undo requested; the pods return to their template in place"));
+  }
   // The user's write dropped, edited or unpaused ours (not: it is our own earlier answer).
   std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
-  if (!IsPaused(newD) || (written != stored && written != std::string_view(*d.inProgress))) {
+  if ((!IsPaused(newD) && record->pausedByUs && !d.dropPauseCommand) ||
+      (written != stored && written != std::string_view(*d.inProgress))) {
     d.warnings.push_back(Warning(
         "in-place update in progress: spec.paused=true and inplace-webhook.io/in-progress kept"));
     d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD)));
@@ -280,6 +337,12 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
     d.reason = "no template change";
     return d;
   }
+  if (r.verdict == eligibility::Verdict::kNotEligible && !r.podApiRefuses.empty()) {
+    // Named on its own: the policy allow-list cannot make it eligible, and the key must show.
+    d.reason = "no in-place update: " + PodApiRefuses(r);
+    d.warnings.push_back(Warning(PodApiRefuses(r) + ": a normal rollout follows"));
+    return d;
+  }
   if (r.verdict == eligibility::Verdict::kNotEligible) return skip(r.blockingPath + " changed");
   if (AbortRequested(newD)) return skip("inplace-webhook.io/abort is set");
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
@@ -295,9 +358,11 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
   // Re-invocation on our own output: keep the startedAt we wrote then.
   if (std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation)) {
     std::optional<InProgress> w = ParseInProgress(*written, error);
-    if (w && w->from == record.from && w->to == record.to && w->pausedByUs == record.pausedByUs &&
-        IsRfc3339Utc(w->startedAt)) {
+    // (pausedByUs false with a pause issued in the starting write: the pause command's result.)
+    if (w && w->from == record.from && w->to == record.to &&
+        (w->pausedByUs == record.pausedByUs || !w->pausedByUs) && IsRfc3339Utc(w->startedAt)) {
       record.startedAt = w->startedAt;
+      record.pausedByUs = w->pausedByUs;
     }
   }
   d.action = Action::kStart;
@@ -307,6 +372,9 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
   d.warnings.push_back(Warning("in-place update: " + Pods(DesiredReplicas(newD)) +
                                " will be updated without restart of unchanged containers; "
                                "rollout paused until done"));
+  d.warnings.push_back(
+      Warning("kubectl rollout undo refuses a paused Deployment; to undo: kubectl annotate " +
+              DeploymentRef(newD) + " " + std::string(keys::kUndoAnnotation) + "=true"));
   if (ResolveMaxUnavailable(newD) == 0) {
     d.warnings.push_back(Warning(
         "in-place update: maxUnavailable is 0, but pods are still updated one at a time and a "
@@ -427,11 +495,36 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
     d.reason = "not opted in (label inplace-webhook.io/enabled=true)";
     return d;
   }
-  return DecideIdle(oldDeployment, newDeployment, ctx);
+  Decision d = DecideIdle(oldDeployment, newDeployment, ctx);
+  // The commands with no update running: pause is spec.paused (and a start the user holds);
+  // undo has nothing to undo (kubectl rollout undo does it natively).
+  if (std::optional<std::string_view> pause = Annotation(newDeployment, keys::kPauseAnnotation)) {
+    d.dropPauseCommand = true;
+    if (pause == keys::kTrue) {
+      d.paused = true;
+      std::string error;
+      std::optional<InProgress> record =
+          d.inProgress ? ParseInProgress(*d.inProgress, error) : std::nullopt;
+      if (record && record->pausedByUs) {
+        record->pausedByUs = false;
+        d.inProgress = SerializeInProgress(*record);
+      }
+    }
+  }
+  if (Annotation(newDeployment, keys::kUndoAnnotation)) {
+    d.dropUndoCommand = true;
+    d.warnings.push_back(
+        Warning("no in-place update runs: nothing to undo in place; use "
+                "kubectl rollout undo " +
+                DeploymentRef(newDeployment)));
+  }
+  return d;
 }
 
 bool Conforms(const Decision& decision, const json::Value& deployment) {
   if (decision.action == Action::kIgnore) return true;
+  if (decision.dropPauseCommand && Annotation(deployment, keys::kPauseAnnotation)) return false;
+  if (decision.dropUndoCommand && Annotation(deployment, keys::kUndoAnnotation)) return false;
   if (decision.paused && IsPaused(deployment) != *decision.paused) return false;
   std::optional<std::string_view> written = Annotation(deployment, keys::kInProgressAnnotation);
   if (decision.inProgress) return written == std::string_view(*decision.inProgress);
@@ -441,6 +534,11 @@ bool Conforms(const Decision& decision, const json::Value& deployment) {
 
 void Apply(const Decision& decision, json::Value& deployment, json::Allocator& alloc) {
   if (decision.action == Action::kIgnore) return;
+  if (json::Value* annotations =
+          json::FindMutable(json::FindMutable(&deployment, "metadata"), "annotations")) {
+    if (decision.dropPauseCommand) json::Remove(*annotations, keys::kPauseAnnotation);
+    if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
+  }
   if (decision.paused && IsPaused(deployment) != *decision.paused) {
     json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",
               json::Value(*decision.paused), alloc);

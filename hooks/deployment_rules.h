@@ -67,6 +67,11 @@ struct Decision {
   // The exact text the in-progress annotation must have; nullopt: it must be absent (except for
   // kIgnore, which enforces nothing).
   std::optional<std::string> inProgress;
+  // The write carries the pause or undo command annotation (DESIGN.md §8.1, §8.5): it is
+  // removed (the pause is then carried by `inProgress`'s pausedByUs or by spec.paused; the undo is
+  // the loop's to act on while an update runs, so it is kept then).
+  bool dropPauseCommand = false;
+  bool dropUndoCommand = false;
   // For the user (kubectl prints them), each at most 120 characters.
   std::vector<std::string> warnings;
   // One line on why, for logs and denial messages.

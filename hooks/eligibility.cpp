@@ -88,6 +88,14 @@ void CollectReaders(const json::Value* podTemplate, std::vector<MetadataReader>&
   }
 }
 
+// Go's strings.TrimSpace would change it (ASCII whitespace is what image references can carry).
+bool HasOuterSpace(std::string_view s) {
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  return !s.empty() && (space(s.front()) || space(s.back()));
+}
+
 bool IsAbsent(const json::Value* v) {
   return v == nullptr || v->IsNull();
 }
@@ -154,7 +162,10 @@ class Comparer {
 
   void Block(std::string path, std::string_view reason) {
     blocked_ = true;
-    result_ = Result{Verdict::kNotEligible, {}, std::move(path), std::string(reason)};
+    result_ = Result{};
+    result_.verdict = Verdict::kNotEligible;
+    result_.blockingPath = std::move(path);
+    result_.reason = std::string(reason);
   }
 
   void CompareMetadata(const json::Value* o, const json::Value* n) {
@@ -189,6 +200,15 @@ class Comparer {
       const std::string path = base + "['" + std::string(key) + "']";
       if ((!IsAbsent(ov) && !ov->IsString()) || (!IsAbsent(nv) && !nv->IsString())) {
         return Block(path, "value is not a string");
+      }
+      if (kind == MetaKind::kAnnotations &&
+          (key.starts_with(keys::kAppArmorAnnotationPrefix) || key == keys::kMirrorPodAnnotation)) {
+        // ValidatePodSpecificAnnotationUpdates: "may not add/remove or update ..." on any pod.
+        Block(path, key == keys::kMirrorPodAnnotation
+                        ? "the pod API refuses to add, change or remove the mirror-pod annotation"
+                        : "the pod API refuses to add, change or remove AppArmor annotations");
+        result_.podApiRefuses = "annotation " + std::string(key);
+        return;
       }
       if (kind == MetaKind::kAnnotations && key == keys::kRestartedAtAnnotation) {
         return Block(path, "kubectl rollout restart asks for new pods");
@@ -250,7 +270,17 @@ class Comparer {
         const json::Value* nv = json::Find(&nc, key);
         if (Same(ov, nv)) continue;
         if (key == "image" && !IsAbsent(nv) && nv->IsString() && nv->GetStringLength() > 0) {
-          result_.plan.images[std::string(json::View(*nname))] = std::string(json::View(*nv));
+          std::string_view image = json::View(*nv);
+          if (HasOuterSpace(image)) {
+            // ValidateContainerUpdates: "must not have leading or trailing whitespace" (a pod-only
+            // rule: the Deployment's template passes it, every pod write of it fails).
+            Block(at + ".image",
+                  "the pod API refuses an image with leading or trailing whitespace");
+            result_.podApiRefuses = "the image of container " + std::string(json::View(*nname)) +
+                                    " to one with leading or trailing whitespace";
+            return;
+          }
+          result_.plan.images[std::string(json::View(*nname))] = std::string(image);
           continue;
         }
         return Block(at + "." + std::string(key),

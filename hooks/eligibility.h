@@ -36,12 +36,22 @@ struct Result {
   Plan plan;                 // kEligible only
   std::string blockingPath;  // kNotEligible only, e.g. `spec.template.spec.containers[0].env`
   std::string reason;        // kNotEligible only: why that path blocks, one short sentence
+  // kNotEligible only: set when kube-apiserver's pod update validation itself refuses the change
+  // on a running pod (ValidatePodUpdate), naming what for the user, e.g.
+  // `annotation container.apparmor.security.beta.kubernetes.io/app`; empty otherwise.
+  std::string podApiRefuses;
 };
 
 // Compares two pod templates (a Deployment's spec.template). Eligible differences:
-// - containers[i].image replaced (non-empty string), same container names in the same order;
+// - containers[i].image replaced (non-empty string without leading or trailing whitespace, which
+// the
+//   pod API refuses), same container names in the same order;
 // - metadata.labels[k] added, changed or removed;
-// - metadata.annotations[k] added, changed or removed where `policy.AllowsAnnotation(k)`;
+// - metadata.annotations[k] added, changed or removed where `policy.AllowsAnnotation(k)`, except
+// the
+//   keys the pod API refuses to change on a running pod (AppArmor's
+//   `container.apparmor.security.beta.kubernetes.io/*`, the mirror-pod
+//   `kubernetes.io/config.mirror`), whatever the policy says;
 // but a label or annotation read by a container env `valueFrom.fieldRef` (init containers too) or a
 // downwardAPI volume item (also inside a projected volume) of either template, by key or as the
 // whole map, is not eligible: kubelet would not restart anything. Every other difference is not

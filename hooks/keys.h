@@ -13,6 +13,12 @@ inline constexpr std::string_view kEnabledLabel = "inplace-webhook.io/enabled";
 inline constexpr std::string_view kLifecycleAnnotation = "inplace-webhook.io/lifecycle";
 inline constexpr std::string_view kPolicyAnnotation = "inplace-webhook.io/policy";
 inline constexpr std::string_view kAbortAnnotation = "inplace-webhook.io/abort";
+// Commands, consumed when acted on (DESIGN.md §8.1, §8.5): `pause` = "true" holds a running
+// in-place update (kubectl rollout pause cannot: the Deployment is already paused); `undo` = "true"
+// re-targets a running update to the template its pods started from (kubectl rollout undo refuses
+// a paused Deployment).
+inline constexpr std::string_view kPauseAnnotation = "inplace-webhook.io/pause";
+inline constexpr std::string_view kUndoAnnotation = "inplace-webhook.io/undo";
 
 // On Deployments, written by the webhook and the loop only.
 inline constexpr std::string_view kInProgressAnnotation = "inplace-webhook.io/in-progress";
@@ -28,14 +34,14 @@ inline constexpr std::string_view kReadyCondition = "inplace-webhook.io/ready";
 // Event was reported, so it is reported once per wait even across restarts of the loop.
 inline constexpr std::string_view kHookTimeoutAnnotation = "inplace-webhook.io/hook-timeout";
 
-// On ReplicaSets, written by the loop when it finishes an update.
+// On the active ReplicaSet from the finish until the update ends (then removed): the template hash
+// the update started from, so a re-target after the finish still finds the pods' ReplicaSet.
 inline constexpr std::string_view kPreviousTemplateHashAnnotation =
     "inplace-webhook.io/previous-template-hash";
+// Written by earlier versions on ReplicaSets; removed when seen (it must not reach a Deployment
+// through kubectl rollout undo).
 inline constexpr std::string_view kPreviousTemplateAnnotation =
     "inplace-webhook.io/previous-template";
-// On the pod template of an older, zero-replica ReplicaSet whose template equals the target,
-// so the Deployment controller's FindNewReplicaSet can no longer pick it.
-inline constexpr std::string_view kSupersededByAnnotation = "inplace-webhook.io/superseded-by";
 
 // Values of kStateLabel (Kruise's names).
 inline constexpr std::string_view kStateNormal = "Normal";
@@ -46,10 +52,18 @@ inline constexpr std::string_view kStateUpdated = "Updated";
 // Kubernetes' own keys that the rules depend on.
 inline constexpr std::string_view kPodTemplateHashLabel = "pod-template-hash";
 inline constexpr std::string_view kRestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt";
+// Pod annotations the API server's pod update validation refuses to add, change or remove
+// (ValidatePodSpecificAnnotationUpdates): AppArmor's per-container keys (a prefix) and the
+// kubelet's mirror-pod marker.
+inline constexpr std::string_view kAppArmorAnnotationPrefix =
+    "container.apparmor.security.beta.kubernetes.io/";
+inline constexpr std::string_view kMirrorPodAnnotation = "kubernetes.io/config.mirror";
 inline constexpr std::string_view kRevisionAnnotation = "deployment.kubernetes.io/revision";
 inline constexpr std::string_view kDesiredReplicasAnnotation =
     "deployment.kubernetes.io/desired-replicas";
 inline constexpr std::string_view kMaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas";
+inline constexpr std::string_view kRevisionHistoryAnnotation =
+    "deployment.kubernetes.io/revision-history";
 
 inline constexpr std::string_view kTrue = "true";
 

@@ -30,6 +30,42 @@ std::optional<std::string> CheckRequest(const Request& req) {
   return deployment::CheckMetadataShape(*req.oldObject, "request.oldObject");
 }
 
+// Appends to `r.patch` the JSON Patch operation that adds the readiness gate
+// inplace-webhook.io/ready to spec.readinessGates, unless the pod declares it already (its
+// template does) or spec/readinessGates have a shape the API server refuses anyway.
+void AddReadinessGate(const json::Value& pod, Response& r) {
+  const json::Value* spec = json::Find(&pod, "spec");
+  if (spec == nullptr || !spec->IsObject()) return;
+  const json::Value* gates = json::Find(spec, "readinessGates");
+  const bool none = gates == nullptr || gates->IsNull();
+  if (!none && !gates->IsArray()) return;
+  if (!none) {
+    for (const auto& g : gates->GetArray()) {
+      if (json::StringOr(&g, "conditionType") == keys::kReadyCondition) return;
+    }
+  }
+  json::Document op(rapidjson::kObjectType);
+  auto& a = op.GetAllocator();
+  json::Value gate(rapidjson::kObjectType);
+  json::SetString(gate, "conditionType", keys::kReadyCondition, a);
+  json::SetString(op, "op", "add", a);
+  if (none) {
+    json::SetString(op, "path", "/spec/readinessGates", a);
+    json::Value list(rapidjson::kArrayType);
+    list.PushBack(gate, a);
+    json::Set(op, "value", list, a);
+  } else {
+    json::SetString(op, "path", "/spec/readinessGates/-", a);
+    json::Set(op, "value", gate, a);
+  }
+  const std::string text = json::Serialize(op);
+  if (r.patch.empty()) {
+    r.patch = "[" + text + "]";
+  } else {  // a non-empty array: "[...]"
+    r.patch.insert(r.patch.size() - 1, "," + text);
+  }
+}
+
 }  // namespace
 
 Response MutatePod(const Request& req, const Context& ctx) {
@@ -51,7 +87,9 @@ Response MutatePod(const Request& req, const Context& ctx) {
     json::SetString(json::EnsureObject(mutated, "annotations", alloc),
                     keys::kStateTimestampAnnotation, Rfc3339(ctx.now), alloc);
   }
-  return PatchedAt("/metadata", meta, mutated);
+  Response r = PatchedAt("/metadata", meta, mutated);
+  if (ctx.loopAlive) AddReadinessGate(pod, r);
+  return r;
 }
 
 Response ValidatePod(const Request& req, const Context& ctx) {

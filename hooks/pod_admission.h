@@ -1,5 +1,8 @@
 // Admission of Pods: stamp the lifecycle state on opted-in pods at CREATE, and keep the state
-// keys the controller's alone (DESIGN.md §4.2).
+// keys the controller's alone (DESIGN.md §4.2). At CREATE, while a loop is known to be alive
+// (Context::loopAlive), an opted-in pod also gets the readiness gate inplace-webhook.io/ready in
+// spec.readinessGates, which the loop then sets True; while none is, pods are created without it,
+// so none waits on a condition nothing would set (DESIGN.md §8.6).
 #pragma once
 
 #include "hooks/admission.h"

@@ -190,22 +190,33 @@ bool MatchesRun(const Value& rs, const InProgress& record) {
          AnnotationOr(rs, keys::kPreviousTemplateHashAnnotation) == record.from;
 }
 
-// The template the pods of `rs` were created from: its own, or, once the finish wrote the target
-// into it, the previous template it saved (so pods created meanwhile from a stale cache are still
-// brought to the target).
-json::Document BaseTemplate(const Value& rs, const InProgress& record) {
-  json::Document out;
-  const Value& t = TemplateOf(rs);
-  if (TemplateHash(t) == record.to && record.from != record.to) {
-    std::string_view saved = AnnotationOr(rs, keys::kPreviousTemplateAnnotation);
-    json::Document prev;
-    if (!saved.empty() && !json::ParseUntrusted(saved, prev) && prev.IsObject() &&
-        TemplateHash(prev) == record.from) {
-      out.CopyFrom(prev, out.GetAllocator());
-      return out;
+// The owned zero-replica ReplicaSets other than `except` whose template hash is `hash`, newest
+// revision first.
+std::vector<const Value*> Holders(const std::vector<const Value*>& owned, const Value* except,
+                                  const std::string& hash) {
+  std::vector<const Value*> out;
+  for (const Value* rs : owned) {
+    if (rs != except && budget::Replicas(*rs) == 0 && TemplateHash(TemplateOf(*rs)) == hash) {
+      out.push_back(rs);
     }
   }
-  out.CopyFrom(t, out.GetAllocator());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Value* a, const Value* b) { return RevisionOf(*a) > RevisionOf(*b); });
+  return out;
+}
+
+// The template the pods of `rs` were created from: its own, or, once the finish wrote a later
+// template into it, the update's starting template as its history ReplicaSet holds it (so pods
+// created meanwhile from a stale cache are still brought to the target).
+json::Document BaseTemplate(const Value& rs, const std::vector<const Value*>& owned,
+                            const InProgress& record) {
+  json::Document out;
+  const Value* t = &TemplateOf(rs);
+  if (TemplateHash(*t) != record.from) {
+    std::vector<const Value*> history = Holders(owned, &rs, record.from);
+    if (!history.empty()) t = &TemplateOf(*history.front());
+  }
+  out.CopyFrom(*t, out.GetAllocator());
   return out;
 }
 
@@ -268,61 +279,209 @@ void StampEvents(Plan& plan, Clock::time_point now) {
   }
 }
 
-// Finish step 1: mark older matching zero-replica ReplicaSets, then write the target template
-// into the active one.
+// `tmpl` with its pod-template-hash label set to `hash` (every template a ReplicaSet holds must
+// carry the hash of the ReplicaSet's selector).
+json::Document WithHashLabel(const Value& tmpl, std::string_view hash) {
+  json::Document out;
+  out.CopyFrom(tmpl, out.GetAllocator());
+  auto& a = out.GetAllocator();
+  if (!out.IsObject()) out.SetObject();
+  Value& labels = json::EnsureObject(json::EnsureObject(out, "metadata", a), "labels", a);
+  if (hash.empty()) {
+    json::Remove(labels, keys::kPodTemplateHashLabel);
+  } else {
+    json::SetString(labels, keys::kPodTemplateHashLabel, hash, a);
+  }
+  return out;
+}
+
+std::string_view HashLabel(const Value& rs) {
+  std::string_view h = json::StringOr(json::Path(&rs, {"spec", "selector", "matchLabels"}),
+                                      keys::kPodTemplateHashLabel);
+  if (h.empty()) {
+    h = json::StringOr(json::Path(&rs, {"metadata", "labels"}), keys::kPodTemplateHashLabel);
+  }
+  return h;
+}
+
+// The user's settings on the Deployment, which the Deployment controller copies to its new
+// ReplicaSet and kubectl rollout undo copies back: every owned ReplicaSet carries the Deployment's
+// current values, so a rollback never changes the hooks (DESIGN.md §8.1).
+constexpr std::string_view kSettingsKeys[] = {keys::kLifecycleAnnotation, keys::kPolicyAnnotation};
+
+// What the history ReplicaSet of the template the pods leave carries: the active ReplicaSet's
+// annotations (those the Deployment controller copied from the Deployment while it was the new
+// one) without ours and the controller's revision history, the Deployment's settings, and the
+// active ReplicaSet's revision.
+json::Document HistoryAnnotations(const Value& active, const Value& d) {
+  json::Document out(rapidjson::kObjectType);
+  auto& a = out.GetAllocator();
+  const Value* from = json::Path(&active, {"metadata", "annotations"});
+  if (from != nullptr && from->IsObject()) {
+    for (const auto& m : from->GetObject()) {
+      const std::string_view k = json::View(m.name);
+      if (k == keys::kRevisionHistoryAnnotation || k.starts_with(keys::kPrefix)) continue;
+      out.AddMember(Value(m.name, a), Value(m.value, a), a);
+    }
+  }
+  for (std::string_view k : kSettingsKeys) {
+    if (const Value* v = Annotation(d, k); v != nullptr && v->IsString()) {
+      json::SetString(out, k, json::View(*v), a);
+    }
+  }
+  json::SetString(out, keys::kRevisionAnnotation, AnnotationOr(active, keys::kRevisionAnnotation),
+                  a);
+  return out;
+}
+
+long long RevisionHistoryLimit(const Value& d) {
+  const Value* v = json::Path(&d, {"spec", "revisionHistoryLimit"});
+  return v != nullptr && v->IsInt64() ? v->GetInt64() : 10;
+}
+
+// Finish step 1: the history ReplicaSet of the template the pods leave (`base` holds it now),
+// then the target template into `base`. Writes nothing when `base` already holds the target.
 void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
-                       const std::vector<const Value*>& owned, const InProgress& record,
-                       bool patchBase) {
-  for (const Value* rs : owned) {
-    if (rs == &base || budget::Replicas(*rs) != 0) continue;
-    if (TemplateHash(TemplateOf(*rs)) != record.to) continue;
-    json::Document body(rapidjson::kObjectType);
-    auto& a = body.GetAllocator();
-    Value& tmeta = json::EnsureObject(
-        json::EnsureObject(json::EnsureObject(body, "spec", a), "template", a), "metadata", a);
-    json::SetString(json::EnsureObject(tmeta, "annotations", a), keys::kSupersededByAnnotation,
-                    record.to, a);
-    plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, *rs, std::move(body),
-                                 "mark ReplicaSet " + Name(*rs) +
-                                     " superseded: its template equals the target " + record.to));
+                       const std::vector<const Value*>& owned, const InProgress& record) {
+  const Value& current = TemplateOf(base);
+  const std::string currentHash = TemplateHash(current);
+  if (currentHash == record.to) return;
+  std::vector<const Value*> atTarget = Holders(owned, &base, record.to);
+  const bool leavesFrom = currentHash == record.from && record.from != record.to;
+  const bool keepHistory = RevisionHistoryLimit(d) > 0;
+  if (leavesFrom && keepHistory && Holders(owned, &base, record.from).empty()) {
+    json::Document annotations = HistoryAnnotations(base, d);
+    if (!atTarget.empty()) {
+      // An older ReplicaSet at the target (a rollback): it becomes the history of the template
+      // the pods leave, as the Deployment controller's rollback would leave it.
+      const Value& rs = *atTarget.front();
+      atTarget.erase(atTarget.begin());
+      json::Document body(rapidjson::kObjectType);
+      auto& a = body.GetAllocator();
+      json::Document tmpl = WithHashLabel(current, HashLabel(rs));
+      json::EnsureObject(body, "spec", a)
+          .AddMember("template", MergeDiff(TemplateOf(rs), tmpl, a), a);
+      static const Value kNoAnnotations(rapidjson::kObjectType);
+      const Value* had = json::Path(&rs, {"metadata", "annotations"});
+      json::EnsureObject(body, "metadata", a)
+          .AddMember("annotations",
+                     MergeDiff(had != nullptr ? *had : kNoAnnotations, annotations, a), a);
+      plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
+                                   "ReplicaSet " + Name(rs) + " := history of template " +
+                                       record.from + " (revision " +
+                                       std::string(AnnotationOr(base, keys::kRevisionAnnotation)) +
+                                       "); it held the target " + record.to));
+    } else {
+      // A new zero-replica ReplicaSet, named and labelled as the controller would name one.
+      const std::string hash = record.from;
+      json::Document rs(rapidjson::kObjectType);
+      auto& a = rs.GetAllocator();
+      rs.AddMember("apiVersion", "apps/v1", a);
+      rs.AddMember("kind", "ReplicaSet", a);
+      Value meta(rapidjson::kObjectType);
+      const std::string name = Name(d).substr(0, 253 - 1 - hash.size()) + "-" + hash;
+      meta.AddMember("name", Str(name, a), a);
+      meta.AddMember("namespace", Str(Meta(d, "namespace"), a), a);
+      json::Document tmpl = WithHashLabel(current, hash);
+      Value labels(rapidjson::kObjectType);
+      if (const Value* l = json::Path(&tmpl, {"metadata", "labels"})) labels.CopyFrom(*l, a);
+      meta.AddMember("labels", labels, a);
+      meta.AddMember("annotations", Value(annotations, a), a);
+      Value owner(rapidjson::kObjectType);
+      owner.AddMember("apiVersion", "apps/v1", a);
+      owner.AddMember("kind", "Deployment", a);
+      owner.AddMember("name", Str(Meta(d, "name"), a), a);
+      owner.AddMember("uid", Str(Meta(d, "uid"), a), a);
+      owner.AddMember("controller", true, a);
+      Value owners(rapidjson::kArrayType);
+      owners.PushBack(owner, a);
+      meta.AddMember("ownerReferences", owners, a);
+      rs.AddMember("metadata", meta, a);
+      Value spec(rapidjson::kObjectType);
+      spec.AddMember("replicas", 0, a);
+      if (const Value* m = json::Path(&base, {"spec", "minReadySeconds"})) {
+        spec.AddMember("minReadySeconds", Value(*m, a), a);
+      }
+      Value selector(rapidjson::kObjectType);
+      if (const Value* sel = json::Path(&d, {"spec", "selector"})) selector.CopyFrom(*sel, a);
+      if (!selector.IsObject()) selector.SetObject();
+      json::SetString(json::EnsureObject(selector, "matchLabels", a), keys::kPodTemplateHashLabel,
+                      hash, a);
+      spec.AddMember("selector", selector, a);
+      spec.AddMember("template", Value(tmpl, a), a);
+      rs.AddMember("spec", spec, a);
+      Action create;
+      create.kind = WriteKind::kReplicaSetCreate;
+      create.ns = std::string(Meta(d, "namespace"));
+      create.name = name;
+      create.body = std::move(rs);
+      create.summary = "create ReplicaSet " + name + ": history of template " + record.from +
+                       " (revision " + std::string(AnnotationOr(base, keys::kRevisionAnnotation)) +
+                       ")";
+      plan.actions.push_back(std::move(create));
+    }
   }
-  if (!patchBase) return;
+  // Any other ReplicaSet at the target would be the Deployment controller's new one (it picks the
+  // oldest match) and take the pods over: the active one alone may hold the target.
+  for (const Value* rs : atTarget) {
+    Action del;
+    del.kind = WriteKind::kReplicaSetDelete;
+    del.ns = std::string(Meta(*rs, "namespace"));
+    del.name = Name(*rs);
+    del.summary = "delete zero-replica ReplicaSet " + Name(*rs) + ": it duplicates the target " +
+                  record.to + " the active ReplicaSet now holds";
+    plan.actions.push_back(std::move(del));
+  }
 
-  const Value& oldTemplate = TemplateOf(base);
-  json::Document desired;
-  desired.CopyFrom(TemplateOf(d), desired.GetAllocator());
-  auto& da = desired.GetAllocator();
-  std::string_view hashLabel =
-      json::StringOr(json::Path(&base, {"metadata", "labels"}), keys::kPodTemplateHashLabel);
-  if (hashLabel.empty()) {
-    hashLabel = json::StringOr(json::Path(&oldTemplate, {"metadata", "labels"}),
-                               keys::kPodTemplateHashLabel);
-  }
-  if (!hashLabel.empty()) {
-    json::SetString(json::EnsureObject(json::EnsureObject(desired, "metadata", da), "labels", da),
-                    keys::kPodTemplateHashLabel, hashLabel, da);
-  }
-
+  json::Document desired = WithHashLabel(TemplateOf(d), HashLabel(base));
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   Value& annotations =
       json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-  json::SetString(annotations, keys::kPreviousTemplateHashAnnotation, TemplateHash(oldTemplate), a);
-  std::string saved = json::SerializeCanonical(oldTemplate);
-  if (saved.size() <= kMaxPreviousTemplateBytes) {
-    json::SetString(annotations, keys::kPreviousTemplateAnnotation, saved, a);
-  } else if (Annotation(base, keys::kPreviousTemplateAnnotation) != nullptr) {
+  json::SetString(annotations, keys::kPreviousTemplateHashAnnotation, record.from, a);
+  if (Annotation(base, keys::kPreviousTemplateAnnotation) != nullptr) {
     json::Set(annotations, keys::kPreviousTemplateAnnotation, Value(rapidjson::kNullType), a);
   }
-  for (std::string_view k : {keys::kInProgressAnnotation, keys::kLifecycleAnnotation,
-                             keys::kPolicyAnnotation, keys::kAbortAnnotation}) {
-    if (Annotation(base, k) != nullptr) json::Set(annotations, k, Value(rapidjson::kNullType), a);
-  }
-  Value templatePatch = MergeDiff(oldTemplate, desired, a);
+  Value templatePatch = MergeDiff(current, desired, a);
   json::EnsureObject(body, "spec", a).AddMember("template", templatePatch, a);
   plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, std::move(body),
                                "ReplicaSet " + Name(base) + " template := Deployment template " +
-                                   record.to + " (was " + TemplateHash(oldTemplate) + ")"));
+                                   record.to + " (was " + currentHash + ")"));
+}
+
+// The undo command (DESIGN.md §8.1): the Deployment's template goes back to the one the pods
+// started from, and the running update is re-targeted to it, in one write (ours pass both
+// webhooks unchanged), so every pod the update moved is moved back in place.
+Plan Undo(const Value& d, const Value& fromTemplate, const InProgress& record,
+          Clock::time_point now) {
+  Plan plan;
+  plan.phase = Phase::kUpdating;
+  json::Document desired = WithHashLabel(fromTemplate, "");
+  if (TemplateHash(desired) != record.from) {
+    plan.phase = Phase::kBlocked;
+    plan.message = "undo: the template " + record.from + " the update started from is not found";
+    plan.requeueAfter = kBlockedPoll;
+    return plan;
+  }
+  InProgress next = record;
+  next.to = record.from;
+  json::Document body(rapidjson::kObjectType);
+  auto& a = body.GetAllocator();
+  Value& annotations =
+      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
+  json::Set(annotations, keys::kUndoAnnotation, Value(rapidjson::kNullType), a);
+  json::SetString(annotations, keys::kInProgressAnnotation, SerializeInProgress(next), a);
+  json::EnsureObject(body, "spec", a)
+      .AddMember("template", MergeDiff(TemplateOf(d), desired, a), a);
+  plan.actions.push_back(Write(WriteKind::kDeploymentPatch, d, std::move(body),
+                               "undo: template := " + record.from + " (was " + record.to + ")"));
+  plan.actions.push_back(
+      DeploymentEvent(d, "Normal", "InPlaceUpdateUndone",
+                      "undo requested: the in-place update now returns the pods to template " +
+                          record.from + " (was going to " + record.to + ")",
+                      now));
+  plan.message = "undo to " + record.from;
+  return plan;
 }
 
 }  // namespace
@@ -341,7 +500,10 @@ std::string Action::Path() const {
     case WriteKind::kPodStatusPatch:
       return kube::PodStatusPath(ns, name);
     case WriteKind::kReplicaSetPatch:
+    case WriteKind::kReplicaSetDelete:
       return kube::ReplicaSetPath(ns, name);
+    case WriteKind::kReplicaSetCreate:
+      return kube::ReplicaSetsPath(ns);
     case WriteKind::kDeploymentPatch:
       return kube::DeploymentPath(ns, name);
     case WriteKind::kDeploymentStatusPatch:
@@ -460,7 +622,10 @@ Plan PlanRollout(const Snapshot& s) {
       return blocked;
     }
 
-    json::Document baseTemplate = BaseTemplate(*base, r);
+    json::Document baseTemplate = BaseTemplate(*base, owned, r);
+    if (AnnotationOr(d, keys::kUndoAnnotation) == keys::kTrue) {
+      return Undo(d, baseTemplate, r, s.now);
+    }
     std::optional<pod_update::Target> target =
         pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to, error);
     if (!target) return Abort(d, record, error, s.now);
@@ -479,7 +644,10 @@ Plan PlanRollout(const Snapshot& s) {
       if (!pod_update::AtTarget(*target, *pod)) ++pending;
     }
     const int limit = budget::MaxUnavailable(d);
-    if (!anyAtTo && !finishBegun && r.from != r.to) {
+    // A user's pause (pausedByUs false: the user paused the Deployment, or asked with the pause
+    // annotation) holds the update: no pod starts; pods already in it go on (DESIGN.md §8.5).
+    const bool held = !r.pausedByUs;
+    if (!anyAtTo && !finishBegun && r.from != r.to && !held) {
       p.actions.push_back(
           DeploymentEvent(d, "Normal", "InPlaceUpdateStarted",
                           "in-place update from template " + r.from + " to " + r.to + ": " +
@@ -489,21 +657,32 @@ Plan PlanRollout(const Snapshot& s) {
                           Metric::kRolloutStarted));
     }
 
+    // Available as the Deployment controller counts it: Ready for minReadySeconds (DESIGN.md
+    // §8.4). A pod that is Ready but not yet available wakes the loop when it becomes so.
+    const int minReady = budget::MinReadySeconds(d);
+    auto available = [&](const Value& pod) { return budget::IsAvailable(pod, minReady, s.now); };
     int unavailable = 0, inFlight = 0;
     for (const Value* pod : pods) {
-      if (!budget::IsAvailable(*pod)) ++unavailable;
+      if (!available(*pod)) ++unavailable;
       if (pod_update::StateOf(*pod) != keys::kStateNormal) ++inFlight;
+      if (auto at = budget::AvailableAt(*pod, minReady); at && *at > s.now) {
+        if (!p.requeueAfter || *at - s.now < *p.requeueAfter) p.requeueAfter = *at - s.now;
+      }
     }
     budget::Allowance allowance(limit, unavailable, inFlight);
     bool settled = true;
     const size_t before = p.actions.size();
     for (const Value* pod : pods) {
       const bool wants = pod_update::WantsStart(*target, *pod);
-      const bool mayStart = wants && allowance.TryStart(budget::IsAvailable(*pod));
+      const bool mayStart = wants && !held && allowance.TryStart(available(*pod));
       pod_update::Step step = pod_update::Decide(*target, rules, *pod, mayStart, s.now);
       ++p.podsByState[std::string(pod_update::StateOf(*pod))];
+      // A pod this update wrote must also be available again before the finish (a pod it never
+      // touched and that is not Ready is not the update's to wait for).
+      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
       settled = settled && pod_update::StateOf(*pod) == keys::kStateNormal &&
-                pod_update::AtTarget(*target, *pod);
+                pod_update::AtTarget(*target, *pod) &&
+                (!us || us->revision != r.to || available(*pod));
       AddPodStep(p, d, *pod, std::move(step));
     }
     p.podsAtTarget = static_cast<int>(pods.size()) - pending;
@@ -512,20 +691,23 @@ Plan PlanRollout(const Snapshot& s) {
     if (!settled || p.actions.size() != before) {
       p.message = std::to_string(pods.size() - pending) + "/" + std::to_string(pods.size()) +
                   " pods at template " + r.to;
+      if (held && pending > 0) {
+        p.message += "; paused by the user: no further pod starts until kubectl rollout resume";
+        p.actions.push_back(DeploymentEvent(
+            d, "Normal", "InPlaceUpdatePaused",
+            "in-place update to template " + r.to + " held by your pause: " +
+                std::to_string(pending) + " of " + std::to_string(pods.size()) +
+                " pods wait; kubectl rollout resume deploy/" + Name(d) + " continues it in place",
+            s.now, DedupEventName(Name(d), "paused/" + r.to + "/" + r.startedAt)));
+      }
       return p;
     }
 
     // Finish.
     if (!finishBegun) {
       p.phase = Phase::kFinishing;
-      FinishReplicaSets(p, d, *base, owned, r, /*patchBase=*/true);
+      FinishReplicaSets(p, d, *base, owned, r);
       p.message = "all pods at template " + r.to + "; writing it into ReplicaSet " + Name(*base);
-      return p;
-    }
-    FinishReplicaSets(p, d, *base, owned, r, /*patchBase=*/false);
-    if (p.actions.size() != before) {
-      p.phase = Phase::kFinishing;
-      p.message = "marking ReplicaSets superseded";
       return p;
     }
     const Value* status = json::Find(&d, "status");
@@ -536,13 +718,20 @@ Plan PlanRollout(const Snapshot& s) {
     const Value* gen = json::Path(&d, {"metadata", "generation"});
     const long long generation = gen != nullptr && gen->IsInt64() ? gen->GetInt64() : 0;
     const long long replicas = num("replicas");
+    // The controller gives the new ReplicaSet the newest revision in the same pass that adopts it.
+    int newestOther = 0;
+    for (const Value* rs : owned) {
+      if (rs != base) newestOther = std::max(newestOther, RevisionOf(*rs));
+    }
     if (num("observedGeneration") != generation || num("updatedReplicas") != replicas ||
-        replicas != budget::Replicas(d)) {
+        replicas != budget::Replicas(d) || RevisionOf(*base) <= newestOther) {
       p.phase = Phase::kWaitingForController;
       p.message = "waiting for the Deployment controller to adopt ReplicaSet " + Name(*base) +
                   " (observedGeneration " + std::to_string(num("observedGeneration")) + "/" +
                   std::to_string(generation) + ", updatedReplicas " +
-                  std::to_string(num("updatedReplicas")) + "/" + std::to_string(replicas) + ")";
+                  std::to_string(num("updatedReplicas")) + "/" + std::to_string(replicas) +
+                  ", revision " + std::to_string(RevisionOf(*base)) + " after " +
+                  std::to_string(newestOther) + ")";
       p.requeueAfter = kControllerPoll;
       return p;
     }
@@ -592,17 +781,35 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   bool any = false;
-  for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation}) {
+  auto set = [&](std::string_view k, Value v) {
+    Value& annotations =
+        json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
+    json::Set(annotations, k, std::move(v), a);
+    any = true;
+  };
+  for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation,
+                             keys::kPauseAnnotation, keys::kUndoAnnotation}) {
     if (Annotation(rs, k) != nullptr && Annotation(deployment, k) == nullptr) {
-      Value& annotations =
-          json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-      json::Set(annotations, k, Value(rapidjson::kNullType), a);
-      any = true;
+      set(k, Value(rapidjson::kNullType));
+    }
+  }
+  for (std::string_view k :
+       {keys::kPreviousTemplateHashAnnotation, keys::kPreviousTemplateAnnotation}) {
+    if (Annotation(rs, k) != nullptr) set(k, Value(rapidjson::kNullType));
+  }
+  for (std::string_view k : kSettingsKeys) {
+    const Value* want = Annotation(deployment, k);
+    const Value* have = Annotation(rs, k);
+    if (want == nullptr && have != nullptr) {
+      set(k, Value(rapidjson::kNullType));
+    } else if (want != nullptr && want->IsString() && (have == nullptr || *have != *want)) {
+      set(k, Value(*want, a));
     }
   }
   if (!any) return std::nullopt;
   return Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
-               "remove stale in-place annotations copied from the Deployment");
+               "ReplicaSet " + Name(rs) +
+                   ": in-place bookkeeping removed, settings as the Deployment has them");
 }
 
 json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,

@@ -5,11 +5,14 @@
 // step is resumable and nothing lives only in memory.
 //
 // One pass does at most one step per pod and, once every pod is at the target and Normal, the
-// finish: (1) mark older zero-replica ReplicaSets whose template equals the target as superseded,
-// then patch the active ReplicaSet's template to the stored Deployment template (keeping its
-// pod-template-hash); (2) while still paused, wait until the Deployment controller reports
-// observedGeneration == generation and updatedReplicas == replicas == spec.replicas; (3) one
-// Deployment patch: unpause if we paused it, drop `in-progress`; Event InPlaceUpdateCompleted.
+// finish (DESIGN.md §8.1), which leaves the ReplicaSets as a native rollout would: (1) the template
+// the pods leave gets a zero-replica ReplicaSet of its own holding the active one's revision (an
+// older zero-replica ReplicaSet at the target is rewritten to be it, or one is created; further
+// ones at the target are deleted), then the active ReplicaSet's template becomes the stored
+// Deployment template (keeping its pod-template-hash); (2) while still paused, wait until the
+// Deployment controller reports observedGeneration == generation, updatedReplicas == replicas ==
+// spec.replicas and has given the active ReplicaSet the newest revision; (3) one Deployment patch:
+// unpause if we paused it, drop `in-progress`; Event InPlaceUpdateCompleted.
 #pragma once
 
 #include <chrono>
@@ -40,6 +43,8 @@ enum class WriteKind {
   kPodPatch,
   kPodStatusPatch,
   kReplicaSetPatch,
+  kReplicaSetCreate,  // `body` is the whole object
+  kReplicaSetDelete,  // no body
   kDeploymentPatch,
   kDeploymentStatusPatch,  // strategic merge of status.conditions, no resourceVersion (progress.h)
   kEvent,
@@ -107,8 +112,10 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
                                     Clock::time_point now);
 
 // After an update ends the Deployment controller leaves its copies of our Deployment annotations
-// on the ReplicaSet (it copies, never removes): a patch removing the `in-progress` and `abort`
-// copies the Deployment itself no longer has; nullopt when there is nothing to remove or `rs` is
+// on the ReplicaSet (it copies, never removes): a patch removing the `in-progress`, `abort`,
+// `pause` and `undo` copies the Deployment itself no longer has, and the finish's
+// previous-template-hash (and an earlier version's previous-template), so that kubectl rollout
+// undo never copies them into a Deployment; nullopt when there is nothing to remove or `rs` is
 // not controlled by `deployment`, or the Deployment still has `in-progress`.
 std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const json::Value& rs);
 

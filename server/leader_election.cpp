@@ -68,6 +68,13 @@ bool LeaderElector::IsLeader() const {
   return leading_;
 }
 
+bool LeaderElector::LeaderKnownAlive(std::chrono::steady_clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  if (leading_) return true;
+  return !observedHolder_.empty() && observedHolder_ != identity_ &&
+         now < observedTime_ + options_.renewDeadline;
+}
+
 bool LeaderElector::TryAcquireOrRenew(std::chrono::steady_clock::time_point now) {
   const std::string path = kube::LeasePath(options_.namespaceName, options_.name);
   const std::string ts = Now();

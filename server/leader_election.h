@@ -51,6 +51,10 @@ class LeaderElector {
   void Stop();
 
   bool IsLeader() const;
+  // Whether some process is known to run the loop at `now`: we lead, or another holder's record was
+  // seen to change less than renewDeadline ago (a holder that cannot renew within it stops leading
+  // by itself), on OUR clock. False once the Lease was released (empty holder).
+  bool LeaderKnownAlive(std::chrono::steady_clock::time_point now) const;
   const std::string& Identity() const { return identity_; }
 
   // One attempt, the unit of the algorithm (client-go tryAcquireOrRenew): Get the Lease; create

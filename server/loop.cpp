@@ -142,6 +142,7 @@ kube::Projection PodProjection() {
       "metadata.namespace",
       "metadata.uid",
       "metadata.resourceVersion",
+      "metadata.generation",
       "metadata.deletionTimestamp",
       "metadata.labels",
       "metadata.annotations",
@@ -152,11 +153,14 @@ kube::Projection PodProjection() {
       "spec.containers[].image",
       "spec.readinessGates",
       "status.phase",
+      "status.observedGeneration",
       "status.containerStatuses[].name",
       "status.containerStatuses[].image",
       "status.containerStatuses[].imageID",
       "status.containerStatuses[].containerID",
       "status.containerStatuses[].restartCount",
+      "status.containerStatuses[].state.running.startedAt",
+      "status.containerStatuses[].state.terminated.startedAt",
   };
   auto keep = std::make_shared<const kube::Projection>(kube::KeepFields(fields));
   return [keep](const Value& full, Value& out, json::Allocator& alloc) {
@@ -166,16 +170,20 @@ kube::Projection PodProjection() {
     // The phase only matters when it ends the pod (rollout::IsLive).
     const std::string_view phase = json::StringOr(&status, "phase");
     if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
-    // The image a container reports only decides whether an Updating pod's restart is done.
+    // The image a container reports and when it started only decide whether an Updating pod's
+    // restart is done.
     if (pod_update::StateOf(out) != keys::kStateUpdating) {
       if (Value* statuses = json::FindMutable(&status, "containerStatuses");
           statuses != nullptr && statuses->IsArray()) {
-        for (auto& st : statuses->GetArray()) json::Remove(st, "image");
+        for (auto& st : statuses->GetArray()) {
+          json::Remove(st, "image");
+          json::Remove(st, "state");
+        }
       }
     }
-    // Conditions: only those the loop reads, with the fields it reads: Ready (availability), the
-    // readiness gates' (our gate's lastTransitionTime anchors the drain), and, on pods with our
-    // gate, ContainersReady (its status and message make the Ready the loop writes with it).
+    // Conditions: only those the loop reads, with the fields it reads: Ready (availability; its
+    // lastTransitionTime starts minReadySeconds) and the readiness gates' (our gate's
+    // lastTransitionTime anchors the drain).
     const Value* conditions = json::Path(&full, {"status", "conditions"});
     if (conditions == nullptr || !conditions->IsArray()) return;
     const Value* gates = json::Path(&full, {"spec", "readinessGates"});
@@ -186,23 +194,18 @@ kube::Projection PodProjection() {
       }
       return false;
     };
-    const bool ours = gated(keys::kReadyCondition);
-    auto wanted = [&](std::string_view type) {
-      return type == "Ready" || (type == "ContainersReady" && ours) || gated(type);
-    };
+    auto wanted = [&](std::string_view type) { return type == "Ready" || gated(type); };
     Value kept(rapidjson::kArrayType);
     for (const auto& c : conditions->GetArray()) {
       const std::string_view type = json::StringOr(&c, "type");
       if (!wanted(type)) continue;
-      const std::string_view status = json::StringOr(&c, "status");
       Value k(rapidjson::kObjectType);
       auto copy = [&k, &c, &alloc](std::string_view field) {
         if (const Value* v = json::Find(&c, field)) json::Set(k, field, *v, alloc);
       };
       copy("type");
       copy("status");
-      if (type == keys::kReadyCondition) copy("lastTransitionTime");
-      if (type == "ContainersReady" && status != "True") copy("message");
+      if (type == keys::kReadyCondition || type == "Ready") copy("lastTransitionTime");
       kept.PushBack(k, alloc);
     }
     status.AddMember("conditions", kept, alloc);
@@ -514,6 +517,30 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       continue;
     }
     const std::string path = a.Path();
+    if (a.kind == rollout::WriteKind::kReplicaSetCreate ||
+        a.kind == rollout::WriteKind::kReplicaSetDelete) {
+      // Whole-object writes of the finish; the next pass sees their result in the caches (an
+      // AlreadyExists or NotFound is the state they were making).
+      const bool create = a.kind == rollout::WriteKind::kReplicaSetCreate;
+      kube::Result r = create ? api_.Create(kube::ReplicaSetsPath(a.ns), a.body)
+                              : api_.Delete(kube::ReplicaSetPath(a.ns, a.name));
+      if (!r.Ok() && !(create ? r.Conflict() : r.NotFound())) {
+        res.ok = false;
+        res.error = path + ": " + Describe(r);
+        if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+        log::Warn("in-place write failed; will re-read and retry",
+                  {{"deployment", std::string(deployment)}, {"error", res.error}});
+        break;
+      }
+      ++res.writes;
+      if (expectations != nullptr && r.Ok() && create) {  // (a deleted one may linger: harmless)
+        expectations->push_back({CacheKind::kReplicaSets, a.ns, a.name, "",
+                                 std::string(Meta(r.object, "resourceVersion")),
+                                 Steady::now() + options_.expectationTimeout});
+      }
+      log::Info(a.summary, {{"deployment", std::string(deployment)}});
+      continue;
+    }
     const std::string object =
         a.kind == rollout::WriteKind::kPodStatusPatch ? kube::PodPath(a.ns, a.name) : path;
     auto v = versions.find(object);

@@ -115,6 +115,12 @@ class LoopRuntime {
     return rt;
   }
 
+  // Whether a loop is known to run: ours (leading, or without election), or the Lease holder's.
+  bool LoopAlive() const {
+    if (elector_) return elector_->LeaderKnownAlive(std::chrono::steady_clock::now());
+    return loop_->Running();
+  }
+
   void Start() {
     if (elector_)
       elector_->Start();
@@ -160,7 +166,21 @@ int Serve(const iw::cli::ServeOptions& o) {
     iw::log::Error("cannot start the in-place loop", {{"error", loopError}});
     return 1;
   }
-  iw::server::WebhookServer server(o.server, metrics);
+  // The pod webhook injects the readiness gate only while a loop is known to set it (§8.6).
+  iw::server::WebhookServerOptions serverOptions = o.server;
+  const LoopRuntime* runtime = loop.get();
+  serverOptions.loopAlive = [runtime] { return runtime != nullptr && runtime->LoopAlive(); };
+  metrics.AddCollector([runtime](std::string& out) {
+    out +=
+        "# HELP inplace_webhook_loop_alive Whether this replica knows a loop to be running (it "
+        "leads, "
+        "or saw the leader Lease renewed within the renew deadline); 0: new pods get no readiness "
+        "gate.\n";
+    out += "# TYPE inplace_webhook_loop_alive gauge\n";
+    out += std::string("inplace_webhook_loop_alive ") +
+           (runtime != nullptr && runtime->LoopAlive() ? "1" : "0") + "\n";
+  });
+  iw::server::WebhookServer server(std::move(serverOptions), metrics);
   if (std::string err = server.Start(); !err.empty()) {
     iw::log::Error("cannot start", {{"error", err}});
     return 1;

@@ -113,6 +113,7 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   admission::Context ctx;
   ctx.controllerUser = options_.controllerUser;
   ctx.now = std::chrono::system_clock::now();
+  ctx.loopAlive = options_.loopAlive && options_.loopAlive();
   review::Reply reply = review::Answer(*route, req.body, req.HeaderValue("Content-Type"), ctx);
   metrics_.inFlight.fetch_sub(1);
   double secs = std::chrono::duration<double>(Clock::now() - start).count();

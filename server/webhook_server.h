@@ -34,6 +34,8 @@ struct WebhookServerOptions {
   int idleTimeoutSeconds = 90;
   std::chrono::milliseconds certCheckInterval{1000};
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  // admission::Context::loopAlive for each review; absent: false (no loop known to run).
+  std::function<bool()> loopAlive;
 };
 
 class WebhookServer {

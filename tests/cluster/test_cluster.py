@@ -324,11 +324,21 @@ def finish(app, before, rs_before, restarted, paused=False, timeout=90):
     if not paused:
         check(condition(d, "Progressing", "reason") == "NewReplicaSetAvailable",
               "Progressing condition: %s" % condition(d, "Progressing", "reason"))
-    check(app.rs_names() == rs_before, "ReplicaSets changed: %s, before %s (a native rollout ran)"
-          % (app.rs_names(), rs_before))
-    active = [r for r in app.replicasets() if r["spec"].get("replicas")]
-    check(len(active) == 1 and images(active[0]) == images(d), "the active ReplicaSet's template: %s vs %s"
-          % ([images(r) for r in active], images(d)))
+    # The pods' ReplicaSet holds the template now; at most one zero-replica ReplicaSet was added (the history of
+    # the template the pods left); a native rollout would have made a ReplicaSet with replicas instead.
+    rss = app.replicasets()
+    added = [r for r in rss if r["metadata"]["name"] not in rs_before]
+    check(len(added) <= 1 and all(not r["spec"].get("replicas") for r in added),
+          "ReplicaSets changed: %s, before %s (a native rollout ran)" % (app.rs_names(), rs_before))
+    active = [r for r in rss if r["spec"].get("replicas")]
+    check(len(active) == 1 and images(active[0]) == images(d) and active[0]["metadata"]["name"] in rs_before,
+          "the active ReplicaSet's template: %s vs %s" % ([(r["metadata"]["name"], images(r)) for r in active],
+                                                          images(d)))
+    check(max(revision(r) for r in rss) == revision(active[0]) and revision(active[0]) == revision(d),
+          "the active ReplicaSet has revision %s, the Deployment %s, the newest is %s"
+          % (revision(active[0]), revision(d), max(revision(r) for r in rss)))
+    check(all(p["metadata"]["ownerReferences"][0]["uid"] == active[0]["metadata"]["uid"] for p in app.pods()),
+          "the pods' owner is not the active ReplicaSet")
     pods = app.pods()
     after = snapshot(pods)
     check(sorted(after) == sorted(before), "pod names changed: %s -> %s" % (sorted(before), sorted(after)))
@@ -356,6 +366,11 @@ def finish(app, before, rs_before, restarted, paused=False, timeout=90):
             check(cs[c].get("ready") and "running" in (cs[c].get("state") or {}),
                   "pod %s container %s not running and ready: %s" % (name, c, cs[c].get("state")))
     return app.deployment(), pods
+
+
+def revision(obj):
+    """deployment.kubernetes.io/revision of a Deployment or ReplicaSet, as a number (0 when absent)."""
+    return int(annotations_of(obj).get("deployment.kubernetes.io/revision") or 0)
 
 
 def pod_image_writes(suite, app, image, since):
@@ -746,7 +761,8 @@ def c09_non_eligible_mid_update(s):
 
 
 def c10_user_pause_kept(s):
-    """kubectl rollout pause, then an eligible change: in place, and still paused after; resume rolls nothing."""
+    """kubectl rollout pause, then an eligible change: no pod is touched while the user's pause holds; kubectl
+    rollout resume runs it in place, and the Deployment unpauses when it is done (DESIGN.md §8.5)."""
     app = App(s, "c10")
     before = snapshot(app.create(deployment("web", replicas=3)))
     rs0 = app.rs_names()
@@ -756,11 +772,15 @@ def c10_user_pause_kept(s):
     _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
     expect_warning(warnings, "in-place update")
     expect_in_progress(app, paused_by_us=False)
-    finish(app, before, rs0, restarted={"app"}, paused=True)
-    before = snapshot(app.pods())
-    app.kubectl("rollout", "resume", "deploy/web")
-    wait_for(app.rollout_complete, 30, "the resumed Deployment to settle", app)
-    finish(app, before, rs0, restarted=set(), paused=False)
+    wait_for(lambda: app.events_with("InPlaceUpdatePaused", kind="Deployment"), 20,
+             "the loop to report the update held by the user's pause", app)
+    time.sleep(SETTLE)
+    check(snapshot(app.pods()) == before and all(images(p)["app"] == V1 for p in app.pods()),
+          "a pod was touched while the user's pause held the update")
+    _, warnings = app.kubectl("rollout", "resume", "deploy/web")
+    expect_warning(warnings, "in-place update resumed")
+    expect_in_progress(app, paused_by_us=True)
+    finish(app, before, rs0, restarted={"app"}, paused=False)
 
 
 def c11_scale_mid_update(s):
@@ -865,7 +885,7 @@ def c15_deletion_never_blocked(s):
     vwc = json.loads(s.tools.kubectl("get", "validatingwebhookconfiguration", RELEASE, "-o", "json").stdout)
     for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
         vwc["metadata"].pop(k, None)
-    bad = {"preUpdate": {"markPodNotReady": True}}  # without the readiness gate: refused by the validator
+    bad = {"preUpdate": {"labelsHandler": ["lb"]}}  # malformed (a list, not a map): refused by the validator
     s.tools.kubectl("delete", "validatingwebhookconfiguration", RELEASE)
     try:
         for name in ("web", "held"):
@@ -877,7 +897,7 @@ def c15_deletion_never_blocked(s):
         s.tools.kubectl("create", "-f", "-", stdin=json.dumps(vwc))
     time.sleep(1)  # the API server's webhook configuration cache
     p = s.tools.kubectl("label", "deploy/web", "-n", app.ns, "touched=yes", user="alice", check_rc=False)
-    check(p.returncode != 0 and "readiness gate" in p.stderr, "an edit of the invalid Deployment was not refused: %s"
+    check(p.returncode != 0 and "labelsHandler must be" in p.stderr, "an edit of the invalid Deployment was not refused: %s"
           % p.stderr)
     wait_for(lambda: len(app.pods()) == 2, 60, "the pods of c15/web", app)
     # Foreground: the API server sets deletionTimestamp and the foregroundDeletion finalizer; the garbage
@@ -894,13 +914,24 @@ def c15_deletion_never_blocked(s):
     wait_for(lambda: s.api.get_or_none(path) is None, 30, "c15/held to be deleted")
 
 
+# The README's uninstall step that sets the readiness gate True on every pod that still declares it (pods being
+# drained when the loop stopped); scenarios_gate.py checks the README says exactly these.
+GATE_PODS = ('{{range .items}}{{$p := .}}{{range .spec.readinessGates}}{{if eq .conditionType '
+             '"inplace-webhook.io/ready"}}{{$p.metadata.namespace}} {{$p.metadata.name}}{{"\\n"}}{{end}}{{end}}{{end}}')
+GATE_TRUE = '{"status":{"conditions":[{"type":"inplace-webhook.io/ready","status":"True"}]}}'
+
+
 def uninstall_as_readme_says(s):
     """README "Install with Helm": the webhook configurations first, then helm uninstall, then the namespace
-    (which holds the Lease the loop made)."""
+    (which holds the Lease the loop made), then the readiness gate released on every pod that still has it."""
     started = time.time()
     s.tools.kubectl("delete", "mutatingwebhookconfiguration/" + RELEASE, "validatingwebhookconfiguration/" + RELEASE)
     s.tools.helm("uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "120s", timeout=180)
     s.tools.kubectl("delete", "namespace", RELEASE_NS, "--wait=true", timeout=180)
+    out = s.tools.kubectl("get", "pods", "-A", "-l", ENABLED + "=true", "-o", "go-template=" + GATE_PODS).stdout
+    for line in out.splitlines():
+        ns, pod = line.split()
+        s.tools.kubectl("patch", "pod", pod, "-n", ns, "--subresource=status", "-p", GATE_TRUE)
     # helm removes the RBAC while the pods still run their termination grace: the leader's last Lease renewals
     # are refused then (and it stops leading), which is the uninstall, not a missing rule.
     s.uninstalls.append((started, time.time()))

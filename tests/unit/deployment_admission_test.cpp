@@ -319,11 +319,15 @@ TEST_CASE("an eligible change of a finished rollout starts an in-place update") 
       json::Value(kInProgressKey.data(), expected.GetAllocator()),
       json::Value(InProgressText(out).c_str(), expected.GetAllocator()), expected.GetAllocator());
   CHECK(json::SerializeCanonical(out) == json::SerializeCanonical(expected));
-  // 25% of 3 replicas is 0: the second warning explains what that means in place.
-  REQUIRE(r.warnings.size() == 2);
+  // The second warning names the undo path; 25% of 3 replicas is 0: the third explains what that
+  // means in place.
+  REQUIRE(r.warnings.size() == 3);
   CHECK(r.warnings[0] ==
         "in-place update: 3 pods will be updated without restart of unchanged containers; rollout "
         "paused until done");
+  CHECK(r.warnings[1] ==
+        "kubectl rollout undo refuses a paused Deployment; to undo: kubectl annotate deploy/web "
+        "inplace-webhook.io/undo=true");
 }
 
 TEST_CASE(
@@ -332,15 +336,15 @@ TEST_CASE(
       R"([{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":0}])");
   json::Document obj = With(old, kImage);
   admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
-  REQUIRE(r.warnings.size() == 2);
-  CHECK(r.warnings[1].find("maxUnavailable is 0") != std::string::npos);
-  CHECK(r.warnings[1].find("one at a time") != std::string::npos);
-  CHECK(r.warnings[1].find("restarts") != std::string::npos);
+  REQUIRE(r.warnings.size() == 3);
+  CHECK(r.warnings[2].find("maxUnavailable is 0") != std::string::npos);
+  CHECK(r.warnings[2].find("one at a time") != std::string::npos);
+  CHECK(r.warnings[2].find("restarts") != std::string::npos);
   for (const auto& w : r.warnings) CHECK(w.size() <= 120);
   json::Document one = Deployment(
       R"([{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":1}])");
   json::Document oneObj = With(one, kImage);
-  CHECK(admission::MutateDeployment(Update(one, oneObj), Ctx()).warnings.size() == 1);
+  CHECK(admission::MutateDeployment(Update(one, oneObj), Ctx()).warnings.size() == 2);
 }
 
 TEST_CASE("a Deployment the user paused: the update starts but pausedByUs is false") {
@@ -352,19 +356,28 @@ TEST_CASE("a Deployment the user paused: the update starts but pausedByUs is fal
   CHECK_FALSE(RecordOf(out).pausedByUs);
 }
 
-TEST_CASE("pausedByUs always comes from the stored object, never from the user's write") {
-  // The user writes an in-progress claiming pausedByUs:false on an unpaused Deployment.
-  json::Document old = Deployment();
-  InProgress forged{HashOf(old), HashOf(Deployment(kImage)), false, "2026-01-01T00:00:00Z"};
-  json::Document obj =
-      With(Deployment(kImage), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
+TEST_CASE("pausedByUs comes from the stored object; a user's write can only hold the update") {
+  // The user writes an in-progress claiming pausedByUs:true on a Deployment the user paused: the
+  // loop would unpause it at the end. Refused: the record says the user holds the pause.
+  json::Document old = Deployment(kPause);
+  InProgress forged{HashOf(old), HashOf(Deployment(kImage)), true, "2026-01-01T00:00:00Z"};
+  json::Document obj = With(With(Deployment(kImage), kPause),
+                            SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
   json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
-  CHECK(RecordOf(out).pausedByUs);
+  CHECK_FALSE(RecordOf(out).pausedByUs);
   CHECK(RecordOf(out).startedAt == kNowText);
+  // pausedByUs:false on an unpaused one is a pause issued with the change (the pause command's
+  // result, seen again on re-invocation): the update starts held.
+  json::Document old2 = Deployment();
+  forged.pausedByUs = false;
+  json::Document obj2 =
+      With(Deployment(kImage), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
+  CHECK_FALSE(
+      RecordOf(Patched(obj2, admission::MutateDeployment(Update(old2, obj2), Ctx()))).pausedByUs);
   // An in-progress written with a change that is not in-place is removed.
   json::Document envObj =
       With(Deployment(kEnv), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
-  json::Document envOut = Patched(envObj, admission::MutateDeployment(Update(old, envObj), Ctx()));
+  json::Document envOut = Patched(envObj, admission::MutateDeployment(Update(old2, envObj), Ctx()));
   CHECK(InProgressText(envOut).empty());
   CHECK_FALSE(deployment::IsPaused(envOut));
 }
@@ -693,7 +706,7 @@ TEST_CASE("the validator denies what the mutator would have changed, and says ho
           .allowed);
 }
 
-TEST_CASE("the validator checks the lifecycle and policy annotations and the readiness-gate rule") {
+TEST_CASE("the validator checks the lifecycle and policy annotations; drain needs no gate") {
   auto annotate = [](std::string_view key, std::string_view value) {
     return Deployment(SetAnnotation(key, value));
   };
@@ -701,10 +714,14 @@ TEST_CASE("the validator checks the lifecycle and policy annotations and the rea
   constexpr std::string_view kPolicy = "inplace-webhook.io/policy";
   const std::string gate =
       R"([{"op":"add","path":"/spec/template/spec/readinessGates","value":[{"conditionType":"inplace-webhook.io/ready"}]}])";
+  constexpr const char* kGateWarning =
+      "template declares readiness gate inplace-webhook.io/ready: the webhook adds it; if "
+      "uninstalled, new pods never get Ready";
   struct Row {
     const char* name;
     json::Document obj;
     const char* messageContains;  // nullptr: allowed
+    const char* warning = nullptr;
   };
   std::vector<Row> rows;
   rows.push_back({"valid lifecycle",
@@ -720,23 +737,23 @@ TEST_CASE("the validator checks the lifecycle and policy annotations and the rea
                   "inplace-webhook.io/policy: annotations must be an array"});
   rows.push_back(
       {"valid policy", annotate(kPolicy, R"({"annotations":["example.com/*"]})"), nullptr});
-  rows.push_back(
-      {"markPodNotReady without the gate",
-       annotate(kLifecycle, R"({"inPlaceUpdate":{"markPodNotReady":true}})"),
-       "add readinessGates: [{conditionType: inplace-webhook.io/ready}] to spec.template.spec"});
+  // The pod webhook injects the gate at pod creation (DESIGN.md §8.6): no template change needed.
+  rows.push_back({"markPodNotReady without the gate in the template",
+                  annotate(kLifecycle, R"({"inPlaceUpdate":{"markPodNotReady":true}})"), nullptr});
   rows.push_back({"postUpdate markPodNotReady without the gate",
-                  annotate(kLifecycle, R"({"postUpdate":{"markPodNotReady":true}})"),
-                  "markPodNotReady needs the pod readiness gate"});
+                  annotate(kLifecycle, R"({"postUpdate":{"markPodNotReady":true}})"), nullptr});
   rows.push_back({"gracePeriodSeconds without the gate",
-                  annotate(kPolicy, R"({"gracePeriodSeconds":5})"),
-                  "inplace-webhook.io/policy gracePeriodSeconds > 0 needs the pod readiness gate"});
-  rows.push_back({"markPodNotReady with the gate",
+                  annotate(kPolicy, R"({"gracePeriodSeconds":5})"), nullptr});
+  rows.push_back({"the gate declared by the template: accepted, with a warning",
                   With(annotate(kLifecycle, R"({"inPlaceUpdate":{"markPodNotReady":true}})"), gate),
-                  nullptr});
+                  nullptr, kGateWarning});
   rows.push_back(
       {"not opted in: not judged",
        With(annotate(kLifecycle, "garbage"), R"([{"op":"remove","path":"/metadata/labels"}])"),
        nullptr});
+  rows.push_back({"not opted in, gate declared: no warning",
+                  With(Deployment(R"([{"op":"remove","path":"/metadata/labels"}])"), gate),
+                  nullptr});
   for (Row& row : rows) {
     const std::string name = row.name;
     CAPTURE(name);
@@ -748,6 +765,13 @@ TEST_CASE("the validator checks the lifecycle and policy annotations and the rea
       admission::Response v = admission::ValidateDeployment(req, Ctx());
       if (row.messageContains == nullptr) {
         CHECK_MESSAGE(v.allowed, v.message);
+        if (row.warning == nullptr) {
+          CHECK(v.warnings.empty());
+        } else {
+          REQUIRE(v.warnings.size() == 1);
+          CHECK(v.warnings[0] == row.warning);
+          CHECK(v.warnings[0].size() <= 120);
+        }
       } else {
         CHECK_FALSE(v.allowed);
         CHECK(v.code == 403);
@@ -777,7 +801,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a Deployment being deleted: both webhooks admit every write, whatever its settings") {
-  // Invalid settings (markPodNotReady without the readiness gate), an update under way, a user's
+  // Invalid settings (a malformed lifecycle annotation), an update under way, a user's
   // unpause and an edit the validator would refuse on a live object: all admitted once
   // deletionTimestamp is set, so that foreground deletion and finalizer removal always go through.
   const std::string deleting =
@@ -785,7 +809,7 @@ TEST_CASE("a Deployment being deleted: both webhooks admit every write, whatever
       R"({"op":"add","path":"/metadata/finalizers","value":["foregroundDeletion"]}])";
   json::Document invalid =
       With(Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
-                                    R"({"inPlaceUpdate":{"markPodNotReady":true}})")),
+                                    R"({"inPlaceUpdate":{"labelsHandler":["lb"]}})")),
            deleting);
   json::Document finalizerGone =
       With(invalid, R"([{"op":"remove","path":"/metadata/finalizers"}])");
@@ -808,7 +832,7 @@ TEST_CASE("a Deployment being deleted: both webhooks admit every write, whatever
   }
   // The same edit of the live object is refused: the rule above is what lets it through.
   json::Document live = Deployment(SetAnnotation("inplace-webhook.io/lifecycle",
-                                                 R"({"inPlaceUpdate":{"markPodNotReady":true}})"));
+                                                 R"({"inPlaceUpdate":{"labelsHandler":["lb"]}})"));
   CHECK_FALSE(admission::ValidateDeployment(Update(live, live), Ctx()).allowed);
 }
 
@@ -828,5 +852,103 @@ TEST_CASE("malformed request objects are answered 400 with the field named, by b
     admission::Request noOld = Update(good, good);
     noOld.oldObject = nullptr;
     CHECK((*handler)(noOld, Ctx()).message == "request.oldObject is missing for UPDATE");
+  }
+}
+
+TEST_CASE("a change the pod API refuses takes the native rollout, with a warning naming the key") {
+  // The policy allows every annotation: the pod API's refusal still wins (DESIGN.md §8.8).
+  json::Document old =
+      Deployment(SetAnnotation("inplace-webhook.io/policy", R"({"annotations":["*"]})"));
+  const std::string apparmor =
+      R"([{"op":"add","path":"/spec/template/metadata/annotations","value":{"container.apparmor.security.beta.kubernetes.io/app":"unconfined"}}])";
+  const std::string warning =
+      "the pod API refuses to change annotation "
+      "container.apparmor.security.beta.kubernetes.io/app: "
+      "a normal rollout follows";
+  json::Document changed = With(old, apparmor);
+  admission::Response m = admission::MutateDeployment(Update(old, changed), Ctx());
+  CHECK(m.allowed);
+  CHECK(m.patch.empty());
+  REQUIRE(m.warnings.size() == 1);
+  CHECK(m.warnings[0] == warning);
+  CHECK(m.warnings[0].size() <= 120);
+  CHECK(admission::ValidateDeployment(Update(old, changed), Ctx()).allowed);
+
+  // Mid-update, the same change ends the update: unpaused, in-progress gone, the key named.
+  json::Document running = Running();
+  json::Document runningChanged = With(running, apparmor);
+  json::Document out =
+      Patched(runningChanged, admission::MutateDeployment(Update(running, runningChanged), Ctx()));
+  CHECK(InProgressText(out).empty());
+  CHECK_FALSE(deployment::IsPaused(out));
+  deployment::Decision d = deployment::Decide(running, runningChanged, Ctx());
+  CHECK(d.action == Action::kEnd);
+  CHECK(AnyContains(d.warnings, "annotation container.apparmor.security.beta.kubernetes.io/app"));
+
+  // An image the template accepts but every pod write refuses (outer whitespace).
+  json::Document spaced = With(
+      old,
+      R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27 "}])");
+  admission::Response s = admission::MutateDeployment(Update(old, spaced), Ctx());
+  CHECK(s.patch.empty());
+  CHECK(AnyContains(s.warnings, "the pod API refuses to change the image of container app"));
+}
+
+TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
+  auto mutateAndValidate = [](const json::Document& old, const json::Document& obj) {
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    REQUIRE(r.allowed);
+    json::Document out = Patched(obj, r);
+    // The mutator's output is a fixed point: the validator admits it, a second pass changes
+    // nothing.
+    CHECK(admission::ValidateDeployment(Update(old, out), Ctx(1)).allowed);
+    CHECK(admission::MutateDeployment(Update(old, out), Ctx(1)).patch.empty());
+    return std::pair{std::move(out), r.warnings};
+  };
+  const std::string pauseKey = "inplace-webhook.io/pause";
+  SUBCASE("the pause command holds it; the command is consumed; the Deployment stays paused") {
+    json::Document old = Running(true);
+    json::Document obj = With(old, SetAnnotation(pauseKey, "true"));
+    auto [out, warnings] = mutateAndValidate(old, obj);
+    CHECK_FALSE(RecordOf(out).pausedByUs);
+    CHECK(deployment::IsPaused(out));
+    CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
+    REQUIRE_FALSE(warnings.empty());
+    CHECK(warnings[0].find("in-place update paused") != std::string::npos);
+  }
+  SUBCASE("kubectl rollout resume of a held update: it goes on, still paused until its end") {
+    json::Document old = Running(false);
+    json::Document obj = With(old, kUnpause);
+    auto [out, warnings] = mutateAndValidate(old, obj);
+    CHECK(RecordOf(out).pausedByUs);
+    CHECK(deployment::IsPaused(out));
+    REQUIRE_FALSE(warnings.empty());
+    CHECK(warnings[0].find("in-place update resumed") != std::string::npos);
+  }
+  SUBCASE("an unpause of an update that is ours is re-paused") {
+    json::Document old = Running(true);
+    auto [out, warnings] = mutateAndValidate(old, With(old, kUnpause));
+    CHECK(RecordOf(out).pausedByUs);
+    CHECK(deployment::IsPaused(out));
+  }
+  SUBCASE("the pause command with no update running is spec.paused") {
+    json::Document old = Deployment();
+    auto [out, warnings] = mutateAndValidate(old, With(old, SetAnnotation(pauseKey, "true")));
+    CHECK(deployment::IsPaused(out));
+    CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
+  }
+  SUBCASE("the pause command with the change that starts an update: it starts held") {
+    json::Document old = Deployment();
+    auto [out, warnings] =
+        mutateAndValidate(old, With(Deployment(kImage), SetAnnotation(pauseKey, "true")));
+    CHECK_FALSE(RecordOf(out).pausedByUs);
+  }
+  SUBCASE("the undo command with no update running is dropped with a pointer to kubectl") {
+    json::Document old = Deployment();
+    auto [out, warnings] =
+        mutateAndValidate(old, With(old, SetAnnotation("inplace-webhook.io/undo", "true")));
+    CHECK_FALSE(deployment::Annotation(out, "inplace-webhook.io/undo").has_value());
+    REQUIRE_FALSE(warnings.empty());
+    CHECK(warnings.back().find("kubectl rollout undo") != std::string::npos);
   }
 }

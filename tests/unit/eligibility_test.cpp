@@ -397,3 +397,95 @@ TEST_CASE("Kruise TestDefaultCalculateInPlaceUpdateSpec (§3.2), vertical scalin
     CHECK(Outcome(eligibility::CompareTemplates(&oldT, &newT, none)) == std::string(row.expected));
   }
 }
+
+// kube-apiserver's pod update validation (ValidatePodUpdate, v1.37) refuses these on a running pod,
+// so no allow-list can make them eligible: the loop's pod write would fail for ever.
+TEST_CASE("what the pod API refuses to change is never eligible, whatever the allow-list") {
+  struct Row {
+    const char* name;
+    const char* both;
+    const char* change;
+    const char* path;           // blockingPath
+    const char* podApiRefuses;  // "" when the pod API would accept it (not eligible for us anyway)
+  };
+  const std::vector<Row> rows = {
+      // ValidatePodSpecificAnnotationUpdates: AppArmor keys may not be added, updated or removed.
+      {"AppArmor annotation added", "",
+       R"([{"op":"add","path":"/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1app","value":"unconfined"}])",
+       "spec.template.metadata.annotations['container.apparmor.security.beta.kubernetes.io/app']",
+       "annotation container.apparmor.security.beta.kubernetes.io/app"},
+      {"AppArmor annotation changed",
+       R"([{"op":"add","path":"/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1app","value":"unconfined"}])",
+       R"([{"op":"replace","path":"/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1app","value":"runtime/default"}])",
+       "spec.template.metadata.annotations['container.apparmor.security.beta.kubernetes.io/app']",
+       "annotation container.apparmor.security.beta.kubernetes.io/app"},
+      {"AppArmor annotation removed",
+       R"([{"op":"add","path":"/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1sidecar","value":"unconfined"}])",
+       R"([{"op":"remove","path":"/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1sidecar"}])",
+       "spec.template.metadata.annotations['container.apparmor.security.beta.kubernetes.io/"
+       "sidecar']",
+       "annotation container.apparmor.security.beta.kubernetes.io/sidecar"},
+      // ... nor the mirror-pod annotation.
+      {"mirror-pod annotation added", "",
+       R"([{"op":"add","path":"/metadata/annotations/kubernetes.io~1config.mirror","value":"x"}])",
+       "spec.template.metadata.annotations['kubernetes.io/config.mirror']",
+       "annotation kubernetes.io/config.mirror"},
+      {"mirror-pod annotation removed",
+       R"([{"op":"add","path":"/metadata/annotations/kubernetes.io~1config.mirror","value":"x"}])",
+       R"([{"op":"remove","path":"/metadata/annotations/kubernetes.io~1config.mirror"}])",
+       "spec.template.metadata.annotations['kubernetes.io/config.mirror']",
+       "annotation kubernetes.io/config.mirror"},
+      // ValidateContainerUpdates: an image with outer whitespace (the template accepts it).
+      {"image with a leading space", "",
+       R"([{"op":"replace","path":"/spec/containers/0/image","value":" nginx:1.27"}])",
+       "spec.template.spec.containers[0].image",
+       "the image of container app to one with leading or trailing whitespace"},
+      {"image with a trailing newline", "",
+       R"([{"op":"replace","path":"/spec/containers/1/image","value":"busybox:1.37\n"}])",
+       "spec.template.spec.containers[1].image",
+       "the image of container sidecar to one with leading or trailing whitespace"},
+      // "pod updates may not change fields other than ...": every other container field.
+      {"imagePullPolicy", "",
+       R"([{"op":"replace","path":"/spec/containers/0/imagePullPolicy","value":"Always"}])",
+       "spec.template.spec.containers[0].imagePullPolicy", ""},
+      {"resources", "",
+       R"([{"op":"replace","path":"/spec/containers/0/resources/requests/cpu","value":"200m"}])",
+       "spec.template.spec.containers[0].resources", ""},
+      {"terminationGracePeriodSeconds", "",
+       R"([{"op":"replace","path":"/spec/terminationGracePeriodSeconds","value":5}])",
+       "spec.template.spec.terminationGracePeriodSeconds", ""},
+      // What the pod API does accept but a running pod would not act on: still new pods.
+      {"activeDeadlineSeconds added", "",
+       R"([{"op":"add","path":"/spec/activeDeadlineSeconds","value":600}])",
+       "spec.template.spec.activeDeadlineSeconds", ""},
+      {"toleration added", "",
+       R"([{"op":"add","path":"/spec/tolerations","value":[{"key":"k","operator":"Exists"}]}])",
+       "spec.template.spec.tolerations", ""},
+      {"init container image", "",
+       R"([{"op":"replace","path":"/spec/initContainers/0/image","value":"busybox:1.37"}])",
+       "spec.template.spec.initContainers", ""},
+  };
+  for (const auto& policy :
+       {PolicyOf({"*"}), PolicyOf({"container.apparmor.security.beta.kubernetes.io/*",
+                                   "kubernetes.io/config.mirror"})}) {
+    for (const Row& row : rows) {
+      const std::string name = row.name;
+      CAPTURE(name);
+      json::Document oldT = Patch(kTemplate, row.both);
+      json::Document newT = Patch(json::Serialize(oldT), row.change);
+      eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, policy);
+      CHECK(Outcome(r) == "not eligible: " + std::string(row.path));
+      CHECK(r.podApiRefuses == row.podApiRefuses);
+      CHECK_FALSE(r.reason.empty());
+    }
+  }
+  // Other annotations next to them stay eligible under the allow-list; an image without whitespace
+  // too; seccomp's deprecated annotations are accepted by the pod API (and non-functional).
+  json::Document oldT = Parse(kTemplate);
+  json::Document newT = Patch(kTemplate, R"([
+      {"op":"add","path":"/metadata/annotations/seccomp.security.alpha.kubernetes.io~1pod","value":"runtime/default"},
+      {"op":"replace","path":"/spec/containers/0/image","value":"nginx:1.27"}])");
+  CHECK(Outcome(eligibility::CompareTemplates(&oldT, &newT, PolicyOf({"*"}))) ==
+        "eligible: image app=nginx:1.27; annotation "
+        "seccomp.security.alpha.kubernetes.io/pod=runtime/default");
+}

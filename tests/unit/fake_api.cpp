@@ -1,4 +1,5 @@
 #include "tests/unit/fake_api.h"
+#include <charconv>
 
 #include <algorithm>
 #include <cstdio>
@@ -678,19 +679,34 @@ bool ControllerSync(FakeApi& api, std::string_view ns, std::string_view deployme
     }
   }
   if (newRs != nullptr) {
-    // SetNewReplicaSetAnnotations: copy the Deployment's annotations (never removes any).
+    // SetNewReplicaSetAnnotations: copy the Deployment's annotations (never removes any), and
+    // the revision: max(old ReplicaSets' revisions) + 1 when the new one's is lower.
+    auto revisionOf = [](const json::Value& rs) {
+      std::string_view r =
+          json::StringOr(json::Path(&rs, {"metadata", "annotations"}), keys::kRevisionAnnotation);
+      long long n = 0;
+      std::from_chars(r.data(), r.data() + r.size(), n);
+      return n;
+    };
+    long long maxOld = 0;
+    for (const auto& rs : owned) {
+      if (&rs != newRs) maxOld = std::max(maxOld, revisionOf(rs));
+    }
     const Value* dAnn = json::Path(&d, {"metadata", "annotations"});
-    if (dAnn != nullptr && dAnn->IsObject()) {
-      api.Mutate(kube::ReplicaSetPath(ns, Meta(*newRs, "name")), [&](json::Document& rs) {
-        auto& a = rs.GetAllocator();
-        Value& ann = json::EnsureObject(json::EnsureObject(rs, "metadata", a), "annotations", a);
+    api.Mutate(kube::ReplicaSetPath(ns, Meta(*newRs, "name")), [&](json::Document& rs) {
+      auto& a = rs.GetAllocator();
+      Value& ann = json::EnsureObject(json::EnsureObject(rs, "metadata", a), "annotations", a);
+      if (dAnn != nullptr && dAnn->IsObject()) {
         for (const auto& m : dAnn->GetObject()) {
           std::string_view k = json::View(m.name);
           if (k == keys::kRevisionAnnotation) continue;
           json::Set(ann, k, m.value, a);
         }
-      });
-    }
+      }
+      if (revisionOf(rs) < maxOld + 1) {
+        json::SetString(ann, keys::kRevisionAnnotation, std::to_string(maxOld + 1), a);
+      }
+    });
   }
   api.Mutate(dPath, [&](json::Document& dep) {
     auto& a = dep.GetAllocator();

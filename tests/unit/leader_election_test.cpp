@@ -169,3 +169,41 @@ TEST_CASE("leader election: a leader that loses the Lease to another holder step
   a.Stop();
   CHECK(Holder(api) == "z");  // never released what is not ours
 }
+
+TEST_CASE("leader election: a loop is known alive only while the holder's record keeps changing") {
+  // The pod webhook injects the readiness gate only while this is true (DESIGN.md §8.6).
+  fake::FakeApi api;
+  leader::LeaderElector a(api, Named("a"));
+  leader::LeaderElector b(api, Named("b"));
+  const Steady::time_point t0 = Steady::now();
+  CHECK_FALSE(b.LeaderKnownAlive(t0));  // nothing observed yet
+  REQUIRE(a.TryAcquireOrRenew(t0));
+  CHECK_FALSE(b.TryAcquireOrRenew(t0));  // b observes a's record at t0
+  CHECK(b.LeaderKnownAlive(t0 + seconds(9)));
+  // Not renewed for the renew deadline (10 s): a holder in that state has stopped leading.
+  CHECK_FALSE(b.LeaderKnownAlive(t0 + seconds(10)));
+  CHECK(a.TryAcquireOrRenew(t0 + seconds(11)));
+  CHECK_FALSE(b.TryAcquireOrRenew(t0 + seconds(12)));  // a changed record, seen at 12 s
+  CHECK(b.LeaderKnownAlive(t0 + seconds(21)));
+  // Released: whoever polls next takes the free Lease, and counts as alive only once its thread
+  // leads (then the loop runs).
+  CHECK(a.Release());
+  CHECK(b.TryAcquireOrRenew(t0 + seconds(13)));
+  CHECK_FALSE(b.LeaderKnownAlive(t0 + seconds(13)));
+  // a, the former holder, now observes b's record: alive as far as a can tell.
+  CHECK_FALSE(a.TryAcquireOrRenew(t0 + seconds(14)));
+  CHECK(a.LeaderKnownAlive(t0 + seconds(14)));
+}
+
+TEST_CASE("leader election: the leading thread counts as alive until it stops") {
+  fake::FakeApi api;
+  leader::Options o = Named("a");
+  o.retryPeriod = milliseconds(20);
+  leader::LeaderElector a(api, o);
+  a.Start();
+  for (int i = 0; i < 200 && !a.IsLeader(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  REQUIRE(a.IsLeader());
+  CHECK(a.LeaderKnownAlive(Steady::now()));
+  a.Stop();
+  CHECK_FALSE(a.LeaderKnownAlive(Steady::now()));
+}

@@ -116,7 +116,12 @@ struct Cluster {
     json::Document d = Deployment();
     CHECK_FALSE(Annotation(d, keys::kInProgressAnnotation).has_value());
     CHECK_FALSE(d["spec"]["paused"].GetBool());
-    CHECK(api.Paths(kube::ReplicaSetsPath(kNs)).size() == 1);  // no new ReplicaSet
+    // No ReplicaSet with replicas was made: the one added is the zero-replica history of the
+    // template the pods left.
+    CHECK(api.Paths(kube::ReplicaSetsPath(kNs)).size() == 2);
+    json::Document history = api.Object(kube::ReplicaSetPath(kNs, "web-" + record.from));
+    CHECK(TemplateHash(history["spec"]["template"]) == record.from);
+    CHECK(history["spec"]["replicas"].GetInt() == 0);
     json::Document rs = api.Object(kube::ReplicaSetPath(kNs, "web-h1"));
     CHECK(TemplateHash(rs["spec"]["template"]) == record.to);
     CHECK(Label(rs["spec"]["template"], keys::kPodTemplateHashLabel) == "h1");
@@ -732,7 +737,8 @@ TEST_CASE("loop: plans from the trimmed caches equal plans from whole objects, a
        {{"nginx:1.25", "sha256:one"}, {"nginx:1.27", "sha256:one"}}},
   };
   for (const Case& tc : cases) {
-    CAPTURE(tc.name);
+    const std::string caseName = tc.name;
+    CAPTURE(caseName);
     Cluster c(tc.lifecycle, tc.gate, tc.replicas, tc.strategy);
     for (const auto& name : c.podNames) {  // running the digest the map says
       c.api.Mutate(kube::PodPath(kNs, name), [&tc](json::Document& p) {

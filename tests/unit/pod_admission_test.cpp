@@ -252,3 +252,58 @@ TEST_CASE("pod webhooks answer 400 for malformed metadata") {
       admission::ValidatePod(Request(Operation::kUpdate, nullptr, &good, "alice"), Ctx());
   CHECK(missing.code == 400);
 }
+
+TEST_CASE("MutatePod adds the readiness gate at CREATE only while a loop is known to be alive") {
+  admission::Context alive = Ctx();
+  alive.loopAlive = true;
+  struct Row {
+    const char* name;
+    const char* change;  // applied to kPod
+    bool loopAlive;
+    const char* gatesAfter;  // spec.readinessGates after the patch, serialised ("null": absent)
+  };
+  const std::vector<Row> rows = {
+      {"no gates, loop alive", "", true, R"([{"conditionType":"inplace-webhook.io/ready"}])"},
+      {"no gates, loop not known to be alive: no gate, nothing waits on it", "", false, "null"},
+      {"another gate: ours appended",
+       R"([{"op":"add","path":"/spec/readinessGates","value":[{"conditionType":"lb.example.com/ok"}]}])",
+       true,
+       R"([{"conditionType":"lb.example.com/ok"},{"conditionType":"inplace-webhook.io/ready"}])"},
+      {"declared by the template: not twice",
+       R"([{"op":"add","path":"/spec/readinessGates","value":[{"conditionType":"inplace-webhook.io/ready"}]}])",
+       true, R"([{"conditionType":"inplace-webhook.io/ready"}])"},
+      {"null gates", R"([{"op":"add","path":"/spec/readinessGates","value":null}])", true,
+       R"([{"conditionType":"inplace-webhook.io/ready"}])"},
+      {"gates of a shape the API server refuses: left to it",
+       R"([{"op":"add","path":"/spec/readinessGates","value":"x"}])", true, R"("x")"},
+      {"already stamped Normal (re-created by a controller): still gets the gate",
+       R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Normal"},
+           {"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/state-timestamp":"2026-11-29T17:00:00Z"}}])",
+       true, R"([{"conditionType":"inplace-webhook.io/ready"}])"},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    json::Document pod = With(kPod, row.change);
+    admission::Context ctx = Ctx();
+    ctx.loopAlive = row.loopAlive;
+    admission::Response r = admission::MutatePod(Request(Operation::kCreate, nullptr, &pod), ctx);
+    REQUIRE(r.allowed);
+    json::Document out = Patched(pod, r);
+    const json::Value* gates = json::Path(&out, {"spec", "readinessGates"});
+    CHECK((gates == nullptr ? std::string("null") : json::SerializeCanonical(*gates)) ==
+          std::string(row.gatesAfter));
+    // The state stamp is there either way.
+    CHECK(json::StringOr(json::Path(&out, {"metadata", "labels"}), "inplace-webhook.io/state") ==
+          "Normal");
+    // Idempotent: answering its own output changes nothing.
+    CHECK(admission::MutatePod(Request(Operation::kCreate, nullptr, &out), ctx).patch.empty());
+  }
+  // Never on pods that are not opted in, nor on UPDATE.
+  json::Document other = With(
+      kPod,
+      R"([{"op":"replace","path":"/metadata/labels/inplace-webhook.io~1enabled","value":"false"}])");
+  CHECK(admission::MutatePod(Request(Operation::kCreate, nullptr, &other), alive).patch.empty());
+  json::Document running = Parse(Running());
+  CHECK(admission::MutatePod(Request(Operation::kUpdate, &running, &running), alive).patch.empty());
+}

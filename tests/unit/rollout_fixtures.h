@@ -82,6 +82,7 @@ struct DeploymentSpec {
   std::string lifecycle;  // annotation text, "" = absent
   std::string policy;
   std::string abort;
+  bool undo = false;  // the undo command annotation
   long long generation = 2;
   std::string status;  // "" = controller caught up: observedGeneration = generation, all updated
 };
@@ -93,6 +94,7 @@ inline std::string DeploymentJson(const DeploymentSpec& s) {
   if (!s.lifecycle.empty()) annotations[std::string(keys::kLifecycleAnnotation)] = s.lifecycle;
   if (!s.policy.empty()) annotations[std::string(keys::kPolicyAnnotation)] = s.policy;
   if (!s.abort.empty()) annotations[std::string(keys::kAbortAnnotation)] = s.abort;
+  if (s.undo) annotations[std::string(keys::kUndoAnnotation)] = "true";
   std::string status = s.status.empty()
                            ? R"({"observedGeneration":)" + std::to_string(s.generation) +
                                  R"(,"replicas":)" + std::to_string(s.replicas) +

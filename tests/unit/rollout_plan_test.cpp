@@ -32,8 +32,8 @@ struct Scenario {
     spec.replicas = replicas;
     spec.templateJson = target;
     spec.inProgress = InProgress{Hash(base), Hash(target), true, Ts(T0() - seconds(60))};
-    replicaSets.push_back(
-        Parse(ReplicaSetJson("web-h1", "uid-rs1", spec.uid, replicas, base, "h1")));
+    replicaSets.push_back(Parse(ReplicaSetJson("web-h1", "uid-rs1", spec.uid, replicas, base, "h1",
+                                               {{std::string(keys::kRevisionAnnotation), "3"}})));
     for (int i = 0; i < replicas; ++i) {
       pods.push_back(Pod("web-" + std::string(1, static_cast<char>('a' + i)), "uid-rs1", base));
     }
@@ -75,6 +75,16 @@ struct Scenario {
         json::Document* r = ReplicaSetNamed(a.name);
         REQUIRE(r != nullptr);
         fake::MergePatch(*r, a.body, r->GetAllocator());
+      } else if (a.kind == WriteKind::kReplicaSetCreate) {
+        REQUIRE(ReplicaSetNamed(a.name) == nullptr);
+        json::Document r;
+        r.CopyFrom(a.body, r.GetAllocator());
+        json::SetString(r["metadata"], "uid", "uid-" + a.name, r.GetAllocator());
+        replicaSets.push_back(std::move(r));
+      } else if (a.kind == WriteKind::kReplicaSetDelete) {
+        std::erase_if(replicaSets, [&a](const json::Document& r) {
+          return json::StringOr(json::Find(&r, "metadata"), "name") == a.name;
+        });
       } else if (a.kind == WriteKind::kDeploymentPatch) {
         const json::Value* ann = json::Path(&a.body, {"metadata", "annotations"});
         if (ann != nullptr && json::Find(ann, keys::kInProgressAnnotation) != nullptr) {
@@ -84,6 +94,26 @@ struct Scenario {
         if (paused != nullptr) spec.paused = paused->GetBool();
       }
     }
+    Controller();
+  }
+
+  // The Deployment controller's revision sync (getNewReplicaSet): the ReplicaSet whose template
+  // is the Deployment's gets the newest revision.
+  void Controller() {
+    const std::string want = Hash(spec.templateJson);
+    json::Document* newest = nullptr;
+    long long others = 0;
+    for (auto& r : replicaSets) {
+      const long long rev = std::stoll(std::string(json::StringOr(
+          json::Path(&r, {"metadata", "annotations"}), keys::kRevisionAnnotation, "0")));
+      if (newest == nullptr && TemplateHash(r["spec"]["template"]) == want) {
+        newest = &r;
+      } else {
+        others = std::max(others, rev);
+      }
+    }
+    if (newest != nullptr)
+      SetAnnotation(*newest, keys::kRevisionAnnotation, std::to_string(others + 1));
   }
 
   // Kubelet restarts every container whose spec image changed.
@@ -110,6 +140,18 @@ std::vector<const rollout::Action*> Of(const rollout::Plan& p, WriteKind kind) {
   std::vector<const rollout::Action*> out;
   for (const auto& a : p.actions) {
     if (a.kind == kind) out.push_back(&a);
+  }
+  return out;
+}
+
+// The plan's ReplicaSet writes, in order.
+std::vector<const rollout::Action*> RsWrites(const rollout::Plan& p) {
+  std::vector<const rollout::Action*> out;
+  for (const auto& a : p.actions) {
+    if (a.kind == WriteKind::kReplicaSetPatch || a.kind == WriteKind::kReplicaSetCreate ||
+        a.kind == WriteKind::kReplicaSetDelete) {
+      out.push_back(&a);
+    }
   }
   return out;
 }
@@ -342,48 +384,71 @@ TEST_CASE("the precondition: exactly one ReplicaSet with replicas, at the old te
 }
 
 TEST_CASE(
-    "finish: supersede the older matching zero-replica ReplicaSet, then patch the active one") {
+    "finish: the template the pods leave gets a history ReplicaSet, then the active one "
+    "takes the target") {
   Scenario s;
   s.spec.lifecycle = R"({"inPlaceUpdate":{}})";
-  // History: web-h2 once ran the target template; web-h3 some other one.
-  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h2", "uid-rs2", "uid-web", 0, s.target, "h2",
-                                               {}, "2025-12-01T00:00:00Z")));
-  s.replicaSets.push_back(Parse(ReplicaSetJson(
-      "web-h3", "uid-rs3", "uid-web", 0, Template({{"app", "web"}}, {{"app", "x:1"}}), "h3")));
-  // The Deployment controller copied our annotations onto the active ReplicaSet.
+  // History: web-h3 ran some other template at revision 2.
+  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h3", "uid-rs3", "uid-web", 0,
+                                               Template({{"app", "web"}}, {{"app", "x:1"}}), "h3",
+                                               {{std::string(keys::kRevisionAnnotation), "2"}})));
+  // The Deployment controller copied annotations onto the active ReplicaSet when it was new.
   SetAnnotation(s.replicaSets[0], keys::kLifecycleAnnotation, "{}");
   SetAnnotation(s.replicaSets[0], keys::kInProgressAnnotation, "{}");
+  SetAnnotation(s.replicaSets[0], "team", "payments");
   AllAtTarget(s);
 
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kFinishing);
-  auto rsWrites = Of(p, WriteKind::kReplicaSetPatch);
-  REQUIRE(rsWrites.size() == 2);
-  CHECK(rsWrites[0]->name == "web-h2");  // before the active one: the controller picks the oldest
-  CHECK(rsWrites[1]->name == "web-h1");
-  CHECK(Of(p, WriteKind::kDeploymentPatch).empty());
+  auto rs = RsWrites(p);
+  REQUIRE(rs.size() == 2);
+  CHECK(rs[0]->kind == WriteKind::kReplicaSetCreate);  // first: a crash leaves history
+  CHECK(rs[1]->kind == WriteKind::kReplicaSetPatch);
+  CHECK(rs[1]->name == "web-h1");
   s.Apply(p);
 
-  const json::Document& h2 = *s.ReplicaSetNamed("web-h2");
-  CHECK(Annotation(h2["spec"]["template"], keys::kSupersededByAnnotation) == s.To());
-  CHECK(TemplateHash(h2["spec"]["template"]) != s.To());
+  const std::string historyName = "web-" + s.From();
+  const json::Document* history = s.ReplicaSetNamed(historyName);
+  REQUIRE(history != nullptr);
+  CHECK(TemplateHash((*history)["spec"]["template"]) == s.From());
+  CHECK(Label((*history)["spec"]["template"], keys::kPodTemplateHashLabel) == s.From());
+  CHECK(json::Serialize((*history)["spec"]["selector"]) ==
+        R"({"matchLabels":{"app":"web","pod-template-hash":")" + s.From() + R"("}})");
+  CHECK((*history)["spec"]["replicas"].GetInt() == 0);
+  CHECK(rollout::ControllerUid(*history) == "uid-web");
+  CHECK(Annotation(*history, keys::kRevisionAnnotation) == "3");  // the revision it had
+  CHECK(Annotation(*history, "team") == "payments");
+  CHECK(Annotation(*history, keys::kLifecycleAnnotation) == R"({"inPlaceUpdate":{}})");
+  CHECK_FALSE(Annotation(*history, keys::kInProgressAnnotation).has_value());
 
   const json::Document& h1 = *s.ReplicaSetNamed("web-h1");
   CHECK(TemplateHash(h1["spec"]["template"]) == s.To());
   CHECK(Label(h1["spec"]["template"], keys::kPodTemplateHashLabel) == "h1");
   CHECK(Annotation(h1, keys::kPreviousTemplateHashAnnotation) == s.From());
-  json::Document previous = Parse(*Annotation(h1, keys::kPreviousTemplateAnnotation));
-  CHECK(TemplateHash(previous) == s.From());
-  CHECK_FALSE(Annotation(h1, keys::kInProgressAnnotation).has_value());
-  CHECK_FALSE(Annotation(h1, keys::kLifecycleAnnotation).has_value());
-  const json::Document& h3 = *s.ReplicaSetNamed("web-h3");
-  CHECK_FALSE(Annotation(h3["spec"]["template"], keys::kSupersededByAnnotation).has_value());
+  CHECK(Annotation(h1, keys::kRevisionAnnotation) == "4");  // (the controller's sync)
+  CHECK(TemplateHash((*s.ReplicaSetNamed("web-h3"))["spec"]["template"]) != s.To());
 
+  SUBCASE("after the end, no bookkeeping is left for kubectl rollout undo to copy") {
+    s.spec.inProgress.reset();
+    json::Document d = Parse(DeploymentJson(s.spec));
+    for (const json::Document& rs : s.replicaSets) {
+      std::optional<rollout::Action> c = rollout::PlanReplicaSetCleanup(d, rs);
+      json::Document after;
+      after.CopyFrom(rs, after.GetAllocator());
+      if (c) fake::MergePatch(after, c->body, after.GetAllocator());
+      const json::Value* ann = json::Path(&after, {"metadata", "annotations"});
+      for (const auto& m : ann->GetObject()) {
+        const std::string_view k = json::View(m.name);
+        CHECK_MESSAGE((!k.starts_with(keys::kPrefix) || k == keys::kLifecycleAnnotation), k);
+      }
+    }
+  }
   SUBCASE("then wait while paused for the Deployment controller") {
     s.spec.status = R"({"observedGeneration":2,"replicas":3,"updatedReplicas":0})";
     rollout::Plan w = s.Plan();
     CHECK(w.phase == Phase::kWaitingForController);
-    CHECK(w.actions.empty());
+    CHECK(RsWrites(w).empty());
+    CHECK(Of(w, WriteKind::kDeploymentPatch).empty());
     CHECK(w.requeueAfter.has_value());
     s.spec.status = R"({"observedGeneration":1,"replicas":3,"updatedReplicas":3})";
     CHECK(s.Plan().phase == Phase::kWaitingForController);
@@ -391,6 +456,9 @@ TEST_CASE(
   SUBCASE("then unpause and drop in-progress in one patch") {
     rollout::Plan done = s.Plan(T0());
     CHECK(done.phase == Phase::kCompleted);
+    std::erase_if(done.actions, [](const rollout::Action& a) {
+      return a.kind == WriteKind::kDeploymentStatusPatch;  // progress (tests/unit/progress_test)
+    });
     REQUIRE(done.actions.size() == 2);
     CHECK(done.actions[0].kind == WriteKind::kDeploymentPatch);
     CHECK(json::Serialize(done.actions[0].body) ==
@@ -496,18 +564,27 @@ TEST_CASE("new pods that declare the gate get it set True, others are left alone
   CHECK(actions[0].Path() == "/api/v1/namespaces/default/pods/web-a/status");
 }
 
-TEST_CASE("stale annotation copies on ReplicaSets are removed once the update ended") {
+TEST_CASE(
+    "stale annotation copies on ReplicaSets are removed once the update ended; settings "
+    "follow the Deployment") {
   Scenario s;
   s.spec.inProgress.reset();
+  s.spec.lifecycle = R"({"inPlaceUpdate":{}})";
   json::Document d = Parse(DeploymentJson(s.spec));
   json::Document& rs = s.replicaSets[0];
   SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
   SetAnnotation(rs, keys::kLifecycleAnnotation, "{}");
+  SetAnnotation(rs, keys::kPolicyAnnotation, "{}");
+  SetAnnotation(rs, keys::kPreviousTemplateHashAnnotation, "abc");
   auto a = rollout::PlanReplicaSetCleanup(d, rs);
   REQUIRE(a.has_value());
   CHECK(json::Serialize(a->body) ==
-        R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null}}})");
+        R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null,)"
+        R"("inplace-webhook.io/previous-template-hash":null,)"
+        R"("inplace-webhook.io/lifecycle":"{\"inPlaceUpdate\":{}}",)"
+        R"("inplace-webhook.io/policy":null}}})");
   CHECK(a->resourceVersion == "20");
+  fake::MergePatch(rs, a->body, rs.GetAllocator());
 
   SetAnnotation(rs, keys::kInProgressAnnotation, std::nullopt);
   CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
@@ -554,4 +631,105 @@ TEST_CASE("label selectors") {
             {"key":"x","operator":"NotIn","values":["c"]},{"key":"y","operator":"Exists"},
             {"key":"z","operator":"DoesNotExist"}]})")) == "app=web,env in (a,b),x notin (c),y,!z");
   CHECK(rollout::LabelSelector(Parse("{}")).empty());
+}
+
+TEST_CASE(
+    "finish of a rollback: the older ReplicaSet at the target becomes the history of the "
+    "template the pods leave; a duplicate of the target is deleted") {
+  Scenario s;
+  // web-h0 ran the target at revision 1 (kubectl rollout undo copied its template back; being the
+  // oldest at the Deployment's template, the paused controller gives it the newest revision),
+  // web-h5 is a duplicate of it; web-h1 (revision 3) holds the pods.
+  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h0", "uid-rs0", "uid-web", 0, s.target, "h0",
+                                               {{std::string(keys::kRevisionAnnotation), "1"}},
+                                               "2025-12-01T00:00:00Z")));
+  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h5", "uid-rs5", "uid-web", 0, s.target, "h5",
+                                               {{std::string(keys::kRevisionAnnotation), "2"}})));
+  s.Controller();
+  CHECK(Annotation(*s.ReplicaSetNamed("web-h0"), keys::kRevisionAnnotation) == "4");
+  AllAtTarget(s);
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kFinishing);
+  auto rs = RsWrites(p);
+  REQUIRE(rs.size() == 3);
+  CHECK(rs[0]->kind == WriteKind::kReplicaSetPatch);
+  CHECK(rs[0]->name == "web-h0");  // the newest revision at the target
+  CHECK(rs[1]->kind == WriteKind::kReplicaSetDelete);
+  CHECK(rs[1]->name == "web-h5");
+  CHECK(rs[2]->name == "web-h1");
+  s.Apply(p);
+  REQUIRE(s.ReplicaSetNamed("web-h0") != nullptr);
+  const json::Document& h0 = *s.ReplicaSetNamed("web-h0");
+  CHECK(TemplateHash(h0["spec"]["template"]) == s.From());
+  CHECK(Label(h0["spec"]["template"], keys::kPodTemplateHashLabel) == "h0");  // its selector's
+  CHECK(Annotation(h0, keys::kRevisionAnnotation) == "3");
+  CHECK(s.ReplicaSetNamed("web-h5") == nullptr);
+  CHECK(Annotation(*s.ReplicaSetNamed("web-h1"), keys::kRevisionAnnotation) == "4");
+  CHECK(s.Plan().phase == Phase::kCompleted);
+}
+
+TEST_CASE("finish with revisionHistoryLimit 0 keeps no history, as the controller would") {
+  Scenario s;
+  s.spec.strategy = R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1}},)"
+                    R"("revisionHistoryLimit":0)";
+  AllAtTarget(s);
+  rollout::Plan p = s.Plan();
+  auto rs = RsWrites(p);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0]->name == "web-h1");
+  s.Apply(p);
+  CHECK(s.Plan().phase == Phase::kCompleted);
+}
+
+TEST_CASE("a user's pause holds the update: no pod starts, pods in flight go on") {
+  Scenario s;
+  s.spec.inProgress->pausedByUs = false;
+  rollout::Plan p = s.Plan();
+  CHECK(Started(p).empty());
+  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdatePaused"});
+  CHECK(p.message.find("paused by the user") != std::string::npos);
+
+  SUBCASE("resumed, it runs; paused again mid-way, in-flight pods finish and no new one starts") {
+    s.spec.inProgress->pausedByUs = true;
+    rollout::Plan run = s.Plan();
+    CHECK(Started(run) == std::vector<std::string>{"web-a"});
+    s.Apply(run);
+    s.spec.inProgress->pausedByUs = false;
+    s.Kubelet();
+    rollout::Plan held = s.Plan();
+    CHECK(Started(held).empty());
+    s.Apply(held);
+    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
+    CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == "Normal");
+    CHECK(Label(*s.PodNamed("web-b"), "version") == "v1");
+  }
+  SUBCASE("every pod at the target: the finish leaves the Deployment paused") {
+    s.spec.inProgress->pausedByUs = true;
+    AllAtTarget(s);
+    s.spec.inProgress->pausedByUs = false;
+    s.Apply(s.Plan());
+    rollout::Plan done = s.Plan();
+    CHECK(done.phase == Phase::kCompleted);
+    CHECK(json::Find(&done.actions[0].body, "spec") == nullptr);
+  }
+}
+
+TEST_CASE("the undo command re-targets the update to the template the pods started from") {
+  Scenario s;
+  s.Apply(s.Plan());  // web-a started
+  s.Kubelet();
+  s.spec.undo = true;
+  rollout::Plan p = s.Plan();
+  REQUIRE(Of(p, WriteKind::kDeploymentPatch).size() == 1);
+  const json::Value& body = Of(p, WriteKind::kDeploymentPatch)[0]->body;
+  json::Document d = Parse(DeploymentJson(s.spec));
+  fake::MergePatch(d, body, d.GetAllocator());
+  CHECK(TemplateHash(d["spec"]["template"]) == s.From());
+  CHECK_FALSE(Annotation(d, keys::kUndoAnnotation).has_value());
+  std::string error;
+  std::optional<InProgress> next = ReadInProgress(d, error);
+  REQUIRE(next);
+  CHECK(next->to == s.From());
+  CHECK(next->from == s.From());
+  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateUndone"});
 }
