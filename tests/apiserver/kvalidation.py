@@ -253,30 +253,38 @@ def validate_object_meta(meta, namespaced=True, path="metadata"):
 
 
 def _validate_owner_references(refs, path):
+    """ValidateOwnerReferences (k8s.io/apimachinery v0.37 pkg/api/validation/objectmeta.go)."""
     errs = []
     if refs is None:
         return errs
     if not isinstance(refs, list):
         return [FieldError.invalid(path, refs, "must be a list")]
-    controllers = []
-    for r in refs:
+    first_controller = ""
+    for i, r in enumerate(refs):
+        p = "%s[%d]" % (path, i)
         if not isinstance(r, dict):
-            errs.append(FieldError.invalid(path, r, "must be an object"))
+            errs.append(FieldError.invalid(p, r, "must be an object"))
             continue
-        gvk = r.get("apiVersion") or ""
-        if not gvk:
-            errs.append(FieldError.invalid(path + ".apiVersion", gvk, "version must not be empty"))
-        if not r.get("kind"):
-            errs.append(FieldError.invalid(path + ".kind", r.get("kind") or "", "kind must not be empty"))
-        if not r.get("name"):
-            errs.append(FieldError.invalid(path + ".name", r.get("name") or "", "name must not be empty"))
-        if not r.get("uid"):
-            errs.append(FieldError.invalid(path + ".uid", r.get("uid") or "", "uid must not be empty"))
-        if r.get("controller"):
-            controllers.append(r.get("name"))
-    if len(controllers) > 1:
-        errs.append(FieldError.invalid(path, refs, "Only one reference can have Controller set to true. Found "
-                                                   "\"true\" in references for " + " and ".join(controllers)))
+        api_version = r.get("apiVersion") or ""
+        parts = api_version.split("/")
+        group, version = ("", parts[0]) if len(parts) == 1 else (parts[0], parts[1]) if len(parts) == 2 else ("", "")
+        if not api_version:
+            errs.append(FieldError.required(p + ".apiVersion", "must not be empty"))
+        elif len(parts) > 2 or not version:
+            errs.append(FieldError.invalid(p + ".apiVersion", api_version, "must be <group>/<version> or <version>"))
+        for key in ("kind", "name", "uid"):
+            if not r.get(key):
+                errs.append(FieldError.required(p + "." + key, "must not be empty"))
+        if (group, version, r.get("kind")) == ("", "v1", "Event"):  # BannedOwners
+            errs.append(FieldError.invalid(p, r, "/v1, Kind=Event is disallowed from being an owner"))
+        if r.get("controller") is True:
+            current = "%s/%s" % (r.get("kind") or "", r.get("name") or "")
+            if first_controller:
+                errs.append(FieldError.invalid(path, refs, "Only one reference can have Controller set to true. "
+                                                           "Found \"true\" in references for %s and %s"
+                                                           % (first_controller, current)))
+            else:
+                first_controller = current
     return errs
 
 
@@ -567,7 +575,8 @@ def _validate_template_for_rs(template, selector, path, selector_path):
     return errs
 
 
-def _validate_selector_present(spec, path, empty_msg):
+def _validate_selector_present(spec, path):
+    """The selector part of ValidateDeploymentSpec and ValidateReplicaSetSpec (worded alike)."""
     errs = []
     sel = spec.get("selector")
     if sel is None:
@@ -575,10 +584,7 @@ def _validate_selector_present(spec, path, empty_msg):
     else:
         errs.extend(klabels.validate_label_selector(sel, path + ".selector"))
         if klabels.selector_struct_is_empty(sel):
-            if empty_msg:
-                errs.append(FieldError.invalid(path + ".selector", sel, empty_msg))
-            else:
-                errs.append(FieldError.required(path + ".selector"))
+            errs.append(FieldError.invalid(path + ".selector", sel, "empty selector is invalid for deployment"))
     return errs
 
 
@@ -588,7 +594,7 @@ def validate_deployment(d):
     if not isinstance(spec, dict):
         return errs + [FieldError.required("spec")]
     _non_negative(spec, "replicas", "spec", errs)
-    errs.extend(_validate_selector_present(spec, "spec", "empty selector is invalid for deployment"))
+    errs.extend(_validate_selector_present(spec, "spec"))
     errs.extend(_validate_template_for_rs(spec.get("template"), spec.get("selector"), "spec.template",
                                           "spec.selector"))
     strategy = spec.get("strategy") or {}
@@ -651,7 +657,7 @@ def validate_replicaset(rs):
         return errs + [FieldError.required("spec")]
     _non_negative(spec, "replicas", "spec", errs)
     _non_negative(spec, "minReadySeconds", "spec", errs)
-    errs.extend(_validate_selector_present(spec, "spec", None))
+    errs.extend(_validate_selector_present(spec, "spec"))
     errs.extend(_validate_template_for_rs(spec.get("template"), spec.get("selector"), "spec.template",
                                           "spec.selector"))
     return errs

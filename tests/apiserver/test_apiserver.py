@@ -418,6 +418,30 @@ class RestTest(Base):
         code, body, _ = self.c.post(self.rs_path(), rs)
         self.assertEqual(code, 422)
         self.assertIn("`selector` does not match template `labels`", body["message"])
+        # ValidateReplicaSetSpec words an empty selector as the Deployment's; ValidateOwnerReferences
+        # (apimachinery v0.37): per-index paths, Required "must not be empty", one controller.
+        rs["spec"]["selector"] = {}
+        code, body, _ = self.c.post(self.rs_path(), rs)
+        self.assertEqual(code, 422)
+        self.assertIn("spec.selector: Invalid value", body["message"])
+        self.assertIn("empty selector is invalid for deployment", body["message"])
+        rs["spec"]["selector"] = {"matchLabels": {"a": "c"}}
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "a", "uid": "u1", "controller": True}
+        rs["metadata"]["ownerReferences"] = [owner, dict(owner, name="b", uid="u2")]
+        code, body, _ = self.c.post(self.rs_path(), rs)
+        self.assertEqual(code, 422)
+        self.assertIn('Only one reference can have Controller set to true. Found "true" in references for '
+                      'Deployment/a and Deployment/b', body["message"])
+        rs["metadata"]["ownerReferences"] = [dict(owner, uid=""), dict(owner, apiVersion="a/b/c", controller=False)]
+        code, body, _ = self.c.post(self.rs_path(), rs)
+        self.assertEqual(code, 422)
+        causes = {(c["field"], c["reason"]) for c in body["details"]["causes"]}
+        self.assertEqual(causes, {("metadata.ownerReferences[0].uid", "FieldValueRequired"),
+                                  ("metadata.ownerReferences[1].apiVersion", "FieldValueInvalid")}, body["message"])
+        self.assertIn("metadata.ownerReferences[0].uid: Required value: must not be empty", body["message"])
+        self.assertIn("must be <group>/<version> or <version>", body["message"])
+        rs["metadata"]["ownerReferences"] = [owner]
+        self.assertEqual(self.c.post(self.rs_path(), rs)[0], 201)
 
     def test_unsupported_media_type(self):
         self.c.ok("POST", self.pods_path(), pod("p"))
@@ -1169,6 +1193,68 @@ class SimulationTest(Base):
                          "no pod recreated")
         prog = {c["type"]: c for c in self.c.ok("GET", self.deploy_path("web"))["status"]["conditions"]}
         self.assertEqual(prog["Progressing"]["reason"], "NewReplicaSetAvailable")
+
+    def test_in_place_finish_with_history_replicaset(self):
+        """The loop's finish (DESIGN.md §8.1) while paused: a zero-replica ReplicaSet created for the
+        template the pods leave (the active one's revision), the active one's template patched to the
+        target. The ReplicaSet controller keeps the new one at 0 pods; the Deployment controller adopts
+        the active one and, still paused, gives it max(old)+1 (getNewReplicaSet); the unpause rolls
+        nothing; DELETE of a ReplicaSet answers a Success Status."""
+        self.c.ok("POST", self.deploy_path(), deployment("web", replicas=2))
+        d = self.wait_rollout("web")
+        [rs] = self.rss()
+        name = rs["metadata"]["name"]
+        self.assertEqual(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1")
+        pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in self.list_pods()}
+        left = json.loads(json.dumps(rs["spec"]["template"]))
+        self.c.ok("PATCH", self.deploy_path("web"), {"spec": {"paused": True, "template": {"spec": {
+            "containers": [{"name": "app", "image": "nginx:1.27"}]}}}}, "application/strategic-merge-patch+json")
+        for pname in pods_before:
+            self.c.ok("PATCH", self.pods_path(pname), {"spec": {"containers": [
+                {"name": "app", "image": "nginx:1.27"}]}}, "application/strategic-merge-patch+json")
+        left["metadata"]["labels"]["pod-template-hash"] = "h1st0ry"
+        history = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "web-h1st0ry", "labels": dict(left["metadata"]["labels"]),
+                                "annotations": {"deployment.kubernetes.io/revision": "1"},
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                                     "uid": d["metadata"]["uid"], "controller": True}]},
+                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web", "pod-template-hash": "h1st0ry"}},
+                            "template": left}}
+        code, created, _ = self.c.post(self.rs_path(), history)
+        self.assertEqual(code, 201, created)
+        self.assertEqual(created["metadata"]["generation"], 1)
+        target = json.loads(json.dumps(self.c.ok("GET", self.deploy_path("web"))["spec"]["template"]))
+        target["metadata"]["labels"]["pod-template-hash"] = rs["metadata"]["labels"]["pod-template-hash"]
+        self.c.ok("PATCH", self.rs_path(name), {"spec": {"template": target}})
+
+        def adopted():
+            x = self.c.ok("GET", self.deploy_path("web"))
+            st = x["status"]
+            return (st.get("observedGeneration") == x["metadata"]["generation"] and st.get("updatedReplicas") == 2
+                    and x["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == "2") and x
+
+        d = wait_until(adopted, msg="the paused Deployment adopting the patched ReplicaSet at revision 2")
+        self.assertTrue(d["spec"]["paused"])
+        active = self.c.ok("GET", self.rs_path(name))
+        self.assertEqual(active["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2")
+        self.assertEqual(active["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"], "1")
+        self.idle()
+        h = self.c.ok("GET", self.rs_path("web-h1st0ry"))
+        self.assertEqual(h["status"], {"replicas": 0, "observedGeneration": 1})
+        self.assertEqual(h["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1")
+        self.c.ok("PATCH", self.deploy_path("web"), {"spec": {"paused": None}},
+                  "application/strategic-merge-patch+json")  # kubectl rollout resume
+        self.wait_rollout("web")
+        self.idle()
+        time.sleep(0.3)
+        self.assertEqual(sorted(r["metadata"]["name"] for r in self.rss()), sorted([name, "web-h1st0ry"]))
+        self.assertEqual({p["metadata"]["name"]: p["metadata"]["uid"] for p in self.list_pods()}, pods_before,
+                         "no pod recreated")
+        code, body, _ = self.c.request("DELETE", self.rs_path("web-h1st0ry"))
+        self.assertEqual(code, 200)
+        self.assertEqual((body["kind"], body["status"], body["details"]["name"], body["details"]["kind"]),
+                         ("Status", "Success", "web-h1st0ry", "replicasets"))
+        self.assertEqual(self.c.request("GET", self.rs_path("web-h1st0ry"))[0], 404)
 
     def test_wrong_finish_step_recreates_pods(self):
         self.c.ok("POST", self.deploy_path(), deployment("web", replicas=2))

@@ -36,6 +36,7 @@ LIFECYCLE = "inplace-webhook.io/lifecycle"
 POLICY = "inplace-webhook.io/policy"
 IN_PROGRESS = "inplace-webhook.io/in-progress"
 ABORT = "inplace-webhook.io/abort"
+REVISION = "deployment.kubernetes.io/revision"
 UPDATE_STATE = "inplace-webhook.io/update-state"
 STATE_TIMESTAMP = "inplace-webhook.io/state-timestamp"
 READY_GATE = "inplace-webhook.io/ready"
@@ -594,6 +595,34 @@ class App:
                 if e.code != 409:
                     raise
         raise Failure("could not update the Deployment: conflicts")
+
+    def rollout_undo(self):
+        """What `kubectl rollout undo deploy/NAME` (kubectl v0.37 DeploymentRollbacker, to revision 0)
+        sends as the user: the ReplicaSet of the second newest revision among those the Deployment
+        controls, its template (without pod-template-hash) and its annotations (but the Deployment's
+        last-applied, revision and rollback keys) in one JSON patch. Returns (object, warnings, the
+        ReplicaSet rolled back to)."""
+        d = self.c.user.get(deployments_path(self.ns, self.name))
+        check(not d["spec"].get("paused"), "kubectl rollout undo refuses a paused Deployment")
+        uid = d["metadata"]["uid"]
+        selector = ",".join("%s=%s" % kv for kv in sorted(d["spec"]["selector"]["matchLabels"].items()))
+        owned = [r for r in self.c.user.items(replicasets_path(self.ns), labelSelector=selector)
+                 if any(o.get("controller") and o.get("uid") == uid
+                        for o in r["metadata"].get("ownerReferences") or [])]
+        by_revision = sorted(owned, key=lambda r: int(annotations_of(r).get(REVISION) or 0))
+        check(len(by_revision) >= 2, "kubectl rollout undo: no rollout history found")
+        rs = by_revision[-2]
+        template = json.loads(json.dumps(rs["spec"]["template"]))
+        template["metadata"].get("labels", {}).pop("pod-template-hash", None)
+        skip = ("kubectl.kubernetes.io/last-applied-configuration", REVISION,
+                "deployment.kubernetes.io/revision-history", "deployment.kubernetes.io/desired-replicas",
+                "deployment.kubernetes.io/max-replicas", "deprecated.deployment.rollback.to")
+        ann = {k: v for k, v in annotations_of(d).items() if k in skip}
+        ann.update({k: v for k, v in annotations_of(rs).items() if k not in skip})
+        out = self.c.user.request("PATCH", deployments_path(self.ns, self.name), [
+            {"op": "replace", "path": "/spec/template", "value": template},
+            {"op": "replace", "path": "/metadata/annotations", "value": ann}], "application/json-patch+json")
+        return out, self.c.user.last_warnings, rs
 
     # states
     def rollout_complete(self, replicas=None):

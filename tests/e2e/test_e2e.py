@@ -8,10 +8,11 @@ service account.
     python3 tests/e2e/test_e2e.py BINARY SOURCE_DIR CERT_DIR [-k NAME] [--keep]
 
 Every scenario runs against a fresh API server and fresh webhook processes, and ends with the
-invariants of an in-place update: no new ReplicaSet (unless a native rollout was meant), the
-Deployment's paused state as the user left it and no `in-progress`, every pod Normal and Ready,
-the same pod names and UIDs, restartCount +1 only for changed containers. On failure it prints the
-Deployment, ReplicaSets, pods, Events and the tail of each webhook's log.
+invariants of an in-place update: no ReplicaSet with pods added (unless a native rollout was meant;
+at most the zero-replica history of the template the pods left), the pods' ReplicaSet at the template
+with the newest revision, the Deployment's paused state as the user left it and no `in-progress`,
+every pod Normal and Ready, the same pod names and UIDs, restartCount +1 only for changed containers.
+On failure it prints the Deployment, ReplicaSets, pods, Events and the tail of each webhook's log.
 """
 
 import argparse
@@ -26,8 +27,8 @@ import traceback
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import (ABORT, CONTROLLER_USER, IN_PROGRESS, LEASE_PATH, READY_GATE, STATE_TIMESTAMP, App,  # noqa: E402
-                     Cluster, Failure, PodSampler, annotations_of, check, condition, deployment,
+from harness import (ABORT, CONTROLLER_USER, IN_PROGRESS, LEASE_PATH, READY_GATE, REVISION,  # noqa: E402
+                     STATE_TIMESTAMP, App, Cluster, Failure, PodSampler, annotations_of, check, condition, deployment,
                      deployments_path, images, is_ready, labels_of, pods_path, restart_counts, rfc3339_seconds,
                      set_finalizer, set_label, state_of, wait_for)
 
@@ -67,15 +68,27 @@ def finish(env, app, before, rs_before, restarted, paused=False, timeout=40):
     check(st.get("observedGeneration") == d["metadata"]["generation"], "Deployment status not observed")
     check(st.get("updatedReplicas") == d["spec"]["replicas"] == st.get("replicas"),
           "Deployment status: updatedReplicas=%s replicas=%s" % (st.get("updatedReplicas"), st.get("replicas")))
-    check(rs_names(app) == rs_before, "ReplicaSets changed: %s, before %s (a native rollout ran)"
-          % (rs_names(app), rs_before))
+    # The pods' ReplicaSet holds the template now, with the newest revision; at most one zero-replica
+    # ReplicaSet was added (the history of the template the pods left, DESIGN.md §8.1); a native
+    # rollout would have made one with replicas instead.
     rss = app.replicasets()
+    added = [r for r in rss if r["metadata"]["name"] not in rs_before]
+    check(len(added) <= 1 and all(not r["spec"].get("replicas") for r in added),
+          "ReplicaSets changed: %s, before %s (a native rollout ran)" % (rs_names(app), rs_before))
     active = [r for r in rss if r["spec"].get("replicas")]
     check(len(active) == 1, "%d ReplicaSets with replicas" % len(active))
+    check(active[0]["metadata"]["name"] in rs_before, "the active ReplicaSet %s is new (before: %s)"
+          % (active[0]["metadata"]["name"], rs_before))
     want_images = images(d["spec"]["template"])
     want_labels = d["spec"]["template"]["metadata"]["labels"]
     check(images(active[0]["spec"]["template"]) == want_images, "ReplicaSet template images differ")
+    others = [revision(r) for r in rss if r is not active[0]]
+    check(revision(active[0]) == revision(d) and all(n < revision(active[0]) for n in others),
+          "the active ReplicaSet has revision %d, the Deployment %d, the others %s"
+          % (revision(active[0]), revision(d), others))
     pods = app.pods()
+    check(all(p["metadata"]["ownerReferences"][0]["uid"] == active[0]["metadata"]["uid"] for p in pods),
+          "the pods' owner is not the active ReplicaSet")
     after = snapshot(pods)
     check(sorted(after) == sorted(before), "pod names changed: %s → %s" % (sorted(before), sorted(after)))
     for p in pods:
@@ -91,6 +104,11 @@ def finish(env, app, before, rs_before, restarted, paused=False, timeout=40):
             want = 1 if c in restarted else 0
             check(delta == want, "pod %s container %s restarted %d times, expected %d" % (name, c, delta, want))
     return d, pods
+
+
+def revision(obj):
+    """deployment.kubernetes.io/revision of a Deployment or ReplicaSet, as a number (0 when absent)."""
+    return int(annotations_of(obj).get(REVISION) or 0)
 
 
 def expect_warning(warnings, text):
@@ -172,7 +190,7 @@ def s01_image_then_labels(env):
           "pods are not stamped with the state label")
 
     # kubectl edit: a template label changed and one added; nothing restarts.
-    before = snapshot(pods)
+    before, rs1 = snapshot(pods), rs_names(app)
 
     def relabel(dep):
         dep["spec"]["template"]["metadata"]["labels"].update({"version": "v2", "tier": "frontend"})
@@ -180,7 +198,7 @@ def s01_image_then_labels(env):
     d, warnings = app.edit(relabel)
     expect_warning(warnings, "in-place update: 3 pods will be updated")
     expect_in_progress(d)
-    finish(env, app, before, rs0, restarted=set())
+    finish(env, app, before, rs1, restarted=set())
     for p in app.pods():
         check(labels_of(p).get("version") == "v2" and labels_of(p).get("tier") == "frontend",
               "pod %s labels %s" % (p["metadata"]["name"], labels_of(p)))
@@ -425,7 +443,7 @@ def s07_leader_election(env):
 
     # SIGKILL: no release; the standby takes over only once the Lease has expired (15 s).
     env.cluster.start_webhook("iw-c", leader_elect=True)
-    before = snapshot(app.pods())
+    before, rs1 = snapshot(app.pods()), rs_names(app)
     app.set_image("app", NEWER)
     pod = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "Updating"), None), 20,
                    "a pod in Updating", app)["metadata"]["name"]
@@ -436,7 +454,7 @@ def s07_leader_election(env):
     t_take = time.time()
     check(t_take - t_kill >= 10, "iw-c took the Lease %.1f s after iw-b died, before it expired" % (t_take - t_kill))
     check(not pod_writes(env, app.ns, t_kill + 0.2, t_take - 0.5), "pods were written while nobody led")
-    finish(env, app, before, rs0, restarted={"app"}, timeout=30)
+    finish(env, app, before, rs1, restarted={"app"}, timeout=30)
     check(_writers(env, app.ns, t_take) == {"iw-c"}, "pods written by %s after the takeover"
           % _writers(env, app.ns, t_take))
 
@@ -509,7 +527,8 @@ def s09_non_eligible_mid_update(env):
 
 
 def s10_user_pause_kept(env):
-    """A Deployment the user paused stays paused after the in-place update; resuming rolls nothing."""
+    """A Deployment the user paused holds the in-place update: no pod is touched until `kubectl rollout
+    resume`, which runs it in place; the Deployment unpauses when it is done (DESIGN.md §8.5)."""
     env.cluster.start_webhook("iw-a")
     app = env.app("s10", "web")
     app.create(deployment("web", replicas=3))
@@ -520,11 +539,22 @@ def s10_user_pause_kept(env):
     d, warnings = app.set_image("app", NEW)
     expect_warning(warnings, "in-place update")
     expect_in_progress(d, paused_by_us=False)
-    finish(env, app, before, rs0, restarted={"app"}, paused=True)
-    before = snapshot(app.pods())
-    app.patch({"spec": {"paused": False}})  # kubectl rollout resume
-    wait_for(lambda: app.rollout_complete(), 10, "the resumed Deployment to settle", app)
-    finish(env, app, before, rs0, restarted=set(), paused=False)
+    wait_for(lambda: app.events_with("InPlaceUpdatePaused", "Deployment", "web"), 10,
+             "the loop to report the update held by the user's pause", app)
+    check(env.cluster.idle(), "the simulated controllers did not settle")
+    time.sleep(SETTLE)
+    pods = app.pods()
+    check(snapshot(pods) == before and all(images(p)["app"] == OLD and state_of(p) == "Normal" for p in pods),
+          "a pod was touched while the user's pause held the update:\n" + app.pod_table(pods))
+    check(not app.events_with("InPlaceUpdateStarted", "Deployment"), "InPlaceUpdateStarted while held")
+    check(rs_names(app) == rs0, "a ReplicaSet was created while the update was held")
+    # kubectl rollout resume: a strategic merge patch {"spec":{"paused":null}}
+    d = app.c.user.strategic_patch(deployments_path(app.ns, app.name), {"spec": {"paused": None}})
+    expect_warning(app.c.user.last_warnings, "in-place update resumed")
+    expect_in_progress(d, paused_by_us=True)
+    finish(env, app, before, rs0, restarted={"app"}, paused=False)
+    check(len(app.events_with("InPlaceUpdatePaused", "Deployment")) == 1, "InPlaceUpdatePaused reported again")
+    check(app.rollout_complete(), "the Deployment controller does not report the rollout complete")
 
 
 def s11_api_faults(env):
@@ -542,18 +572,57 @@ def s11_api_faults(env):
     check(409 in answered and 500 in answered, "the loop saw no injected conflict or 500: %s" % sorted(set(answered)))
 
     env.cluster.faults(None)  # the user's own write goes through cleanly
-    before = snapshot(app.pods())
+    before, rs1 = snapshot(app.pods()), rs_names(app)
     app.edit(lambda d: d["spec"]["template"]["metadata"]["labels"].update({"version": "v2"}))
     env.cluster.faults({"errorRate": 0.1, "errorCode": 429, "retryAfterSeconds": 1, "conflictOnFirstWrite": True,
                         "seed": 11})
-    finish(env, app, before, rs0, restarted=set(), timeout=60)
+    finish(env, app, before, rs1, restarted=set(), timeout=60)
     check(env.cluster.faults_injected() > 0, "no 429 was injected")
     env.cluster.faults(None)
 
 
+def s12_rollout_undo_in_place(env):
+    """`kubectl rollout undo` after an in-place update is in place too, and leaves the ReplicaSets as a
+    native rollback does: no ReplicaSet added, the pods' ReplicaSet holds the template with the newest
+    revision, the history ReplicaSet the template the pods left with the one before (DESIGN.md §8.1)."""
+    env.cluster.start_webhook("iw-a")
+    app = env.app("s12", "web")
+    app.create(deployment("web", replicas=3))
+    before, rs0 = snapshot(app.wait_created()), rs_names(app)
+    app.set_image("app", NEW)
+    finish(env, app, before, rs0, restarted={"app"})
+    [history] = [r for r in app.replicasets() if r["metadata"]["name"] not in rs0]
+    check(images(history["spec"]["template"])["app"] == OLD and revision(history) == 1,
+          "history ReplicaSet %s: image %s, revision %d" % (history["metadata"]["name"],
+                                                            images(history["spec"]["template"]), revision(history)))
+    ours = [k for k in annotations_of(history) if k.startswith("inplace-webhook.io/")]
+    check(not ours, "the history ReplicaSet carries in-place bookkeeping (kubectl rollout undo copies it): %s" % ours)
+
+    before, rs1 = snapshot(app.pods()), rs_names(app)
+    d, warnings, source = app.rollout_undo()
+    check(source["metadata"]["name"] == history["metadata"]["name"], "kubectl rollout undo chose %s, not %s"
+          % (source["metadata"]["name"], history["metadata"]["name"]))
+    expect_warning(warnings, "in-place update: 3 pods will be updated")
+    expect_in_progress(d)
+    d, _ = finish(env, app, before, rs1, restarted={"app"})
+    check(images(d["spec"]["template"])["app"] == OLD, "the Deployment's template is not back at %s" % OLD)
+    check(rs_names(app) == rs1, "ReplicaSets %s after the in-place rollback, before %s" % (rs_names(app), rs1))
+    rss = {r["metadata"]["name"]: r for r in app.replicasets()}
+    h = rss[history["metadata"]["name"]]
+    active = rss[rs0[0]]
+    check(images(h["spec"]["template"])["app"] == NEW and h["spec"]["replicas"] == 0,
+          "history ReplicaSet %s now holds %s with %s replicas, expected the left %s at 0"
+          % (h["metadata"]["name"], images(h["spec"]["template"]), h["spec"]["replicas"], NEW))
+    check((revision(active), revision(h)) == (3, 2), "revisions: active %d, history %d; a native rollback "
+          "leaves 3 and 2" % (revision(active), revision(h)))
+    check(h["metadata"]["labels"].get("pod-template-hash") == h["spec"]["selector"]["matchLabels"].get(
+          "pod-template-hash") == history["metadata"]["labels"].get("pod-template-hash"),
+          "the history ReplicaSet's pod-template-hash changed")
+
+
 SCENARIOS = [s01_image_then_labels, s02_pre_and_post_hooks, s03_mark_not_ready_grace, s04_max_unavailable,
              s05_hook_timeout, s06_killed_mid_update, s07_leader_election, s08_abort, s09_non_eligible_mid_update,
-             s10_user_pause_kept, s11_api_faults]
+             s10_user_pause_kept, s11_api_faults, s12_rollout_undo_in_place]
 
 
 # ---------------------------------------------------------------------------------------------
