@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 
 #include "hooks/admission.h"
 #include "hooks/budget.h"
@@ -154,11 +155,48 @@ bool IsPaused(const Value& d) {
   return p != nullptr && p->IsBool() && p->GetBool();
 }
 
-Plan Abort(const Value& d, const std::optional<InProgress>& record, std::string why,
-           Clock::time_point now) {
+// Pods of the Deployment's ReplicaSets left out of Normal by the update (in a hook, draining with
+// the gate False, restarting) would stay out of service for good once the update is gone: each goes
+// back to Normal with its gate True, before the Deployment patch (DESIGN.md §8.11).
+void ReleasePods(Plan& plan, const Snapshot& s, const Value& d) {
+  const std::string_view uid = Meta(d, "uid");
+  std::set<std::string_view> owned;
+  for (const Value* rs : s.replicaSets) {
+    if (rs != nullptr && ControllerUid(*rs) == uid) owned.insert(Meta(*rs, "uid"));
+  }
+  const std::string ts = admission::Rfc3339(s.now);
+  for (const Value* pod : s.pods) {
+    if (pod == nullptr || !IsLive(*pod) || !owned.contains(ControllerUid(*pod))) continue;
+    const bool moved = pod_update::StateOf(*pod) != keys::kStateNormal;
+    if (moved) {
+      json::Document body(rapidjson::kObjectType);
+      auto& a = body.GetAllocator();
+      Value& meta = json::EnsureObject(body, "metadata", a);
+      json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, keys::kStateNormal,
+                      a);
+      json::SetString(json::EnsureObject(meta, "annotations", a), keys::kStateTimestampAnnotation,
+                      ts, a);
+      Action w = Write(WriteKind::kPodPatch, *pod, std::move(body),
+                       "abort: pod back to Normal (it was " +
+                           std::string(pod_update::StateOf(*pod)) + ")");
+      w.pod = Name(*pod);
+      plan.actions.push_back(std::move(w));
+    }
+    if (pod_update::HasGate(*pod) && pod_update::GateStatus(*pod) == false) {
+      Action g = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, s.now),
+                       "abort: readiness gate True again");
+      g.pod = Name(*pod);
+      plan.actions.push_back(std::move(g));
+    }
+  }
+}
+
+Plan Abort(const Snapshot& s, const Value& d, const std::optional<InProgress>& record,
+           std::string why, Clock::time_point now) {
   Plan plan;
   plan.phase = Phase::kAborted;
   plan.message = why;
+  ReleasePods(plan, s, d);
   // Unknown record (malformed): leave `paused` as it is rather than guess who paused it.
   const bool unpause = record && record->pausedByUs && IsPaused(d);
   Action patch = EndPatch(d, unpause, "abort: " + why);
@@ -544,24 +582,24 @@ Plan PlanRollout(const Snapshot& s) {
   std::optional<InProgress> record = ReadInProgress(d, error);
   if (!record) {
     if (!error.empty())
-      return Abort(d, std::nullopt, "malformed in-progress record: " + error, s.now);
+      return Abort(s, d, std::nullopt, "malformed in-progress record: " + error, s.now);
     return plan;  // no in-place update
   }
   const InProgress& r = *record;
   Plan out = [&]() -> Plan {
     if (AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue) {
-      return Abort(d, record,
+      return Abort(s, d, record,
                    "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
                    s.now);
     }
     if (!IsPaused(d)) {
-      return Abort(d, record,
+      return Abort(s, d, record,
                    "the Deployment was unpaused while the update ran (a write bypassed the "
                    "webhook); the native rollout takes over",
                    s.now);
     }
     std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(d, error);
-    if (!settings) return Abort(d, record, error, s.now);
+    if (!settings) return Abort(s, d, record, error, s.now);
 
     // The Deployment's ReplicaSets and live pods.
     const std::string_view uid = Meta(d, "uid");
@@ -602,12 +640,12 @@ Plan PlanRollout(const Snapshot& s) {
     }
     if (!moved && base == nullptr) {
       if (active.size() != 1) {
-        return Abort(d, record,
+        return Abort(s, d, record,
                      "an in-place update needs exactly one ReplicaSet with replicas, found " +
                          std::to_string(active.size()),
                      s.now);
       }
-      return Abort(d, record,
+      return Abort(s, d, record,
                    "the active ReplicaSet " + Name(*active[0]) + " has template " +
                        TemplateHash(TemplateOf(*active[0])) + ", not the template " + r.from +
                        " the update started from",
@@ -628,7 +666,7 @@ Plan PlanRollout(const Snapshot& s) {
     }
     std::optional<pod_update::Target> target =
         pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to, error);
-    if (!target) return Abort(d, record, error, s.now);
+    if (!target) return Abort(s, d, record, error, s.now);
     const pod_update::Rules rules = pod_update::MakeRules(*settings);
     const std::vector<const Value*> pods = podsOf(*base);
     const bool finishBegun = TemplateHash(TemplateOf(*base)) == r.to;

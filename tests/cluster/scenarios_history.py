@@ -79,7 +79,14 @@ def r01b_undo_restart_resume_while_updating(s):
     re-paused; the paths the warnings name work: the undo annotation returns every pod in place, a restartedAt
     patch hands over to the native rollout."""
     app = tc.App(s, "r01b")
-    tc.create_label_hooked(app, replicas=3)
+    app.create(tc.deployment("web", replicas=3,
+                             lifecycle={"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}))
+    # A second revision first (a native rollout: env is not eligible), so that undo has somewhere to go.
+    app.kubectl("set", "env", "deploy/web", "-c", "app", "GREETING=hello")
+    wait_for(lambda: app.rollout_complete() and len(app.rs_names()) == 2, 90, "the native rollout", app)
+    check(history(app) == [1, 2], "history before the update: %s" % history(app))
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
     before = snapshot(app.pods())
     rs0 = app.rs_names()
     _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
@@ -98,7 +105,7 @@ def r01b_undo_restart_resume_while_updating(s):
     tc.release_until_done(app, lambda p: app.set_label(p["metadata"]["name"], None), 90, "after the undo")
     d = app.deployment()
     check(PREFIX + "undo" not in annotations_of(d), "the undo command was left on the Deployment")
-    check(history(app) == [1], "history after an undone update: %s" % history(app))
+    check(history(app) == [1, 2], "history after an undone update: %s" % history(app))
     after = snapshot(app.pods())
     check(sorted(after) == sorted(before), "pods replaced: %s -> %s" % (sorted(before), sorted(after)))
     for name, snap in after.items():
@@ -140,8 +147,9 @@ def r05_user_pause_mid_update(s):
     rs0 = app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
     first, held = tc.hold_one_pod(app, lambda name: app.set_label(name, None))
-    out, _ = app.kubectl("rollout", "pause", "deploy/web")
-    check("already paused" in out, "kubectl rollout pause printed %r" % out)
+    r = s.tools.kubectl("rollout", "pause", "deploy/web", "-n", app.ns, user="alice", check_rc=False)
+    check("already paused" in r.stdout + r.stderr, "kubectl rollout pause: rc %d %s%s"
+          % (r.returncode, r.stdout, r.stderr))
     _, warnings = app.kubectl("annotate", "deploy/web", PREFIX + "pause=true")
     tc.expect_warning(warnings, "in-place update paused")
     tc.expect_in_progress(app, paused_by_us=False)

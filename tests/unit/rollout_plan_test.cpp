@@ -296,13 +296,27 @@ TEST_CASE("pods being deleted or finished are ignored") {
   CHECK(p.phase == Phase::kFinishing);  // nothing live left to update
 }
 
-TEST_CASE("abort: restore paused, drop in-progress and abort, leave pods as they are") {
-  Scenario s;
-  s.Apply(s.Plan());  // web-a is Updating
+TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight back to Normal") {
+  Scenario s(3, /*gate=*/true);
+  s.spec.policy = R"({"gracePeriodSeconds":30})";
+  s.Apply(s.Plan());  // web-a is PreparingUpdate, draining with its gate False
+  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-a")) == false);
   s.spec.abort = "true";
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kAborted);
-  REQUIRE(p.actions.size() == 2);
+  // First the pod (a failed Deployment patch leaves the update to retry this), then the end.
+  REQUIRE(p.actions.size() == 4);
+  CHECK(p.actions[0].kind == WriteKind::kPodPatch);
+  CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
+  SUBCASE("the pod in flight is in service again, its content as it was") {
+    s.Apply(p);
+    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
+    CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
+    CHECK(Label(*s.PodNamed("web-a"), "version") == "v1");
+  }
+  std::erase_if(p.actions, [](const rollout::Action& a) {
+    return a.kind == WriteKind::kPodPatch || a.kind == WriteKind::kPodStatusPatch;
+  });
   const rollout::Action& patch = p.actions[0];
   CHECK(patch.kind == WriteKind::kDeploymentPatch);
   CHECK(patch.PatchType() == kube::PatchType::kMerge);
@@ -317,7 +331,7 @@ TEST_CASE("abort: restore paused, drop in-progress and abort, leave pods as they
   SUBCASE("a Deployment the user had paused stays paused") {
     s.spec.inProgress->pausedByUs = false;
     rollout::Plan q = s.Plan();
-    CHECK(json::Find(&q.actions[0].body, "spec") == nullptr);
+    CHECK(json::Find(&Of(q, WriteKind::kDeploymentPatch)[0]->body, "spec") == nullptr);
   }
   SUBCASE("abort values other than true are ignored") {
     s.spec.abort = "false";
