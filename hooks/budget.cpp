@@ -7,6 +7,7 @@
 
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
+#include "hooks/pod_update.h"
 
 namespace iw::budget {
 
@@ -51,12 +52,35 @@ bool IsReady(const json::Value& pod) {
   return false;
 }
 
-bool IsAvailable(const json::Value& pod) {
+int MinReadySeconds(const json::Value& workload) {
+  const json::Value* m = json::Path(&workload, {"spec", "minReadySeconds"});
+  if (m == nullptr || !m->IsInt() || m->GetInt() < 0) return 0;
+  return m->GetInt();
+}
+
+std::optional<std::chrono::system_clock::time_point> AvailableAt(const json::Value& pod,
+                                                                 int minReadySeconds) {
+  if (!IsReady(pod)) return std::nullopt;
+  if (minReadySeconds <= 0) return std::chrono::system_clock::time_point{};
+  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
+  for (const auto& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") != "Ready") continue;
+    auto since = pod_update::ParseTime(json::StringOr(&c, "lastTransitionTime"));
+    if (!since) return std::nullopt;
+    return *since + std::chrono::seconds(minReadySeconds) + std::chrono::seconds(1);
+  }
+  return std::nullopt;
+}
+
+bool IsAvailable(const json::Value& pod, int minReadySeconds,
+                 std::chrono::system_clock::time_point now) {
   std::string_view state =
       json::StringOr(json::Path(&pod, {"metadata", "labels"}), keys::kStateLabel);
   const bool inUpdate = state == keys::kStatePreparingUpdate || state == keys::kStateUpdating ||
                         state == keys::kStateUpdated;
-  return !inUpdate && IsReady(pod);
+  if (inUpdate) return false;
+  auto at = AvailableAt(pod, minReadySeconds);
+  return at && *at <= now;
 }
 
 bool Allowance::TryStart(bool podAvailable) {

@@ -2,6 +2,7 @@
 // §4a "Budget"): the Deployment's own maxUnavailable, resolved as the Deployment controller does.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 #include "hooks/json.h"
@@ -25,9 +26,23 @@ int MaxUnavailable(const json::Value& deployment);
 // The pod's Ready condition is True.
 bool IsReady(const json::Value& pod);
 
+// spec.minReadySeconds of a Deployment (or ReplicaSet); 0 when absent or not a whole number >= 0.
+int MinReadySeconds(const json::Value& workload);
+
+// When a Ready pod counts as available for the Deployment controller (podutil.IsPodAvailable):
+// its Ready condition's lastTransitionTime + minReadySeconds, plus a second of margin so that the
+// controller, which compares the same whole-second timestamp, has counted it by then. With
+// minReadySeconds 0: the epoch (at once). nullopt when the pod is not Ready, or when
+// minReadySeconds > 0 and Ready has no readable lastTransitionTime (never counted by the controller
+// either).
+std::optional<std::chrono::system_clock::time_point> AvailableAt(const json::Value& pod,
+                                                                 int minReadySeconds);
+
 // A pod is available when it is not in an update (state label Normal, absent, or not one of
-// PreparingUpdate / Updating / Updated) and it is Ready.
-bool IsAvailable(const json::Value& pod);
+// PreparingUpdate / Updating / Updated) and available as the Deployment controller counts it at
+// `now`: Ready for minReadySeconds (AvailableAt <= now).
+bool IsAvailable(const json::Value& pod, int minReadySeconds,
+                 std::chrono::system_clock::time_point now);
 
 // Hands out starts of pod updates within the budget. `unavailable` counts the pods that are
 // unavailable now (updating, waiting in hooks, or not Ready); `inFlight` those already in an

@@ -39,7 +39,9 @@ struct Lifecycle {
 // The `policy` annotation: `{"annotations":["prefix/*","exact-key"],"gracePeriodSeconds":0}`.
 struct Policy {
   std::vector<std::string> annotations;  // patterns; a trailing "*" matches any suffix
-  long long gracePeriodSeconds = 0;
+  // The drain between readiness-gate False and the pod write; unset: pod_update's default for
+  // pods that declare the gate (kDefaultDrainSeconds).
+  std::optional<long long> gracePeriodSeconds;
 
   // Whether template annotation `key` may change in place: it matches a pattern exactly, or a
   // pattern ending in "*" is a prefix of it. `kubectl.kubernetes.io/restartedAt` never does.

@@ -132,6 +132,7 @@ struct View {
   std::string stateTimestamp;
   std::optional<Clock::time_point> stateTime;
   bool preHooked = false;
+  long long grace = 0;       // the drain before the pod write (GraceSeconds)
   bool drainNeeded = false;  // the gate must be False before the pod write
 };
 
@@ -150,8 +151,9 @@ View Look(const Target& target, const Rules& rules, const Value& pod) {
   v.stateTimestamp = PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or("");
   v.stateTime = ParseTime(v.stateTimestamp);
   v.preHooked = rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod);
+  v.grace = GraceSeconds(rules, v.hasGate);
   v.drainNeeded =
-      v.hasGate && ((rules.pre != nullptr && rules.pre->markPodNotReady) || rules.graceSeconds > 0);
+      v.hasGate && ((rules.pre != nullptr && rules.pre->markPodNotReady) || v.grace > 0);
   return v;
 }
 
@@ -300,7 +302,7 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
 // the pre-update hook is armed or a drain is needed, else write at once.
 void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
            Clock::time_point now) {
-  const bool needPrep = v.preHooked || v.drainNeeded || rules.graceSeconds > 0;
+  const bool needPrep = v.preHooked || v.drainNeeded || v.grace > 0;
   if (!needPrep) {
     Write(target, rules, v, step, now);
     return;
@@ -314,8 +316,8 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
         "waiting for the pre-update hook to be released (remove " + DescribeHook(*rules.pre) + ")";
     if (rules.pre->timeoutSeconds) Wake(step, std::chrono::seconds(*rules.pre->timeoutSeconds));
   } else {
-    why = "draining for " + std::to_string(rules.graceSeconds) + "s before the update";
-    Wake(step, std::chrono::seconds(rules.graceSeconds));
+    why = "draining for " + std::to_string(v.grace) + "s before the update";
+    Wake(step, std::chrono::seconds(v.grace));
   }
   AddEvent(step, "Normal", "PodPreparingUpdate",
            "preparing in-place update to template " + target.to + ": " + why);
@@ -392,7 +394,9 @@ Rules MakeRules(const lifecycle::Settings& settings) {
   Rules r;
   r.pre = settings.lifecycle.PreHook();
   r.post = settings.lifecycle.PostHook();
-  r.graceSeconds = std::max<long long>(0, settings.policy.gracePeriodSeconds);
+  if (settings.policy.gracePeriodSeconds) {
+    r.graceSeconds = std::max<long long>(0, *settings.policy.gracePeriodSeconds);
+  }
   std::optional<long long> largest;
   for (const lifecycle::Hook* h : {r.pre, r.post}) {
     if (h != nullptr && h->timeoutSeconds && (!largest || *h->timeoutSeconds > *largest)) {
@@ -401,6 +405,11 @@ Rules MakeRules(const lifecycle::Settings& settings) {
   }
   if (largest) r.updatingTimeoutSeconds = *largest;
   return r;
+}
+
+long long GraceSeconds(const Rules& rules, bool podHasGate) {
+  if (rules.graceSeconds) return *rules.graceSeconds;
+  return podHasGate ? kDefaultDrainSeconds : 0;
 }
 
 std::optional<UpdateState> ParseUpdateState(std::string_view text) {
@@ -536,18 +545,38 @@ bool AtTarget(const Target& target, const json::Value& pod) {
 }
 
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
+  // A status the kubelet computed before it saw the write proves nothing (KEP-5067: GA in 1.35).
+  const Value* generation = json::Path(&pod, {"metadata", "generation"});
+  const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
+  const bool reported =
+      observed != nullptr && observed->IsInt64() && generation != nullptr && generation->IsInt64();
+  if (reported && observed->GetInt64() < generation->GetInt64()) return false;
+  // Whole seconds, as the kubelet's startedAt: a container started before the write never passes.
+  std::optional<Clock::time_point> written = ParseTime(state.updateTimestamp);
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
     const Value* st = FindNamed(statuses, "name", name);
-    if (st == nullptr) return false;
-    if (ImageIdChanged(rec.imageID, json::StringOr(st, "imageID"))) continue;
-    std::string_view containerID = json::StringOr(st, "containerID");
     const Value* spec = FindNamed(specs, "name", name);
-    if (!containerID.empty() && containerID != rec.containerID && spec != nullptr &&
-        image_ref::SameImage(json::StringOr(st, "image"), json::StringOr(spec, "image"))) {
-      continue;
+    if (st == nullptr || spec == nullptr) return false;
+    std::string_view containerID = json::StringOr(st, "containerID");
+    if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
+    // A container that started before the write is not the restart for it.
+    for (const char* st_ : {"running", "terminated"}) {
+      const Value* started = json::Path(st, {"state", st_, "startedAt"});
+      std::optional<Clock::time_point> t = started != nullptr && started->IsString()
+                                               ? ParseTime(json::View(*started))
+                                               : std::nullopt;
+      if (written && t && *t < *written) return false;
     }
+    std::string_view image = json::StringOr(spec, "image");
+    std::string_view imageID = json::StringOr(st, "imageID");
+    std::string_view pinned = image_ref::DigestOf(image);
+    if (image_ref::SameImage(json::StringOr(st, "image"), image)) continue;
+    if (!pinned.empty() && pinned == image_ref::DigestOf(imageID)) continue;
+    if (rec.imageID.empty()) return false;  // had not started: only the name or digest prove it
+    if (reported) continue;  // restarted for the current spec: the digest it resolved to
+    if (ImageIdChanged(rec.imageID, imageID)) continue;
     return false;
   }
   return true;
@@ -584,53 +613,6 @@ json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point n
                      a),
                  a);
   conditions.PushBack(gate, a);
-
-  // Ready as kubelet computes it (status.GeneratePodReadyCondition).
-  const Value* containersReady = Condition(pod, "ContainersReady");
-  const bool containersOk =
-      containersReady != nullptr && json::StringOr(containersReady, "status") == "True";
-  std::string gateProblem;
-  const Value* gates = json::Path(&pod, {"spec", "readinessGates"});
-  if (gates != nullptr && gates->IsArray()) {
-    for (const auto& g : gates->GetArray()) {
-      std::string_view type = json::StringOr(&g, "conditionType");
-      if (type == keys::kReadyCondition) {
-        if (!value) {
-          gateProblem = "the status of pod readiness gate \"" + std::string(type) +
-                        "\" is not \"True\", but False";
-        }
-      } else if (const Value* c = Condition(pod, type)) {
-        std::string_view status = json::StringOr(c, "status");
-        if (status != "True") {
-          gateProblem = "the status of pod readiness gate \"" + std::string(type) +
-                        "\" is not \"True\", but " + std::string(status);
-        }
-      } else {
-        gateProblem = "corresponding condition of pod readiness gate \"" + std::string(type) +
-                      "\" does not exist.";
-      }
-      if (!gateProblem.empty()) break;
-    }
-  }
-  const bool ready = containersOk && gateProblem.empty();
-  const Value* oldReady = Condition(pod, "Ready");
-  const bool wasReady = oldReady != nullptr && json::StringOr(oldReady, "status") == "True";
-  if (oldReady == nullptr || ready != wasReady) {
-    Value r(rapidjson::kObjectType);
-    r.AddMember("type", "Ready", a);
-    r.AddMember("status", Str(ready ? "True" : "False", a), a);
-    r.AddMember("lastTransitionTime", Str(ts, a), a);
-    if (!ready) {
-      if (!containersOk) {
-        r.AddMember("reason", "ContainersNotReady", a);
-        r.AddMember("message", Str(json::StringOr(containersReady, "message"), a), a);
-      } else {
-        r.AddMember("reason", "ReadinessGatesNotReady", a);
-        r.AddMember("message", Str(gateProblem, a), a);
-      }
-    }
-    conditions.PushBack(r, a);
-  }
   json::EnsureObject(d, "status", a).AddMember("conditions", conditions, a);
   return d;
 }
@@ -729,7 +711,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     }
     if (v.drainNeeded && v.gate != false) {
       SetGate(v, step, false, now);
-      Wake(step, std::chrono::seconds(rules.graceSeconds));
+      Wake(step, std::chrono::seconds(v.grace));
       step.summary = "readiness gate set False before the update";
       return step;
     }
@@ -742,9 +724,8 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     }
     // The anchors are cluster timestamps with whole seconds, truncated: the drain began up to a
     // second after them, so one more second keeps the drain from ever being shorter than asked.
-    const auto slack =
-        rules.graceSeconds > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
-    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(rules.graceSeconds) + slack;
+    const auto slack = v.grace > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
+    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(v.grace) + slack;
     if (now < graceEnd) {
       Wake(step, graceEnd - now);
       return step;

@@ -35,6 +35,12 @@ using Clock = std::chrono::system_clock;
 // Updating state (waiting for kubelet) is reported stuck after the largest hook timeout, or this.
 inline constexpr long long kDefaultUpdatingTimeoutSeconds = 600;
 
+// The drain of a pod that declares the readiness gate when the policy sets no
+// gracePeriodSeconds: the gate goes False, then this long passes before the pod write, so that
+// the EndpointSlice controller and kube-proxy take the pod out of its Services before the kubelet
+// stops the container (DESIGN.md §8.10). An explicit `gracePeriodSeconds: 0` turns it off.
+inline constexpr long long kDefaultDrainSeconds = 3;
+
 // What the running in-place update wants of every pod, computed once per pass from the base
 // template (the one the pods were created from: the active ReplicaSet's) and the target template
 // (the stored Deployment's spec.template).
@@ -62,12 +68,17 @@ std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Va
 struct Rules {
   const lifecycle::Hook* pre = nullptr;   // holds a pod before its update (any handler present)
   const lifecycle::Hook* post = nullptr;  // holds it after (until all handlers are present)
-  long long graceSeconds = 0;             // policy.gracePeriodSeconds
+  std::optional<long long> graceSeconds;  // policy.gracePeriodSeconds; unset: the default drain
   long long updatingTimeoutSeconds = kDefaultUpdatingTimeoutSeconds;
 };
 // Pointers into `settings`, which must outlive the Rules. The Updating timeout is the largest
 // hook timeoutSeconds, or kDefaultUpdatingTimeoutSeconds when no hook declares one.
 Rules MakeRules(const lifecycle::Settings& settings);
+
+// The drain a pod gets before its write: the policy's gracePeriodSeconds, or, when unset,
+// kDefaultDrainSeconds for a pod that declares the gate and 0 for one that does not (nothing could
+// take it out of its endpoints).
+long long GraceSeconds(const Rules& rules, bool podHasGate);
 
 // The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
 // {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
@@ -109,18 +120,28 @@ Changes ComputeChanges(const Target& target, const json::Value& pod);
 // The pod's content is the target's and its update-state (if this run wrote one) says `to`.
 bool AtTarget(const Target& target, const json::Value& pod);
 
-// Whether every container recorded in `state` runs its new image: its imageID changed, or its
-// containerID changed and the image it reports is the spec's image once normalised. Never the
-// imageID alone (a retag keeps it). A recorded container without a status is not done.
+// Whether every container recorded in `state` runs its new spec (DESIGN.md §8.2). The status must
+// be one the kubelet computed from the written spec (status.observedGeneration >=
+// metadata.generation, where the kubelet reports it), and each recorded container must run a new
+// container (containerID not the recorded one, started, if the state says when, not before the
+// write);
+// then it is done when the image it reports is the spec's once normalised, or the spec pins the
+// digest it runs, or, with a fresh status, whatever digest it runs: the kubelet restarts a
+// container whose spec changed, and containerd reports the image record's first tag and first
+// digest, not the reference in the spec (a retag, `tag@sha256:` of the same image). Without
+// observedGeneration (older kubelets) a changed imageID stands in for the fresh status. A container
+// that had not started at the write (no recorded imageID) is done only by the name or the pinned
+// digest. A recorded container without a status is not done.
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 
 // The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it, and the
 // status of its condition (nullopt when the condition is absent).
 bool HasGate(const json::Value& pod);
 std::optional<bool> GateStatus(const json::Value& pod);
-// A strategic merge patch for pods/status that sets the gate condition to `value` and, in the same
-// write, recomputes Ready as kubelet does (True only if ContainersReady is True and every declared
-// readiness gate is True). Ready is included only when its status changes.
+// A strategic merge patch for pods/status that sets the gate condition to `value`, and nothing
+// else: Ready is the kubelet's, which recomputes it from the gates as soon as it sees the change
+// (kubelet HandlePodReconcile, NeedToReconcilePodReadiness) and would re-publish its own cached
+// Ready over any we wrote (DESIGN.md §8.3).
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now);
 
 // Parses RFC 3339 (`2026-11-29T17:48:57Z`, fractions and offsets accepted); nullopt otherwise.

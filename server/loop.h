@@ -215,12 +215,13 @@ std::pair<std::string, std::string> SplitKey(std::string_view key);
 // Deployments without managedFields and the last-applied annotation; ReplicaSets likewise and
 // without status, and without their template when they have no replicas and their template is
 // not opted in (history that can never be the base or the target of an update); pods reduced to
-// metadata (name, namespace, uid, resourceVersion, deletionTimestamp, labels, annotations,
-// finalizers, ownerReferences uid/controller), container names and images, readiness gates,
-// the phase only when Succeeded or Failed, the conditions Ready, those of the readiness gates
-// and, with our gate, ContainersReady (type, status; lastTransitionTime of our gate's;
-// ContainersReady's message when not True) and container statuses (name, imageID, containerID,
-// restartCount; the image too while the pod is Updating, the only state whose decision reads it).
+// metadata (name, namespace, uid, resourceVersion, generation, deletionTimestamp, labels,
+// annotations, finalizers, ownerReferences uid/controller), container names and images, readiness
+// gates, the phase only when Succeeded or Failed, status.observedGeneration, the conditions Ready
+// and those of the readiness gates (type, status; lastTransitionTime of Ready's and our gate's),
+// and container statuses (name, imageID, containerID, restartCount; the image and
+// state.running/terminated.startedAt too while the pod is Updating, the only state whose decision
+// reads them).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();

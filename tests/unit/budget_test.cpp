@@ -3,6 +3,7 @@
 #include <string>
 
 #include "hooks/budget.h"
+#include "hooks/pod_update.h"
 #include "tests/unit/rollout_fixtures.h"
 
 using namespace iw;
@@ -82,8 +83,48 @@ TEST_CASE("a pod is available when Normal (or unlabelled) and Ready") {
     CAPTURE(c.conditions);
     json::Document pod = Parse(R"({"metadata":{"labels":)" + c.labels +
                                R"(},"status":{"conditions":)" + c.conditions + "}}");
-    CHECK(budget::IsAvailable(pod) == c.available);
+    CHECK(budget::IsAvailable(pod, 0, std::chrono::system_clock::now()) == c.available);
   }
+}
+
+TEST_CASE(
+    "availability counts minReadySeconds from Ready's lastTransitionTime, as the controller") {
+  using std::chrono::seconds;
+  const auto t0 = *pod_update::ParseTime("2026-05-01T10:00:00Z");
+  struct Case {
+    const char* what;
+    std::string conditions;
+    int minReady;
+    long long afterSeconds;  // now = t0 + this
+    bool available;
+  };
+  const std::string ready =
+      R"([{"type":"Ready","status":"True","lastTransitionTime":"2026-05-01T10:00:00Z"}])";
+  const Case cases[] = {
+      {"minReadySeconds 0: Ready is enough", ready, 0, 0, true},
+      {"Ready for less than minReadySeconds", ready, 5, 3, false},
+      {"exactly minReadySeconds: the margin second not yet passed", ready, 5, 5, false},
+      {"minReadySeconds and the margin passed", ready, 5, 6, true},
+      {"long Ready", ready, 5, 3600, true},
+      {"not Ready, however long",
+       R"([{"type":"Ready","status":"False","lastTransitionTime":"2026-05-01T09:00:00Z"}])", 5,
+       3600, false},
+      {"Ready without lastTransitionTime and minReadySeconds > 0: never (as the controller)",
+       R"([{"type":"Ready","status":"True"}])", 5, 3600, false},
+      {"Ready without lastTransitionTime, minReadySeconds 0",
+       R"([{"type":"Ready","status":"True"}])", 0, 0, true},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    json::Document pod =
+        Parse(R"({"metadata":{"labels":{}},"status":{"conditions":)" + c.conditions + "}}");
+    CHECK(budget::IsAvailable(pod, c.minReady, t0 + seconds(c.afterSeconds)) == c.available);
+  }
+  json::Document pod = Parse(R"({"status":{"conditions":)" + ready + "}}");
+  CHECK(budget::AvailableAt(pod, 5) == t0 + seconds(6));
+  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{"minReadySeconds":7}})")) == 7);
+  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{}})")) == 0);
+  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{"minReadySeconds":-1}})")) == 0);
 }
 
 TEST_CASE("the allowance spends the budget on available pods and caps pods updating at once") {

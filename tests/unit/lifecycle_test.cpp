@@ -120,7 +120,7 @@ TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
   auto empty = ParsePolicy("{}", error);
   REQUIRE(empty.has_value());
   CHECK(empty->annotations.empty());
-  CHECK(empty->gracePeriodSeconds == 0);
+  CHECK_FALSE(empty->gracePeriodSeconds.has_value());  // unset: the default drain
 
   struct Row {
     const char* text;
