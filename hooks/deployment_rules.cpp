@@ -496,6 +496,13 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
     return d;
   }
   Decision d = DecideIdle(oldDeployment, newDeployment, ctx);
+  // Our own earlier answer, seen again after a later webhook made the change one that does not
+  // start an update (reinvocationPolicy IfNeeded): take back the pause it added with its record,
+  // or the Deployment would stay paused with nothing to unpause it (DESIGN.md §8.11).
+  if (d.action == Action::kNone && Annotation(newDeployment, keys::kInProgressAnnotation) &&
+      IsPaused(newDeployment) && !IsPaused(oldDeployment)) {
+    d.paused = false;
+  }
   // The commands with no update running: pause is spec.paused (and a start the user holds);
   // undo has nothing to undo (kubectl rollout undo does it natively).
   if (std::optional<std::string_view> pause = Annotation(newDeployment, keys::kPauseAnnotation)) {

@@ -176,9 +176,9 @@ void ReleasePods(Plan& plan, const Snapshot& s, const Value& d) {
                       a);
       json::SetString(json::EnsureObject(meta, "annotations", a), keys::kStateTimestampAnnotation,
                       ts, a);
-      Action w = Write(WriteKind::kPodPatch, *pod, std::move(body),
-                       "abort: pod back to Normal (it was " +
-                           std::string(pod_update::StateOf(*pod)) + ")");
+      Action w = Write(
+          WriteKind::kPodPatch, *pod, std::move(body),
+          "abort: pod back to Normal (it was " + std::string(pod_update::StateOf(*pod)) + ")");
       w.pod = Name(*pod);
       plan.actions.push_back(std::move(w));
     }
@@ -487,6 +487,28 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
                                    record.to + " (was " + currentHash + ")"));
 }
 
+// After a revert to the template the pods' ReplicaSet holds, an abort would leave the pods this
+// run moved at a template nothing asks for: the native rollout sees nothing to do. Such an abort
+// waits until the revert is done (DESIGN.md §8.11): true while one ReplicaSet holds the pods, its
+// template is the Deployment's, and a pod of it carries an update-state of another template.
+bool RevertPending(const Snapshot& s, const Value& d) {
+  const std::string_view uid = Meta(d, "uid");
+  const Value* active = nullptr;
+  for (const Value* rs : s.replicaSets) {
+    if (rs == nullptr || ControllerUid(*rs) != uid || budget::Replicas(*rs) == 0) continue;
+    if (active != nullptr) return false;
+    active = rs;
+  }
+  const std::string want = TemplateHash(TemplateOf(d));
+  if (active == nullptr || TemplateHash(TemplateOf(*active)) != want) return false;
+  for (const Value* pod : s.pods) {
+    if (pod == nullptr || !IsLive(*pod) || ControllerUid(*pod) != Meta(*active, "uid")) continue;
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
+    if (us && !us->revision.empty() && us->revision != want) return true;
+  }
+  return false;
+}
+
 // The undo command (DESIGN.md §8.1): the Deployment's template goes back to the one the pods
 // started from, and the running update is re-targeted to it, in one write (ours pass both
 // webhooks unchanged), so every pod the update moved is moved back in place.
@@ -586,8 +608,10 @@ Plan PlanRollout(const Snapshot& s) {
     return plan;  // no in-place update
   }
   const InProgress& r = *record;
+  const bool abortDeferred =
+      AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue && RevertPending(s, d);
   Plan out = [&]() -> Plan {
-    if (AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue) {
+    if (AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
       return Abort(s, d, record,
                    "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
                    s.now);
@@ -673,6 +697,15 @@ Plan PlanRollout(const Snapshot& s) {
 
     Plan p;
     p.phase = Phase::kUpdating;
+    if (abortDeferred) {
+      p.actions.push_back(DeploymentEvent(
+          d, "Warning", "InPlaceAbortDeferred",
+          "abort waits: pods of ReplicaSet " + Name(*base) +
+              " still carry another template than the one it and the Deployment hold (a revert "
+              "in progress), which the native rollout would leave as they are; they return in "
+              "place first, then the update ends",
+          s.now, DedupEventName(Name(d), "abort-deferred/" + r.to + "/" + r.startedAt)));
+    }
     // InPlaceUpdateStarted, once per record: until the first pod reaches the new revision.
     int pending = 0;
     bool anyAtTo = false;

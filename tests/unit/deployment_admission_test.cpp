@@ -952,3 +952,17 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     CHECK(warnings.back().find("kubectl rollout undo") != std::string::npos);
   }
 }
+
+TEST_CASE("re-invoked after a later webhook made the change ineligible: our pause is taken back") {
+  json::Document old = Deployment();
+  json::Document obj = Deployment(kImage);
+  json::Document first = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+  REQUIRE(deployment::IsPaused(first));
+  // Another mutating webhook adds an env var to the template after ours; ours runs again.
+  json::Document later = With(first, kEnv);
+  admission::Response r = admission::MutateDeployment(Update(old, later), Ctx(1));
+  json::Document out = Patched(later, r);
+  CHECK_FALSE(deployment::IsPaused(out));
+  CHECK(InProgressText(out).empty());
+  CHECK(admission::ValidateDeployment(Update(old, out), Ctx(2)).allowed);
+}

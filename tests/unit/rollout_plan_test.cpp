@@ -124,9 +124,11 @@ struct Scenario {
         for (auto& st : p["status"]["containerStatuses"].GetArray()) {
           if (json::StringOr(&st, "name") == name && json::StringOr(&st, "image") != image) {
             auto& a = p.GetAllocator();
+            // A digest and a container ID of its own for every image and restart.
+            const std::string digest = std::to_string(std::hash<std::string>{}(image));
             json::SetString(st, "image", image, a);
-            json::SetString(st, "imageID", image + "@sha256:new", a);
-            json::SetString(st, "containerID", "containerd://new-" + name, a);
+            json::SetString(st, "imageID", image + "@sha256:" + digest, a);
+            json::SetString(st, "containerID", "containerd://" + digest + "-" + name, a);
           }
         }
       }
@@ -746,4 +748,36 @@ TEST_CASE("the undo command re-targets the update to the template the pods start
   CHECK(next->to == s.From());
   CHECK(next->from == s.From());
   CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateUndone"});
+}
+
+TEST_CASE(
+    "a re-target between the finish and the unpause: the pods still reach the newest target") {
+  Scenario s;
+  AllAtTarget(s);
+  s.Apply(s.Plan());  // the finish: history ReplicaSet created, web-h1 holds the target
+  REQUIRE(TemplateHash((*s.ReplicaSetNamed("web-h1"))["spec"]["template"]) == s.To());
+  // Before the unpause, the user changes the image again: the mutator moves `to`.
+  const std::string third =
+      Template({{"app", "web"}, {"version", "v3"}}, {{"app", "nginx:1.28"}}, {}, false);
+  s.spec.templateJson = third;
+  s.spec.inProgress->to = Hash(third);
+  for (int pass = 0; pass < 20; ++pass) {
+    rollout::Plan p = s.Plan();
+    if (p.phase == Phase::kCompleted) break;
+    REQUIRE(p.phase != Phase::kAborted);
+    REQUIRE(p.phase != Phase::kBlocked);
+    s.Apply(p);
+    s.Kubelet();
+  }
+  CHECK(s.Plan().phase == Phase::kCompleted);
+  for (const auto& pod : s.pods) {
+    CHECK(Label(pod, "version") == "v3");
+    CHECK(json::StringOr(&pod["spec"]["containers"][0], "image") == "nginx:1.28");
+  }
+  CHECK(TemplateHash((*s.ReplicaSetNamed("web-h1"))["spec"]["template"]) == Hash(third));
+  const json::Document* history = s.ReplicaSetNamed("web-" + s.From());
+  REQUIRE(history != nullptr);
+  CHECK(TemplateHash((*history)["spec"]["template"]) == s.From());
+  CHECK(Annotation(*history, keys::kRevisionAnnotation) == "3");
+  CHECK(Annotation(*s.ReplicaSetNamed("web-h1"), keys::kRevisionAnnotation) == "4");
 }

@@ -1,0 +1,75 @@
+"""Issue 12 item 11 on the real cluster: every pod the ReplicaSet owns ends at the Deployment's template and the
+Deployment unpaused, or the update says it is stuck; never a half-updated Deployment reported complete
+(DESIGN.md §8.11)."""
+
+import json
+
+import test_cluster as tc
+from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, snapshot, \
+    state_of, wait_for
+
+GATE_POLICY = {"gracePeriodSeconds": 600}  # a drain that holds the first pod with its gate False
+
+
+def all_at(app, image):
+    return all(images(p)["app"] == image for p in app.pods())
+
+
+def r11_unlabelled_pod_reaches_the_target(s):
+    """A pod whose opt-in label was removed (the loop's pod cache no longer holds it) is still updated in place
+    before the finish: the finish reads the pods through the API."""
+    app = tc.App(s, "r11")
+    before = snapshot(app.create(tc.deployment("web", replicas=3)))
+    rs0 = app.rs_names()
+    odd = sorted(before)[1]
+    s.tools.kubectl("label", "pod", odd, "-n", app.ns, ENABLED + "-")
+    check(ENABLED not in labels_of(next(p for p in app.pods() if p["metadata"]["name"] == odd)), "label kept")
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    tc.expect_in_progress(app)
+    tc.finish(app, before, rs0, restarted={"app"}, timeout=120)
+    check(all_at(app, tc.V2), "a pod of the ReplicaSet was left behind: %s"
+          % [(p["metadata"]["name"], images(p)) for p in app.pods()])
+
+
+def r11b_abort_releases_pods_and_waits_for_a_revert(s):
+    """Abort puts a draining pod (gate False) back in service; an abort after a revert to the ReplicaSet's template
+    waits until the pods this run moved are back (the native rollout would leave them), then ends."""
+    app = tc.App(s, "r11b")
+    before = snapshot(app.create(tc.deployment("web", replicas=3, gate=True, policy=GATE_POLICY)))
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    draining = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"
+                                      and not is_ready(p)), None), 30, "a pod draining", app)["metadata"]["name"]
+    app.kubectl("annotate", "deploy/web", ABORT + "=true")
+    wait_for(lambda: IN_PROGRESS not in annotations_of(app.deployment()), 30, "the abort", app)
+    wait_for(lambda: all(state_of(p) == "Normal" and is_ready(p) for p in app.pods()), 30,
+             "pod %s back in service after the abort" % draining, app)
+    # The abort unpaused it: the native rollout replaces the pods with V2.
+    wait_for(lambda: app.rollout_complete() and all_at(app, tc.V2), 120, "the native rollout", app)
+
+    # Now V2 -> V1 in place with no drain; one pod moves; revert to V2 and abort at once: the abort waits.
+    app.kubectl("annotate", "deploy/web", tc.POLICY + "-")
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+    app.kubectl("annotate", "deploy/web", "--overwrite", tc.LIFECYCLE + "=" + json.dumps(
+        {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}))
+    before = snapshot(app.pods())
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V1)
+    first, held = tc.hold_one_pod(app, lambda name: app.set_label(name, None))
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)  # the revert
+    app.kubectl("annotate", "deploy/web", ABORT + "=true")
+    wait_for(lambda: app.events_with("InPlaceAbortDeferred", kind="Deployment"), 20, "the deferred abort", app)
+    check(IN_PROGRESS in annotations_of(app.deployment()), "the abort ended the update with %s at V1" % first)
+    tc.release_until_done(app, lambda p: app.set_label(p["metadata"]["name"], None), 90, "after the revert")
+    wait_for(app.in_place_done, 60, "the end of the reverted update", app)
+    d, pods = app.deployment(), app.pods()
+    check(ABORT not in annotations_of(d) and not d["spec"].get("paused"), "Deployment after the revert: %s %s"
+          % (annotations_of(d), d["spec"].get("paused")))
+    check(all_at(app, tc.V2), "pods after the deferred abort: %s" % [(p["metadata"]["name"], images(p)) for p in pods])
+    after = snapshot(app.pods())
+    check(sorted(after) == sorted(before), "pods replaced: %s -> %s" % (sorted(before), sorted(after)))
+    check(after[first]["containers"]["app"][1] == before[first]["containers"]["app"][1] + 2,
+          "pod %s: expected two restarts (V1, then back to V2)" % first)
+    check(held in after, "held pod gone")
+
+
+SCENARIOS = [r11_unlabelled_pod_reaches_the_target, r11b_abort_releases_pods_and_waits_for_a_revert]
