@@ -202,7 +202,8 @@ Plan Abort(const Snapshot& s, const Value& d, const std::optional<InProgress>& r
   Action patch = EndPatch(d, unpause, "abort: " + why);
   patch.metric = Metric::kRolloutAborted;
   plan.actions.push_back(std::move(patch));
-  std::string message = "in-place update aborted: " + why + ". Pods are left as they are; ";
+  std::string message = "in-place update aborted: " + why +
+                        ". Pods keep their content; any in an update step are back in service; ";
   message += unpause ? "the Deployment is unpaused and the native rollout takes over"
                      : "the Deployment's paused setting is left unchanged";
   plan.actions.push_back(DeploymentEvent(d, "Warning", "InPlaceUpdateAborted", message, now));

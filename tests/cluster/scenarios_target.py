@@ -26,7 +26,10 @@ def r11_unlabelled_pod_reaches_the_target(s):
     check(ENABLED not in labels_of(next(p for p in app.pods() if p["metadata"]["name"] == odd)), "label kept")
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
     tc.expect_in_progress(app)
-    tc.finish(app, before, rs0, restarted={"app"}, timeout=120)
+    wait_for(app.in_place_done, 120, "the update to finish", app)
+    # (The user's label removal is theirs to keep; put it back only so that finish() can check every label.)
+    s.tools.kubectl("label", "pod", odd, "-n", app.ns, ENABLED + "=true")
+    tc.finish(app, before, rs0, restarted={"app"}, timeout=30)
     check(all_at(app, tc.V2), "a pod of the ReplicaSet was left behind: %s"
           % [(p["metadata"]["name"], images(p)) for p in app.pods()])
 
@@ -54,7 +57,13 @@ def r11b_abort_releases_pods_and_waits_for_a_revert(s):
         {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}))
     before = snapshot(app.pods())
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V1)
-    first, held = tc.hold_one_pod(app, lambda name: app.set_label(name, None))
+    first = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 30,
+                     "a pod in PreparingUpdate", app)["metadata"]["name"]
+    app.set_label(first, None)
+    wait_for(lambda: any(p["metadata"]["name"] == first and state_of(p) == "Normal" and images(p)["app"] == tc.V1
+                         and is_ready(p) for p in app.pods()), 40, "pod %s updated" % first, app)
+    held = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"), None), 30,
+                    "a second pod in PreparingUpdate", app)["metadata"]["name"]
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)  # the revert
     app.kubectl("annotate", "deploy/web", ABORT + "=true")
     wait_for(lambda: app.events_with("InPlaceAbortDeferred", kind="Deployment"), 20, "the deferred abort", app)

