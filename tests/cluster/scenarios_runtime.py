@@ -55,7 +55,7 @@ def r02_same_digest_references_complete(s):
     # the tag; the imported image has none, so record it as a pull would.
     s.tools.ctr("images", "tag", V2, "localhost/httpd-demo@" + digest)
     pinned = V201 + "@" + digest
-    before = snapshot(app.pods())
+    before, rs0 = snapshot(app.pods()), app.rs_names()
     _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + pinned)
     tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
     _, pods = tc.finish(app, before, rs0, restarted={"app"}, timeout=60)
