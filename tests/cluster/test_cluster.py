@@ -324,11 +324,12 @@ def finish(app, before, rs_before, restarted, paused=False, timeout=90):
     if not paused:
         check(condition(d, "Progressing", "reason") == "NewReplicaSetAvailable",
               "Progressing condition: %s" % condition(d, "Progressing", "reason"))
-    # The pods' ReplicaSet holds the template now; at most one zero-replica ReplicaSet was added (the history of
-    # the template the pods left); a native rollout would have made a ReplicaSet with replicas instead.
+    # The pods' ReplicaSet (one of those before) holds the template now; a ReplicaSet added since has no replicas
+    # (the history of a template the pods left, one per in-place update); a native rollout would have made one with
+    # replicas instead.
     rss = app.replicasets()
     added = [r for r in rss if r["metadata"]["name"] not in rs_before]
-    check(len(added) <= 1 and all(not r["spec"].get("replicas") for r in added),
+    check(all(not r["spec"].get("replicas") for r in added),
           "ReplicaSets changed: %s, before %s (a native rollout ran)" % (app.rs_names(), rs_before))
     active = [r for r in rss if r["spec"].get("replicas")]
     check(len(active) == 1 and images(active[0]) == images(d) and active[0]["metadata"]["name"] in rs_before,
