@@ -600,8 +600,8 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
                                    bool cached) {
   (cached ? cachedPasses_ : freshPasses_).fetch_add(1);
   rollout::Plan plan = rollout::PlanRollout(snapshot);
-  if (cached && (plan.phase == rollout::Phase::kFinishing ||
-                 plan.phase == rollout::Phase::kCompleted)) {
+  if (cached &&
+      (plan.phase == rollout::Phase::kFinishing || plan.phase == rollout::Phase::kCompleted)) {
     // The finish reads the pods through the API first: the pod cache holds opted-in pods only, and
     // a pod of the ReplicaSet whose opt-in label was removed must reach the target too (DESIGN.md
     // §8.11).
