@@ -8,7 +8,7 @@ import os
 import time
 
 import test_cluster as tc
-from kube import (READY_GATE, PodSampler, annotations_of, check, condition, images, is_ready, labels_of,  # noqa: F401
+from kube import (READY_GATE, PodSampler, check, condition, images, is_ready,  # noqa: F401
                   ns_path, snapshot, state_of, wait_for)
 
 V1, V2 = tc.V1, tc.V2

@@ -8,7 +8,7 @@ import threading
 import time
 
 import test_cluster as tc
-from kube import IN_PROGRESS, annotations_of, check, condition, container_statuses, images, ns_path, \
+from kube import IN_PROGRESS, annotations_of, check, condition, container_statuses, images, \
     rfc3339_micro, state_of, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "argocd"))

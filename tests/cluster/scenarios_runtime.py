@@ -10,8 +10,8 @@ import threading
 import time
 
 import test_cluster as tc
-from kube import (READY_GATE, Failure, annotations_of, check, condition, container_statuses, images, is_ready,  # noqa: F401
-                  ns_path, snapshot, state_of, wait_for)
+from kube import (READY_GATE, Failure, check, condition, container_statuses, images, is_ready,  # noqa: F401
+                  snapshot, wait_for)
 
 V2 = tc.V2
 V201 = "localhost/httpd-demo:v2.0.1"  # the same image as :v2 (one digest, two tags)
