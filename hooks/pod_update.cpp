@@ -331,7 +331,6 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
   const std::string_view next = hold ? keys::kStateUpdated : keys::kStateNormal;
   AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, next, now));
-  SetGate(v, step, true, now);
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
   if (hold) {
@@ -340,7 +339,10 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   } else {
     message += "; pod is Normal";
   }
+  // The Event follows the state write it reports and comes before the gate write: a conflict on
+  // the gate (the kubelet wrote the status meanwhile) leaves the next pass only the gate to set.
   AddEvent(step, "Normal", "PodUpdated", message);
+  SetGate(v, step, true, now);
   if (restarted) {
     step.completed = true;
     if (auto t = ParseTime(v.updateState->updateTimestamp)) {
