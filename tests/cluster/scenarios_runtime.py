@@ -243,6 +243,14 @@ def r10_no_request_lost(s):
     wait_for(lambda: (lambda e: len(e) == 3 and all(e.values()))(endpoint_states(s, app.ns, app.name)), 30,
              "the pods ready in the EndpointSlice", app)
 
+    # kube-proxy programs the new Service a moment after its EndpointSlice is ready: until then a connection to the
+    # ClusterIP is refused, which is no request of the update's to count.
+    probe = ("import http.client,sys,time\nend=time.time()+30\nwhile time.time()<end:\n try:\n"
+             "  c=http.client.HTTPConnection(sys.argv[1],80,timeout=2);c.request('GET','/');"
+             "c.getresponse().read();sys.exit(0)\n except Exception:\n  time.sleep(0.2)\nsys.exit(1)\n")
+    routed = subprocess.run(["nsenter", "--net=/run/netns/" + NETNS, "--", sys.executable, "-c", probe, ip])
+    check(routed.returncode == 0, "the Service %s does not answer through kube-proxy" % ip)
+
     def measured(change, done, timeout):
         load = Load(s, ip, timeout + 10)
         time.sleep(3)  # a steady state first
@@ -260,12 +268,28 @@ def r10_no_request_lost(s):
                                    lambda: tc.finish(app, before, rs0, restarted={"app"}, timeout=120), 150)
     print("  r10: in place: %d requests, %d failed, %.1f s; first failures: %s" % (total, len(failed), took,
                                                                               failed[:5]), flush=True)
+    if failed:  # when, against what the kubelet and the loop reported
+        bursts = []
+        for f in sorted(r[0] for r in failed):
+            if bursts and f - bursts[-1][1] < 1.0:
+                bursts[-1][1] = f
+                bursts[-1][2] += 1
+            else:
+                bursts.append([f, f, 1])
+        print("  r10: failure bursts (UTC): %s" % [(time.strftime("%H:%M:%S", time.gmtime(a)) + ".%03d" % (a % 1 * 1000),
+                                                     round(b - a, 2), n) for a, b, n in bursts], flush=True)
+        for e in app.events():
+            if e.get("reason") in ("PodUpdating", "PodUpdated", "PodPreparingUpdate", "Killing", "Started"):
+                print("    %s %s %s %s" % (e.get("lastTimestamp"), e["involvedObject"]["name"][-5:], e["reason"],
+                                          (e.get("message") or "")[:60]), flush=True)
     uids = {p["metadata"]["uid"] for p in app.pods()}
     check(total > 200, "too few requests: %d" % total)
     # The native rollout of the same Deployment: an env change is not eligible.
     n_total, n_failed, n_took = measured(
         lambda: app.kubectl("set", "env", "deploy/web", "NATIVE=1"),
-        lambda: wait_for(lambda: app.rollout_complete() and not uids & {p["metadata"]["uid"] for p in app.pods()},
+        # Until the last old pod is gone (not only out of the live ones): its graceful stop is in the window.
+        lambda: wait_for(lambda: app.rollout_complete()
+                         and not uids & {p["metadata"]["uid"] for p in app.all_pods()},
                          150, "the native rollout", app),
         160)
     print("  r10: native: %d requests, %d failed, %.1f s" % (n_total, len(n_failed), n_took), flush=True)
