@@ -475,11 +475,12 @@ def c00_installed_as_a_user_installs_it(s):
         return s.tools.kubectl("auth", "can-i", sa, *args, check_rc=False).stdout.strip() == "yes"
     allowed = [("patch", "pods", "-A"), ("watch", "pods", "-A"), ("patch", "pods/status", "-A"),
                ("patch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"),
-               ("patch", "replicasets.apps", "-A"), ("create", "events", "-A"),
-               ("update", "leases.coordination.k8s.io", "-n", RELEASE_NS)]
+               ("patch", "replicasets.apps", "-A"), ("create", "replicasets.apps", "-A"),
+               ("delete", "replicasets.apps", "-A"), ("patch", "deployments.apps", "--subresource=status", "-A"),
+               ("create", "events", "-A"), ("update", "leases.coordination.k8s.io", "-n", RELEASE_NS)]
     denied = [("create", "pods", "-A"), ("delete", "pods", "-A"), ("update", "pods", "-A"), ("get", "secrets", "-A"),
               ("update", "deployments.apps", "-A"), ("delete", "deployments.apps", "-A"),
-              ("create", "replicasets.apps", "-A"), ("patch", "nodes"), ("update", "leases.coordination.k8s.io",
+              ("update", "replicasets.apps", "-A"), ("patch", "nodes"), ("update", "leases.coordination.k8s.io",
                                                                          "-n", "kube-system"),
               ("create", "pods/eviction", "-A"), ("*", "*", "-A")]
     wrong = [a for a in allowed if not can(*a)] + [("not denied",) + d for d in denied if can(*d)]
