@@ -904,7 +904,8 @@ void Set(Value& object, std::string_view key, const Value& value, Allocator& all
 }
 
 void SetString(Value& object, std::string_view key, std::string_view value, Allocator& alloc) {
-  Value v(value.data(), static_cast<rapidjson::SizeType>(value.size()), alloc);
+  // An empty view may have a null data() (StringOr's default), which RapidJSON asserts against.
+  Value v(value.empty() ? "" : value.data(), static_cast<rapidjson::SizeType>(value.size()), alloc);
   if (!object.IsObject()) object.SetObject();
   auto it = object.FindMember(Value(Ref(key)));
   if (it != object.MemberEnd()) {
