@@ -3,6 +3,9 @@ Deployment unpaused, or the update says it is stuck; never a half-updated Deploy
 (DESIGN.md §8.11)."""
 
 import json
+import os
+import re
+import signal
 
 import test_cluster as tc
 from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, snapshot, \
@@ -81,4 +84,57 @@ def r11b_abort_releases_pods_and_waits_for_a_revert(s):
     check(held in after, "held pod gone")
 
 
-SCENARIOS = [r11_unlabelled_pod_reaches_the_target, r11b_abort_releases_pods_and_waits_for_a_revert]
+def r11d_retarget_between_finish_and_unpause(s):
+    """A re-target in the window between the finish (the pods' ReplicaSet holds the target) and the unpause: the
+    window is held open by stopping kube-controller-manager (SIGSTOP), so the finish waits for the controller; a
+    new image then takes every pod on to it in place, and once the controller runs again the update ends with the
+    history the two templates give: the first (revision 1) and the last (revision 2)."""
+    app = tc.App(s, "r11d")
+    tc.create_label_hooked(app, replicas=2)
+    before = snapshot(app.pods())
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    first, held = tc.hold_one_pod(app, lambda name: app.set_label(name, None))
+    with open(os.path.join(s.env.run, "pids", "kube-controller-manager")) as f:
+        pid = int(f.read())
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        app.set_label(held, None)
+        wait_for(lambda: any(r["spec"].get("replicas") and images(r)["app"] == tc.V2 for r in app.replicasets()),
+                 60, "the finish to write the target into the pods' ReplicaSet", app)
+        d = app.deployment()
+        check(d["spec"].get("paused") and IN_PROGRESS in annotations_of(d), "the update ended without the controller")
+        _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V201)
+        tc.expect_warning(warnings, "re-targeted")
+        wait_for(lambda: all(images(p)["app"] == V201 and state_of(p) == "Normal" and is_ready(p)
+                             for p in app.pods()), 90, "every pod at the new target while the controller is stopped",
+                 app)
+        wait_for(lambda: any(r["spec"].get("replicas") and images(r)["app"] == V201 for r in app.replicasets()),
+                 30, "the second finish", app)
+        check(IN_PROGRESS in annotations_of(app.deployment()), "the update ended without the controller")
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    wait_for(app.in_place_done, 60, "the end once the controller runs again", app)
+    d = app.deployment()
+    check(not d["spec"].get("paused"), "still paused")
+    after = snapshot(app.pods())
+    check(sorted(after) == sorted(before), "pods replaced: %s -> %s" % (sorted(before), sorted(after)))
+    for name, snap in after.items():
+        check(snap["uid"] == before[name]["uid"], "pod %s recreated" % name)
+        check(snap["containers"]["app"][1] == before[name]["containers"]["app"][1] + 2
+              and snap["containers"]["sidecar"] == before[name]["containers"]["sidecar"],
+              "pod %s: restarts %s -> %s (app twice, sidecar never)" % (name, before[name]["containers"],
+                                                                       snap["containers"]))
+    out, _ = app.kubectl("rollout", "history", "deploy/web")
+    revisions = [int(m.group(1)) for m in re.finditer(r"^(\d+)\s", out, re.M)]
+    check(revisions == [1, 2], "history: %s" % revisions)
+    out, _ = app.kubectl("rollout", "history", "deploy/web", "--revision=2")
+    check(V201 in out and tc.V1 not in out, "revision 2 is not the last target:\n%s" % out)
+    out, _ = app.kubectl("rollout", "history", "deploy/web", "--revision=1")
+    check(tc.V1 in out, "revision 1 is not the first template:\n%s" % out)
+
+
+V201 = "localhost/httpd-demo:v2.0.1"  # the same image as :v2 under another tag
+
+
+SCENARIOS = [r11_unlabelled_pod_reaches_the_target, r11b_abort_releases_pods_and_waits_for_a_revert,
+             r11d_retarget_between_finish_and_unpause]
