@@ -437,10 +437,8 @@ std::optional<std::string_view> Label(const json::Value& object, std::string_vie
 }
 
 std::string AbortCommand(const json::Value& deployment) {
-  std::string out =
-      "kubectl annotate deploy/" +
-      std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME")) + " " +
-      std::string(keys::kAbortAnnotation) + "=true";
+  std::string out = "kubectl annotate " + DeploymentRef(deployment) + " " +
+                    std::string(keys::kAbortAnnotation) + "=true";
   std::string_view ns = json::StringOr(json::Find(&deployment, "metadata"), "namespace");
   if (!ns.empty()) out += " -n " + std::string(ns);
   return out;

@@ -178,20 +178,6 @@ void AddPatch(Step& step, PodOp::Kind kind, json::Document body) {
   step.ops.push_back(std::move(op));
 }
 
-// {"metadata":{"labels":{state},"annotations":{timestamp}}}, clearing a stale timeout marker.
-json::Document StatePatch(const View& v, std::string_view state, Clock::time_point now) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  Value& meta = json::EnsureObject(d, "metadata", a);
-  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, state, a);
-  Value& annotations = json::EnsureObject(meta, "annotations", a);
-  json::SetString(annotations, keys::kStateTimestampAnnotation, admission::Rfc3339(now), a);
-  if (PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation)) {
-    json::Set(annotations, keys::kHookTimeoutAnnotation, Value(rapidjson::kNullType), a);
-  }
-  return d;
-}
-
 void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
   if (!v.hasGate || v.gate == value) return;
   AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(*v.pod, value, now));
@@ -273,7 +259,7 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
     next.lastContainerStatuses[name] = rec;
   }
 
-  json::Document d = StatePatch(v, keys::kStateUpdating, now);
+  json::Document d = StatePatch(*v.pod, keys::kStateUpdating, now);
   auto& a = d.GetAllocator();
   Value& meta = d["metadata"];
   Value& labels = meta["labels"];
@@ -307,7 +293,7 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
     Write(target, rules, v, step, now);
     return;
   }
-  AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, keys::kStatePreparingUpdate, now));
+  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, keys::kStatePreparingUpdate, now));
   const bool gateFalse = v.preHooked ? rules.pre->markPodNotReady : v.drainNeeded;
   if (gateFalse) SetGate(v, step, false, now);
   std::string why;
@@ -330,7 +316,7 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
               Clock::time_point now, bool restarted) {
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
   const std::string_view next = hold ? keys::kStateUpdated : keys::kStateNormal;
-  AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, next, now));
+  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, next, now));
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
   if (hold) {
@@ -584,6 +570,19 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
   return true;
 }
 
+json::Document StatePatch(const json::Value& pod, std::string_view state, Clock::time_point now) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  Value& meta = json::EnsureObject(d, "metadata", a);
+  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, state, a);
+  Value& annotations = json::EnsureObject(meta, "annotations", a);
+  json::SetString(annotations, keys::kStateTimestampAnnotation, admission::Rfc3339(now), a);
+  if (PodAnnotation(pod, keys::kHookTimeoutAnnotation)) {
+    json::Set(annotations, keys::kHookTimeoutAnnotation, Value(rapidjson::kNullType), a);
+  }
+  return d;
+}
+
 bool HasGate(const json::Value& pod) {
   return FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
                    keys::kReadyCondition) != nullptr;
@@ -759,7 +758,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
   if (v.atTarget) {
     SetGate(v, step, true, now);
     if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
-      AddPatch(step, PodOp::Kind::kPatch, StatePatch(v, keys::kStateNormal, now));
+      AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, keys::kStateNormal, now));
       AddEvent(step, "Normal", "PodUpdated",
                "post-update hook satisfied; pod is Normal at template " + target.to);
       step.summary = "Updated -> Normal";

@@ -134,6 +134,10 @@ bool AtTarget(const Target& target, const json::Value& pod);
 // digest. A recorded container without a status is not done.
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 
+// A pod patch that moves the pod to `state` (the state label and its timestamp annotation),
+// clearing a hook-timeout marker of the state it leaves.
+json::Document StatePatch(const json::Value& pod, std::string_view state, Clock::time_point now);
+
 // The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it, and the
 // status of its condition (nullopt when the condition is absent).
 bool HasGate(const json::Value& pod);

@@ -164,20 +164,11 @@ void ReleasePods(Plan& plan, const Snapshot& s, const Value& d) {
   for (const Value* rs : s.replicaSets) {
     if (rs != nullptr && ControllerUid(*rs) == uid) owned.insert(Meta(*rs, "uid"));
   }
-  const std::string ts = admission::Rfc3339(s.now);
   for (const Value* pod : s.pods) {
     if (pod == nullptr || !IsLive(*pod) || !owned.contains(ControllerUid(*pod))) continue;
-    const bool moved = pod_update::StateOf(*pod) != keys::kStateNormal;
-    if (moved) {
-      json::Document body(rapidjson::kObjectType);
-      auto& a = body.GetAllocator();
-      Value& meta = json::EnsureObject(body, "metadata", a);
-      json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, keys::kStateNormal,
-                      a);
-      json::SetString(json::EnsureObject(meta, "annotations", a), keys::kStateTimestampAnnotation,
-                      ts, a);
+    if (pod_update::StateOf(*pod) != keys::kStateNormal) {
       Action w = Write(
-          WriteKind::kPodPatch, *pod, std::move(body),
+          WriteKind::kPodPatch, *pod, pod_update::StatePatch(*pod, keys::kStateNormal, s.now),
           "abort: pod back to Normal (it was " + std::string(pod_update::StateOf(*pod)) + ")");
       w.pod = Name(*pod);
       plan.actions.push_back(std::move(w));
