@@ -57,13 +57,7 @@ def r06_gate_injected_drain_adopted_without_rollout(s):
         _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V2)
         tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
         tc.finish(app, before, rs0, restarted={"app"})
-    for name in before:
-        timeline = [(t, p) for t, ps in sampler.samples for p in ps if p["metadata"]["name"] == name]
-        gate_false = next((t for t, p in timeline if condition(p, READY_GATE) == "False"), None)
-        written = next((t for t, p in timeline if images(p)["app"] == V2), None)
-        check(gate_false is not None and written is not None, "pod %s: gate never False or never updated" % name)
-        check(written - gate_false >= grace - 0.3, "pod %s written %.2f s after its gate went False (grace %d)"
-              % (name, written - gate_false, grace))
+    for name, (timeline, gate_false, written) in tc.drain_timelines(sampler, before, V2, grace).items():
         check(any(not is_ready(p) for t, p in timeline if gate_false <= t < written),
               "pod %s was never out of Ready while drained" % name)
         last = timeline[-1][1]

@@ -38,14 +38,19 @@ def r02_same_digest_references_complete(s):
     digest = containerd_digest(s, V2)
     check(digest == containerd_digest(s, V201), "%s and %s are not the same image in containerd" % (V2, V201))
 
-    _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + V201)
-    tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
-    _, pods = tc.finish(app, before, rs0, restarted={"app"}, timeout=60)
-    for p in pods:
-        cs = container_statuses(p)["app"]
-        # What makes this case: the kubelet reports another name than the spec's (containerd's first tag).
-        check(cs["image"] != V201, "the kubelet reports image %s for %s: the case this shows did not arise"
-              % (cs["image"], p["metadata"]["name"]))
+    def update_in_place(ref):
+        """`kubectl set image` to `ref`, in place; the pods, each of which the kubelet reports under another
+        name than the spec's (containerd's first tag): what makes this case."""
+        _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + ref)
+        tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
+        _, pods = tc.finish(app, before, rs0, restarted={"app"}, timeout=60)
+        for p in pods:
+            cs = container_statuses(p)["app"]
+            check(cs["image"] != ref, "the kubelet reports image %s for %s: the case this shows did not arise"
+                  % (cs["image"], p["metadata"]["name"]))
+        return pods
+
+    for p in update_in_place(V201):
         check(p["status"].get("observedGeneration") == p["metadata"].get("generation"),
               "pod %s observedGeneration %s, generation %s" % (p["metadata"]["name"],
                                                                 p["status"].get("observedGeneration"),
@@ -56,13 +61,7 @@ def r02_same_digest_references_complete(s):
     s.tools.ctr("images", "tag", V2, "localhost/httpd-demo@" + digest)
     pinned = V201 + "@" + digest
     before, rs0 = snapshot(app.pods()), app.rs_names()
-    _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + pinned)
-    tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
-    _, pods = tc.finish(app, before, rs0, restarted={"app"}, timeout=60)
-    for p in pods:
-        cs = container_statuses(p)["app"]
-        check(cs["image"] != pinned, "the kubelet reports image %s for %s: the case this shows did not arise"
-              % (cs["image"], p["metadata"]["name"]))
+    update_in_place(pinned)
 
 
 def endpoint_states(s, ns, service):

@@ -584,17 +584,25 @@ def c03_mark_not_ready_grace(s):
     with PodSampler(app.all_pods) as sampler:
         app.kubectl("set", "image", "deploy/web", "app=" + V2)
         finish(app, before, rs0, restarted={"app"})
-    for name in before:
+    for name, (timeline, gate_false, written) in drain_timelines(sampler, before, V2, grace).items():
+        last = timeline[-1][1]
+        check(is_ready(last) and condition(last, READY_GATE) == "True", "pod %s not Ready again" % name)
+
+
+def drain_timelines(sampler, names, image, grace):
+    """Per pod of `names`, from a PodSampler's samples: (its timeline [(time, pod)], when its gate went False, when
+    its spec first had `image` for container app). Checks both happened and the pod write came at least `grace`
+    seconds (less the sampling slack) after the gate went False."""
+    out = {}
+    for name in names:
         timeline = [(t, p) for t, ps in sampler.samples for p in ps if p["metadata"]["name"] == name]
         gate_false = next((t for t, p in timeline if condition(p, READY_GATE) == "False"), None)
-        written = next((t for t, p in timeline if images(p)["app"] == V2), None)
+        written = next((t for t, p in timeline if images(p)["app"] == image), None)
         check(gate_false is not None and written is not None, "pod %s: gate never False or never updated" % name)
         check(written - gate_false >= grace - 0.3, "pod %s written %.2f s after its gate went False (grace %d)"
               % (name, written - gate_false, grace))
-        # Whether Ready stays False for the whole grace period is the kubelet's to decide: its status manager
-        # republishes its own cached Ready (the next issue, "never write the kubelet's Ready condition").
-        last = timeline[-1][1]
-        check(is_ready(last) and condition(last, READY_GATE) == "True", "pod %s not Ready again" % name)
+        out[name] = (timeline, gate_false, written)
+    return out
 
 
 def c04_max_unavailable(s):
