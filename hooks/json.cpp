@@ -40,6 +40,7 @@ struct ParseError {
   ParseErrorCode code = rapidjson::kParseErrorNone;
   std::size_t offset = 0;
   bool tooDeep = false;
+  bool tooManyValues = false;
 };
 
 // Forwards the one number RapidJSON's reader parses to the document; any other event fails.
@@ -171,8 +172,12 @@ std::size_t Utf8SequenceLength(const unsigned char* p, std::size_t n) {
 class Parser {
  public:
   // With `borrow`, strings without escapes are handed to the document by reference into `text`.
-  Parser(std::string_view text, Document& doc, bool borrow)
-      : begin_(text.data()), end_(text.data() + text.size()), doc_(doc), borrow_(borrow) {}
+  Parser(std::string_view text, Document& doc, bool borrow, std::size_t maxValues)
+      : begin_(text.data()),
+        end_(text.data() + text.size()),
+        doc_(doc),
+        borrow_(borrow),
+        valuesLeft_(maxValues) {}
 
   // Parses the whole text into the document's SAX stack; false with error() set on failure.
   bool Run() {
@@ -184,6 +189,7 @@ class Parser {
     for (;;) {
       // A value starts at p (whitespace skipped).
       if (p == end_) return Stop(rapidjson::kParseErrorValueInvalid, p);
+      if (valuesLeft_-- == 0) return TooManyValues(p);
       switch (*p) {
         case '{':
         case '[': {
@@ -287,9 +293,18 @@ class Parser {
     return p;
   }
 
+  bool TooManyValues(const char* at) {
+    error_.tooManyValues = true;
+    return Stop(rapidjson::kParseErrorTermination, at);
+  }
+
   // Reads `"name"`, the colon after it and the whitespace around it: the position of the value.
   const char* ParseMemberName(const char* p) {
     if (p == end_ || *p != '"') return Fail(rapidjson::kParseErrorObjectMissName, p);
+    if (valuesLeft_-- == 0) {
+      TooManyValues(p);
+      return nullptr;
+    }
     p = ParseString(p, /*key=*/true);
     if (p == nullptr) return nullptr;
     p = SkipWhitespace(p);
@@ -481,6 +496,7 @@ class Parser {
   const char* const end_;
   Document& doc_;
   const bool borrow_;
+  std::size_t valuesLeft_;  // member names included
   int depth_ = 0;
   std::array<Frame, kMaxDepth> frames_;
   std::string scratch_;
@@ -785,12 +801,22 @@ RequestArena::~RequestArena() {
 
 namespace {
 
-std::optional<std::string> Parse(std::string_view text, Document& out, bool borrow) {
-  Parser parser(text, out, borrow);
+std::optional<std::string> Parse(std::string_view text, Document& out, bool borrow,
+                                 ParseFailure* failure, std::size_t maxValues) {
+  Parser parser(text, out, borrow, maxValues);
   auto generate = [&parser](Document&) { return parser.Run(); };
   out.Populate(generate);
   const ParseError& e = parser.error();
+  ParseFailure why = e.tooDeep                              ? ParseFailure::kTooDeep
+                     : e.tooManyValues                      ? ParseFailure::kTooManyValues
+                     : e.code != rapidjson::kParseErrorNone ? ParseFailure::kSyntax
+                                                            : ParseFailure::kNone;
+  if (failure != nullptr) *failure = why;
   if (e.tooDeep) return "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels";
+  if (e.tooManyValues) {
+    return "JSON has more than " + std::to_string(maxValues) + " values (at offset " +
+           std::to_string(e.offset) + ")";
+  }
   if (e.code != rapidjson::kParseErrorNone) {
     return std::string(rapidjson::GetParseError_En(e.code)) + " at offset " +
            std::to_string(e.offset);
@@ -800,12 +826,14 @@ std::optional<std::string> Parse(std::string_view text, Document& out, bool borr
 
 }  // namespace
 
-std::optional<std::string> ParseUntrusted(std::string_view text, Document& out) {
-  return Parse(text, out, /*borrow=*/false);
+std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
+                                          ParseFailure* failure, std::size_t maxValues) {
+  return Parse(text, out, /*borrow=*/false, failure, maxValues);
 }
 
-std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out) {
-  return Parse(text, out, /*borrow=*/true);
+std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out,
+                                                   ParseFailure* failure, std::size_t maxValues) {
+  return Parse(text, out, /*borrow=*/true, failure, maxValues);
 }
 
 Value Copy(const Value& value, Allocator& alloc) {

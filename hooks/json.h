@@ -4,6 +4,7 @@
 
 #include <rapidjson/document.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,18 +18,31 @@ using Allocator = rapidjson::Document::AllocatorType;
 // Deepest nesting accepted from the outside. Kubernetes objects nest about 15 deep; the bound keeps
 // every recursive walk over a parsed document (serialise, compare, diff) far from the stack limit.
 inline constexpr int kMaxDepth = 512;
+// Most values (member names counted too) accepted from the outside in one text. A parsed value
+// takes 16 bytes and about as much again while the document is built, so a review of at most this
+// many costs at most ~16 MiB to parse, whatever its byte size; an AdmissionReview of two objects at
+// the API server's 1.5 MiB object limit holds ~100,000 values in practice.
+inline constexpr std::size_t kMaxValues = 500000;
+
+// Why ParseUntrusted failed.
+enum class ParseFailure { kNone, kSyntax, kTooDeep, kTooManyValues };
 
 // Parses `text` (after a UTF-8 byte order mark, if any) into `out` in one forward pass without
 // recursion, validating UTF-8 (RFC 3629; also what \u escapes decode to: an unpaired surrogate is
 // an error) and rejecting nesting deeper than kMaxDepth. Strings are copied into `out`'s
-// allocator; numbers convert exactly as RapidJSON converts them. Returns an error message
-// (RapidJSON's wording, with the byte offset), or nullopt on success; on error `out` keeps its
-// previous value.
-std::optional<std::string> ParseUntrusted(std::string_view text, Document& out);
+// allocator; numbers convert exactly as RapidJSON converts them. A text of more than `maxValues`
+// values (member names included) is rejected as soon as the count is passed. Returns an error
+// message (RapidJSON's wording, with the byte offset), or nullopt on success, and sets `*failure`
+// when given; on error `out` keeps its previous value.
+std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
+                                          ParseFailure* failure = nullptr,
+                                          std::size_t maxValues = kMaxValues);
 // As ParseUntrusted, but strings without escapes point into `text` instead of being copied (as
 // constant strings, which Value(v, alloc) copies by reference too): `text` must outlive `out` and
 // every value copied from it. For a request body answered before it is released.
-std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out);
+std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out,
+                                                   ParseFailure* failure = nullptr,
+                                                   std::size_t maxValues = kMaxValues);
 
 // Memory for the documents of one request, kept by the thread between requests: a pool allocator
 // whose first chunk is a per-thread buffer sized to the largest recent request (within a

@@ -65,6 +65,13 @@ inline constexpr std::string_view kMaxReplicasAnnotation = "deployment.kubernete
 inline constexpr std::string_view kRevisionHistoryAnnotation =
     "deployment.kubernetes.io/revision-history";
 
+// The certificate Secret of --manage-certificates (DESIGN.md §9.7): the user's CA rotation
+// trigger (any new value starts one rotation), and the controller's own bookkeeping.
+inline constexpr std::string_view kRotateCaAnnotation = "inplace-webhook.io/rotate-ca";
+inline constexpr std::string_view kRotateCaDoneAnnotation = "inplace-webhook.io/rotate-ca-done";
+inline constexpr std::string_view kCaStagedAtAnnotation = "inplace-webhook.io/ca-staged-at";
+inline constexpr std::string_view kCaPromotedAtAnnotation = "inplace-webhook.io/ca-promoted-at";
+
 inline constexpr std::string_view kTrue = "true";
 
 }  // namespace iw::keys

@@ -87,6 +87,15 @@ class RequestParser {
   // Bytes the current request will take when its length is known from Content-Length (head +
   // body), else 0: lets the connection size its buffer once.
   size_t ExpectedBytes() const;
+  // Whether the head is parsed and says the body is chunked (decoded into the parser's buffer).
+  bool Chunked() const { return chunked_ && phase_ != Phase::kHead; }
+  // Memory the parser holds for a decoded chunked body (0 otherwise).
+  size_t BodyCapacity() const { return chunkedBody_.capacity(); }
+  // Lets the decoded chunked body grow to `bytes` without reallocating (the connection sizes it
+  // to its receive buffer: the decoded body is never larger than the bytes received).
+  void ReserveBody(size_t bytes) {
+    if (Chunked()) chunkedBody_.reserve(bytes);
+  }
 
   void Reset();
 

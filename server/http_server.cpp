@@ -75,10 +75,14 @@ class Buffer {
   size_t Free() const { return capacity_ - size_; }
   void Grow(size_t n) { size_ += n; }
 
+  // The capacity Reserve(total) leaves.
+  size_t CapacityFor(size_t total) const {
+    return total <= capacity_ ? capacity_ : std::max(total, capacity_ + capacity_ / 2);
+  }
   // Makes the capacity at least `total` bytes (growing by half at least, to stay amortized).
   void Reserve(size_t total) {
     if (total <= capacity_) return;
-    total = std::max(total, capacity_ + capacity_ / 2);
+    total = CapacityFor(total);
     auto fresh = std::make_unique_for_overwrite<char[]>(total);
     if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
     data_ = std::move(fresh);
@@ -186,6 +190,9 @@ struct Connection {
   size_t lingered = 0;
   RequestParser parser;
   Clock::time_point deadline;
+  Clock::time_point lastActive;  // accepted, or its last answer written: eviction order
+  bool served = false;           // a request has been answered (the first-request timeout is over)
+  size_t charged = 0;            // bytes taken from the server's budget
   uint32_t events = 0;
   size_t index = 0;  // in the worker's list
 
@@ -225,8 +232,17 @@ class Server::Worker {
     }
     Wake();
   }
-  // Wakes the worker to see Server::draining_.
-  void Drain() { Wake(); }
+  // Wakes the worker to see Server::draining_ or an eviction round.
+  void Poke() { Wake(); }
+  // Eviction, in two steps run by the acceptor at the connection limit: every worker offers when
+  // its longest-idle connection became idle (Offer, kNoOffer for none), then the worker with the
+  // oldest closes that connection (EvictOne).
+  static constexpr int64_t kNoOffer = INT64_MAX;
+  int64_t Offer() const { return offer_.load(); }
+  void EvictOne() {
+    evictOne_ = true;
+    Wake();
+  }
   void Stop() {
     stop_ = true;
     Wake();
@@ -291,6 +307,18 @@ class Server::Worker {
         }
         if (!keep) Close(*c);
       }
+      if (uint64_t round = server_.evictRound_.load(); round != seenRound_) {
+        seenRound_ = round;
+        Connection* oldest = OldestIdle();
+        offer_ = oldest != nullptr ? oldest->lastActive.time_since_epoch().count() : kNoOffer;
+        server_.OfferMade();
+      }
+      if (evictOne_.exchange(false)) {
+        if (Connection* oldest = OldestIdle()) {
+          server_.stats_.evictedIdle.fetch_add(1);
+          Close(*oldest);
+        }
+      }
       if (server_.draining_.load()) {
         CloseIdle();
         if (conns_.empty()) return;
@@ -324,10 +352,9 @@ class Server::Worker {
         }
         SSL_set_accept_state(c->ssl.get());
         c->phase = Connection::Phase::kHandshake;
-        c->deadline = now_ + server_.options_.requestTimeout;
-      } else {
-        c->deadline = now_ + server_.options_.idleTimeout;
       }
+      c->deadline = now_ + server_.options_.firstRequestTimeout;  // the handshake included
+      c->lastActive = now_;
       Connection& conn = *c;
       conns_.push_back(std::move(c));
       epoll_event ev{};
@@ -418,8 +445,7 @@ class Server::Worker {
             }
             return AwaitIo(c, io);
           }
-          c.phase = Connection::Phase::kReading;
-          c.deadline = now_ + o.idleTimeout;
+          c.phase = Connection::Phase::kReading;  // the first-request deadline still runs
           break;
         }
         case Connection::Phase::kReading: {
@@ -447,9 +473,19 @@ class Server::Worker {
           // The whole request at once when its length is known (a step of at most 1 MiB ahead
           // of what arrived, so a promise of 7 MiB costs nothing until the bytes come), else a
           // record at a time.
+          // A chunked body is decoded into a second buffer as large as the first.
           size_t expected = c.parser.ExpectedBytes();
-          c.in.Reserve(expected > 0 ? std::min(expected, c.in.Size() + kReserveStep)
-                                    : c.in.Size() + kReadChunk);
+          size_t want = expected > 0 ? std::min(expected, c.in.Size() + kReserveStep)
+                                     : c.in.Size() + kReadChunk;
+          size_t capacity = c.in.CapacityFor(want);
+          size_t body = c.parser.Chunked() ? std::max(capacity, c.parser.BodyCapacity())
+                                           : c.parser.BodyCapacity();
+          if (!Charge(c, capacity + body)) {
+            Shed(c);
+            break;
+          }
+          c.in.Reserve(want);
+          c.parser.ReserveBody(capacity);
           size_t got = 0;
           Io io = Read(c, got);
           if (io != Io::kDone) return AwaitIo(c, io);
@@ -512,6 +548,9 @@ class Server::Worker {
     while (c.in.View().starts_with("\r\n")) c.in.Consume(2);
     c.in.Trim();
     c.parser.Reset();
+    Charge(c, c.in.Capacity() + c.parser.BodyCapacity());  // less than before: always granted
+    c.served = true;
+    c.lastActive = now_;
     c.continueSent = false;
     if (c.out.capacity() > kKeepBuffer) std::string().swap(c.out);
     c.phase = Connection::Phase::kReading;
@@ -540,6 +579,71 @@ class Server::Worker {
     server_.onError_(c.parser.ErrorStatus(), c.parser.ErrorMessage(), c.parser.ErrorPath(),
                      response);
     Queue(c, response, Connection::Then::kLinger);
+  }
+
+  // Takes from (or gives back to) the budget what the connection's buffers hold beyond
+  // kFreeBufferBytes once they are `total` bytes. False, with nothing changed, when the budget
+  // cannot grant the increase.
+  bool Charge(Connection& c, size_t total) {
+    size_t want = total > kFreeBufferBytes ? total - kFreeBufferBytes : 0;
+    ByteBudget* budget = server_.options_.budget;
+    if (budget == nullptr || want == c.charged) return true;
+    if (want > c.charged) {
+      if (!budget->TryAcquire(want - c.charged)) return false;
+    } else {
+      budget->Release(c.charged - want);
+    }
+    c.charged = want;
+    return true;
+  }
+
+  // Refuses the request being received because the budget is spent: its bytes are freed at once,
+  // the answer is 503 with Retry-After, and what the client still sends is read and dropped.
+  void Shed(Connection& c) {
+    server_.stats_.shedOverBudget.fetch_add(1);
+    c.in = Buffer();
+    c.parser.Reset();
+    Charge(c, c.parser.BodyCapacity());
+    Response response;
+    server_.onError_(503,
+                     "server busy: request bytes in flight are over the process's budget; retry "
+                     "later",
+                     "", response);
+    response.headers.emplace_back("Retry-After", "1");
+    Queue(c, response, Connection::Then::kLinger);
+  }
+
+  // Whether the connection has no request under way: a TLS handshake not finished, nothing of a
+  // request received, or a refused request's bytes being dropped.
+  bool Idle(const Connection& c) const {
+    switch (c.phase) {
+      case Connection::Phase::kHandshake:
+      case Connection::Phase::kLingering:
+        return true;
+      case Connection::Phase::kReading:
+        return c.in.Size() == 0 && !(c.ssl && SSL_has_pending(c.ssl.get()) == 1) &&
+               !BytesWaiting(c);
+      case Connection::Phase::kWriting:
+        return false;
+    }
+    return false;
+  }
+
+  // This worker's idle connection that has been idle longest, or null.
+  Connection* OldestIdle() {
+    std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
+    for (auto& p : conns_) {
+      if (p->phase != Connection::Phase::kWriting && p->in.Size() == 0) {
+        candidates.push_back(p.get());
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const Connection* a, const Connection* b) {
+      return a->lastActive < b->lastActive;
+    });
+    for (Connection* c : candidates) {
+      if (Idle(*c)) return c;
+    }
+    return nullptr;
   }
 
   void Queue(Connection& c, const Response& response, Connection::Then then) {
@@ -572,7 +676,10 @@ class Server::Worker {
     for (size_t i = conns_.size(); i-- > 0;) {
       Connection& c = *conns_[i];
       if (now_ < c.deadline) continue;
-      if (c.phase == Connection::Phase::kReading && c.in.Size() > 0) {
+      if (!c.served && (c.phase == Connection::Phase::kHandshake ||
+                        (c.phase == Connection::Phase::kReading && c.in.Size() == 0))) {
+        server_.stats_.firstRequestTimeouts.fetch_add(1);
+      } else if (c.phase == Connection::Phase::kReading && c.in.Size() > 0) {
         log::Warn("request not received in time; connection closed",
                   {{"server", server_.options_.name}, {"remote", c.remote}});
       }
@@ -582,6 +689,9 @@ class Server::Worker {
 
   void Close(Connection& c) {
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+    if (c.charged > 0 && server_.options_.budget != nullptr) {
+      server_.options_.budget->Release(c.charged);
+    }
     size_t i = c.index;
     if (i + 1 != conns_.size()) {
       std::swap(conns_[i], conns_.back());
@@ -599,9 +709,20 @@ class Server::Worker {
   std::vector<std::pair<int, std::string>> incoming_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> load_{0};
+  std::atomic<int64_t> offer_{kNoOffer};
+  std::atomic<bool> evictOne_{false};
+  uint64_t seenRound_ = 0;
   std::vector<std::unique_ptr<Connection>> conns_;
   Clock::time_point now_ = Clock::now();
 };
+
+bool ByteBudget::TryAcquire(size_t bytes) {
+  size_t used = used_.load();
+  do {
+    if (bytes > limit_ || used > limit_ - bytes) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  return true;
+}
 
 Server::Server(ServerOptions options, Handler handler, ErrorResponder onError)
     : options_(std::move(options)), handler_(std::move(handler)), onError_(std::move(onError)) {}
@@ -670,12 +791,6 @@ void Server::AcceptLoop() {
   try {
     auto lastFullLog = Clock::time_point();
     while (true) {
-      {
-        std::unique_lock lock(capacityMu_);
-        capacityCv_.wait(lock,
-                         [this] { return stopping_ || open_.load() < options_.maxConnections; });
-        if (stopping_) return;
-      }
       pollfd fds[2] = {{listenFd_, POLLIN, 0}, {stopFd_, POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0) {
         if (errno == EINTR) continue;
@@ -683,6 +798,11 @@ void Server::AcceptLoop() {
         return;
       }
       if (fds[1].revents != 0) return;
+      if (!MakeRoom()) {
+        std::lock_guard lock(capacityMu_);
+        if (stopping_) return;
+        continue;  // every connection busy: the new one waits in the backlog a little longer
+      }
       sockaddr_storage peer{};
       socklen_t len = sizeof peer;
       int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&peer), &len,
@@ -715,6 +835,40 @@ void Server::AcceptLoop() {
   }
 }
 
+bool Server::MakeRoom() {
+  std::unique_lock lock(capacityMu_);
+  if (stopping_) return false;
+  if (open_.load() < options_.maxConnections) return true;
+  auto hasRoom = [this] { return stopping_ || open_.load() < options_.maxConnections; };
+  // Every worker offers its longest-idle connection...
+  offers_ = 0;
+  evictRound_.fetch_add(1);
+  lock.unlock();
+  for (auto& w : workers_) w->Poke();
+  lock.lock();
+  capacityCv_.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return hasRoom() || offers_ == workers_.size(); });
+  if (hasRoom()) return !stopping_;
+  // ...and the one that has waited longest of them all is closed.
+  Worker* oldest = nullptr;
+  for (auto& w : workers_) {
+    if (w->Offer() != Worker::kNoOffer && (oldest == nullptr || w->Offer() < oldest->Offer())) {
+      oldest = w.get();
+    }
+  }
+  if (oldest != nullptr) oldest->EvictOne();
+  bool room = capacityCv_.wait_for(lock, std::chrono::milliseconds(50), hasRoom);
+  return room && !stopping_;
+}
+
+void Server::OfferMade() {
+  {
+    std::lock_guard lock(capacityMu_);
+    ++offers_;
+  }
+  capacityCv_.notify_one();
+}
+
 void Server::ConnectionClosed() {
   {
     std::lock_guard lock(capacityMu_);
@@ -742,7 +896,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   // One flag for every worker, set before any is woken: a request answered by any worker from
   // now on says `Connection: close`.
   draining_ = true;
-  for (auto& w : workers_) w->Drain();
+  for (auto& w : workers_) w->Poke();
   auto deadline = Clock::now() + grace;
   while (open_.load() > 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

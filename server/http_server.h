@@ -4,11 +4,23 @@
 // on one worker, which drives its TLS handshake, reads, the handler call and the write without
 // blocking, so idle keep-alive connections cost a buffer each and no thread, and a request costs
 // one read and one write (one TLS record for a small answer). The handler runs on the worker
-// thread and must not block. Connections beyond `maxConnections` wait in the listen backlog.
+// thread and must not block.
 //
-// Deadlines: `requestTimeout` for a TLS handshake, for a request from its first byte to its last,
-// and for writing the answer; `idleTimeout` between requests. A connection past its deadline is
-// closed.
+// Connections: at most `maxConnections` open. When a new one waits at the limit, the server makes
+// room by closing the idle connection that has waited longest (no request under way: a TLS
+// handshake not finished, or nothing received since the last answer); only when none is idle does
+// the new one wait in the listen backlog, for a request to finish.
+//
+// Deadlines: `firstRequestTimeout` from accepting a connection to the first byte of its first
+// request (the TLS handshake included); `requestTimeout` for a request from its first byte to its
+// last, and for writing the answer; `idleTimeout` between requests. A connection past its deadline
+// is closed.
+//
+// Memory: each connection's buffers (received bytes, a decoded chunked body) up to
+// kFreeBufferBytes are its own; beyond that they are charged to `budget`, shared by every server
+// of the process. A request that would take the budget over its limit is refused with 503 and
+// `Retry-After` (the client's further bytes are read and dropped), so request bytes held at once
+// stay within maxConnections * kFreeBufferBytes + the budget's limit.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -27,6 +39,32 @@
 
 namespace iw::http {
 
+// Buffer bytes every connection may hold without charging the budget: small requests (every
+// admission review of ordinary objects) are never refused for memory.
+inline constexpr size_t kFreeBufferBytes = 64 * 1024;
+
+// A process-wide bound on request bytes held in connection buffers. Thread-safe.
+class ByteBudget {
+ public:
+  explicit ByteBudget(size_t limit) : limit_(limit) {}
+  // Takes `bytes` if they fit under the limit; false (nothing taken) otherwise.
+  bool TryAcquire(size_t bytes);
+  void Release(size_t bytes) { used_.fetch_sub(bytes); }
+  size_t Used() const { return used_.load(); }
+  size_t Limit() const { return limit_; }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> used_{0};
+};
+
+// What a server did to protect itself, for /metrics.
+struct ServerStats {
+  std::atomic<uint64_t> evictedIdle{0};           // closed to make room at maxConnections
+  std::atomic<uint64_t> firstRequestTimeouts{0};  // closed: no request within firstRequestTimeout
+  std::atomic<uint64_t> shedOverBudget{0};        // requests refused with 503: budget spent
+};
+
 struct ServerOptions {
   std::string name = "http";  // in log lines
   std::string bindAddress = "0.0.0.0";
@@ -34,16 +72,19 @@ struct ServerOptions {
   SSL_CTX* tls = nullptr;    // null: plain HTTP; not owned, must outlive the server
   size_t workerThreads = 0;  // 0: one per CPU this process may run on, at most 4
   size_t maxConnections = 256;
+  std::chrono::milliseconds firstRequestTimeout{5000};
   std::chrono::milliseconds requestTimeout{10000};
   std::chrono::milliseconds idleTimeout{90000};
   Limits limits;
+  ByteBudget* budget =
+      nullptr;  // null: no bound beyond `limits`; not owned, must outlive the server
 };
 
 // Answers one request. Runs on a worker thread; must be thread-safe and must not block.
 using Handler = std::function<void(const Request&, Response&)>;
 // Fills the answer to a request the server refuses itself: 400/413/431/501/505 for a malformed
-// or oversized request, 500 when the handler threw. `path` is "" when the request line was not
-// understood.
+// or oversized request, 503 when the byte budget is spent (the server adds `Retry-After`), 500 when
+// the handler threw. `path` is "" when the request line was not understood (or not yet read).
 using ErrorResponder =
     std::function<void(int status, std::string_view message, std::string_view path, Response&)>;
 
@@ -65,12 +106,17 @@ class Server {
   int Port() const { return port_; }
   bool Accepting() const { return accepting_.load(); }
   size_t OpenConnections() const { return open_.load(); }
+  const ServerStats& Stats() const { return stats_; }
 
  private:
   class Worker;  // one epoll loop; defined in http_server.cpp
 
   void AcceptLoop();
+  // Waits until a connection may be opened, asking the workers to close an idle one while the
+  // server is full. False when stopping, or when none was freed within 50 ms (all busy).
+  bool MakeRoom();
   void ConnectionClosed();
+  void OfferMade();
 
   ServerOptions options_;
   Handler handler_;
@@ -81,6 +127,9 @@ class Server {
   std::atomic<bool> accepting_{false};
   std::atomic<bool> draining_{false};  // Shutdown has begun
   std::atomic<size_t> open_{0};
+  std::atomic<uint64_t> evictRound_{0};  // a new value asks every worker for an eviction offer
+  size_t offers_ = 0;                    // offers made in this round; guarded by capacityMu_
+  ServerStats stats_;
   std::mutex capacityMu_;
   std::condition_variable capacityCv_;
   bool stopping_ = false;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "hooks/admission.h"
 #include "server/kube_client.h"
@@ -194,8 +195,19 @@ int Serve(const iw::cli::ServeOptions& o) {
   int sig = 0;
   sigwait(&set, &sig);
   iw::log::Info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  // --shutdown-delay-seconds + --shutdown-grace-seconds bound the whole shutdown: reviews under
+  // way are answered until then, and whatever still runs a moment later (a loop stuck on the API
+  // server) ends with the process.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(o.shutdownDelaySeconds + o.shutdownGraceSeconds);
+  std::thread([deadline] {
+    std::this_thread::sleep_until(deadline + std::chrono::milliseconds(200));
+    iw::log::Error(
+        "shutdown took longer than --shutdown-delay-seconds + --shutdown-grace-seconds; exiting");
+    std::_Exit(1);
+  }).detach();
   if (loop) loop->Stop();
-  server.Shutdown(std::chrono::seconds(o.shutdownDelaySeconds));
+  server.Shutdown(std::chrono::seconds(o.shutdownDelaySeconds), deadline);
   iw::log::Info("stopped");
   return 0;
 }

@@ -41,8 +41,20 @@ cxxopts::Options ServeSpec() {
   o.add_options("Limits")("max-request-bytes",
                           "largest AdmissionReview body accepted (larger: HTTP 413)",
                           cxxopts::value<size_t>()->default_value("7340032"))(
-      "max-connections", "connections open at once; more wait in the listen backlog",
+      "max-connections",
+      "connections open at once on the webhook port; at the limit the idle connection that has "
+      "waited longest is closed to make room (only when none is idle does a new one wait)",
       cxxopts::value<size_t>()->default_value("256"))(
+      "max-probe-connections", "the same bound for the probe port",
+      cxxopts::value<size_t>()->default_value("64"))(
+      "max-inflight-request-bytes",
+      "request bytes all connections may hold at once beyond 64 KiB each; a request that does "
+      "not fit is refused with HTTP 503 and Retry-After",
+      cxxopts::value<size_t>()->default_value("67108864"))(
+      "first-request-timeout-seconds",
+      "a new connection that has not started its first request this long after being accepted "
+      "(TLS handshake included) is closed",
+      cxxopts::value<int>()->default_value("5"))(
       "worker-threads", "threads serving the webhook port (0: one per CPU, at most 4)",
       cxxopts::value<size_t>()->default_value("0"))(
       "read-timeout-seconds",
@@ -153,12 +165,16 @@ Parsed Parse(int argc, char** argv) {
     w.certCheckInterval = std::chrono::milliseconds(r["cert-check-interval-ms"].as<int>());
     w.maxRequestBytes = r["max-request-bytes"].as<size_t>();
     w.maxConnections = r["max-connections"].as<size_t>();
+    w.maxProbeConnections = r["max-probe-connections"].as<size_t>();
+    w.maxInflightRequestBytes = r["max-inflight-request-bytes"].as<size_t>();
+    w.firstRequestTimeoutSeconds = r["first-request-timeout-seconds"].as<int>();
     w.workerThreads = r["worker-threads"].as<size_t>();
     w.readTimeoutSeconds = r["read-timeout-seconds"].as<int>();
     w.idleTimeoutSeconds = r["idle-timeout-seconds"].as<int>();
     w.controllerUser = r["controller-user"].as<std::string>();
     s.shutdownDelaySeconds = r["shutdown-delay-seconds"].as<int>();
     s.shutdownGraceSeconds = r["shutdown-grace-seconds"].as<int>();
+    w.shutdownGrace = std::chrono::seconds(s.shutdownGraceSeconds);
     s.apiServer = r["api-server"].as<std::string>();
     s.tokenFile = r["token-file"].as<std::string>();
     s.certificateAuthority = r["certificate-authority"].as<std::string>();
@@ -173,6 +189,16 @@ Parsed Parse(int argc, char** argv) {
     if (w.port < 0 || w.port > 65535) return Fail("--port must be 0..65535");
     if (w.probePort < -1 || w.probePort > 65535) return Fail("--probe-port must be -1..65535");
     if (w.maxConnections == 0) return Fail("--max-connections must be at least 1");
+    if (w.maxProbeConnections == 0) return Fail("--max-probe-connections must be at least 1");
+    if (w.maxInflightRequestBytes < w.maxRequestBytes) {
+      return Fail("--max-inflight-request-bytes must be at least --max-request-bytes");
+    }
+    if (w.firstRequestTimeoutSeconds < 1) {
+      return Fail("--first-request-timeout-seconds must be at least 1");
+    }
+    if (s.shutdownGraceSeconds < 0 || s.shutdownDelaySeconds < 0) {
+      return Fail("--shutdown-delay-seconds and --shutdown-grace-seconds must not be negative");
+    }
     if (w.maxRequestBytes < 1024) return Fail("--max-request-bytes must be at least 1024");
     if (w.idleTimeoutSeconds < 1 || w.readTimeoutSeconds < 1)
       return Fail("timeouts must be at least 1 second");

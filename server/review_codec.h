@@ -25,6 +25,7 @@ struct Reply {
   bool allowed = false;
   bool patched = false;
   bool handlerError = false;
+  bool tooManyValues = false;  // 413: the body has more JSON values than json::kMaxValues
   std::string uid;
   std::string message;
 };

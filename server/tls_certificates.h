@@ -1,7 +1,12 @@
 // The serving certificate, re-read from disk when its files change (including the `..data`
 // symlink swap of a Kubernetes Secret volume), and the TLS settings of the webhook listener.
 // A new pair that does not load, or whose key does not match, is refused with a log line and
-// the last good pair keeps serving.
+// the last good pair keeps serving. The client CA of --client-ca-file reloads the same way (each
+// handshake verifies against the CA installed when it started). TLS resumption: a session id
+// context is set (OpenSSL refuses to resume a session with a verified client certificate
+// without one), and session tickets are encrypted with keys that rotate every
+// `ticketKeyRotation`: a ticket issued before one rotation still resumes (and is renewed),
+// after two it does not (DESIGN.md §9.7).
 #pragma once
 
 #include <openssl/ssl.h>
@@ -34,7 +39,11 @@ class CertificateStore {
   CertificateStore& operator=(const CertificateStore&) = delete;
 
   // Loads the pair once; returns an error message on failure (the server then refuses to start).
-  std::string LoadInitial();
+  // With `allowMissing`, files that do not exist yet are no error: no certificate is served
+  // (handshakes fail, HasCertificate() is false) until they appear (--manage-certificates: the
+  // Secret is filled after the pod starts).
+  std::string LoadInitial(bool allowMissing = false);
+  bool HasCertificate() const;
 
   // Starts a thread that checks the files every `interval` and reloads on change.
   void StartWatching(std::chrono::milliseconds interval);
@@ -46,15 +55,28 @@ class CertificateStore {
   // Configures `ctx` for the webhook: TLS >= 1.2, modern AEAD ciphers, ALPN tolerant of
   // http/1.1-only clients, the certificate chosen per handshake from this store, and (when
   // `clientCaFile` is set) required and verified client certificates.
-  std::string ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile);
+  std::string ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile,
+                               std::chrono::seconds ticketKeyRotation = std::chrono::hours(1));
+
+  // Replaces the session ticket keys now, as the periodic rotation does (tests).
+  void RotateTicketKeys();
 
   // SHA-256 fingerprint of the serving certificate now installed (for logs and tests).
   std::string Fingerprint() const;
 
  private:
   struct Pair;
+  struct ClientCa;
+  struct TicketKey {
+    unsigned char name[16], aes[32], hmac[32];
+  };
   static int SelectCertificate(SSL* ssl, void* self);
+  static int TicketKeyCallback(SSL* ssl, unsigned char* name, unsigned char* iv,
+                               EVP_CIPHER_CTX* cipher, EVP_MAC_CTX* mac, int encrypt);
   std::string Load(std::shared_ptr<const Pair>& out);
+  std::string LoadClientCa(std::shared_ptr<const ClientCa>& out);
+  bool ReloadClientCaIfChanged();
+  void RotateTicketKeysLocked(std::chrono::steady_clock::time_point now);
 
   std::string certFile_, keyFile_;
   metrics::Registry& metrics_;
@@ -62,6 +84,17 @@ class CertificateStore {
   std::shared_ptr<const Pair> current_;
   FileStamp certStamp_, keyStamp_;
   std::string certBytes_, keyBytes_;
+
+  std::string clientCaFile_;
+  std::shared_ptr<const ClientCa> clientCa_;  // under mu_
+  FileStamp clientCaStamp_;
+  std::string clientCaBytes_;
+
+  std::mutex ticketMu_;
+  TicketKey ticketKeys_[2]{};  // [0] encrypts; [1] (the one before) still decrypts
+  bool havePreviousTicketKey_ = false;
+  std::chrono::seconds ticketKeyRotation_{3600};
+  std::chrono::steady_clock::time_point ticketKeyRotatedAt_{};
 
   std::mutex watchMu_;
   std::condition_variable watchCv_;

@@ -2,7 +2,9 @@
 
 #include <openssl/err.h>
 
+#include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "server/http_server.h"
 #include "server/log.h"
@@ -36,6 +38,7 @@ WebhookServer::~WebhookServer() {
 }
 
 std::string WebhookServer::Start() {
+  budget_ = std::make_unique<http::ByteBudget>(options_.maxInflightRequestBytes);
   certs_ = std::make_unique<tls::CertificateStore>(options_.certFile, options_.keyFile, metrics_);
   if (std::string err = certs_->LoadInitial(); !err.empty()) return err;
   tls_.reset(SSL_CTX_new(TLS_server_method()));
@@ -49,6 +52,8 @@ std::string WebhookServer::Start() {
 
   http::ServerOptions https;
   https.name = "webhook";
+  https.budget = budget_.get();
+  https.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
   https.bindAddress = options_.bindAddress;
   https.port = options_.port;
   https.tls = tls_.get();
@@ -76,7 +81,9 @@ std::string WebhookServer::Start() {
     plain.bindAddress = options_.bindAddress;
     plain.port = options_.probePort;
     plain.workerThreads = 1;
-    plain.maxConnections = 64;
+    plain.maxConnections = options_.maxProbeConnections;
+    plain.budget = budget_.get();
+    plain.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
     plain.requestTimeout = std::chrono::seconds(options_.readTimeoutSeconds);
     plain.idleTimeout = std::chrono::seconds(options_.idleTimeoutSeconds);
     plain.limits.maxBodyBytes = 64 * 1024;
@@ -88,6 +95,7 @@ std::string WebhookServer::Start() {
     if (std::string err = probes_->Start(); !err.empty()) return "probes: " + err;
     probePort_ = probes_->Port();
   }
+  metrics_.AddCollector([this](std::string& out) { RenderProtectionMetrics(out); });
   certs_->StartWatching(options_.certCheckInterval);
   ready_ = true;
   return {};
@@ -116,6 +124,7 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   ctx.loopAlive = options_.loopAlive && options_.loopAlive();
   review::Reply reply = review::Answer(*route, req.body, req.HeaderValue("Content-Type"), ctx);
   metrics_.inFlight.fetch_sub(1);
+  if (reply.tooManyValues) shedTooManyValues_.fetch_add(1);
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.RecordRequest(route->path, reply.httpStatus, secs);
   if (reply.handlerError) {
@@ -153,6 +162,39 @@ void WebhookServer::Refuse(int status, std::string_view message, std::string_vie
   SendReply(res, review::PlainError(status, message));
 }
 
+void WebhookServer::RenderProtectionMetrics(std::string& out) const {
+  out +=
+      "# HELP inplace_webhook_connections_closed_total Connections the server closed to protect "
+      "itself: evicted_idle (idle, to make room at the connection limit), first_request_timeout "
+      "(no request within --first-request-timeout-seconds).\n";
+  out += "# TYPE inplace_webhook_connections_closed_total counter\n";
+  uint64_t overBudget = 0;
+  for (auto [name, server] : {std::pair{"webhook", https_.get()}, {"probes", probes_.get()}}) {
+    if (server == nullptr) continue;
+    const http::ServerStats& st = server->Stats();
+    overBudget += st.shedOverBudget.load();
+    out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
+           "\",reason=\"evicted_idle\"} " + std::to_string(st.evictedIdle.load()) + "\n";
+    out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
+           "\",reason=\"first_request_timeout\"} " +
+           std::to_string(st.firstRequestTimeouts.load()) + "\n";
+  }
+  out +=
+      "# HELP inplace_webhook_requests_shed_total Requests refused to bound memory: memory_budget "
+      "(503, request bytes in flight over --max-inflight-request-bytes), too_many_json_values "
+      "(413, a review over the parser's value bound).\n";
+  out += "# TYPE inplace_webhook_requests_shed_total counter\n";
+  out += "inplace_webhook_requests_shed_total{reason=\"memory_budget\"} " +
+         std::to_string(overBudget) + "\n";
+  out += "inplace_webhook_requests_shed_total{reason=\"too_many_json_values\"} " +
+         std::to_string(shedTooManyValues_.load()) + "\n";
+  out +=
+      "# HELP inplace_webhook_request_bytes_in_flight Request bytes held beyond each connection's "
+      "free 64 KiB, against --max-inflight-request-bytes.\n";
+  out += "# TYPE inplace_webhook_request_bytes_in_flight gauge\n";
+  out += "inplace_webhook_request_bytes_in_flight " + std::to_string(budget_->Used()) + "\n";
+}
+
 void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
   bool known = req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
   if (!known) return SendText(res, 404, "not found\n");
@@ -173,13 +215,18 @@ void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
   res.contentType = "text/plain; version=0.0.4; charset=utf-8";
 }
 
-void WebhookServer::Shutdown(std::chrono::milliseconds drainDelay) {
+void WebhookServer::Shutdown(std::chrono::milliseconds drainDelay, Clock::time_point deadline) {
   if (shuttingDown_.exchange(true)) return;
   ready_ = false;
   if (https_ && drainDelay.count() > 0) std::this_thread::sleep_for(drainDelay);
-  // The listener closes; idle keep-alive connections close at once; reviews being answered
-  // finish (bounded by the request timeout).
-  if (https_) https_->Shutdown(std::chrono::seconds(options_.readTimeoutSeconds) * 2);
+  // The listener closes; idle keep-alive connections close at once; reviews under way get their
+  // answer for up to the grace (and not past the caller's deadline).
+  auto grace = options_.shutdownGrace;
+  if (deadline != Clock::time_point()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    grace = std::clamp(left, std::chrono::milliseconds(0), grace);
+  }
+  if (https_) https_->Shutdown(grace);
   if (certs_) certs_->StopWatching();
   if (probes_) probes_->Shutdown(std::chrono::milliseconds(0));
 }

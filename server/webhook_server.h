@@ -15,6 +15,7 @@
 #include "server/tls_certificates.h"
 
 namespace iw::http {
+class ByteBudget;
 class Server;
 struct Request;
 struct Response;
@@ -29,9 +30,15 @@ struct WebhookServerOptions {
   std::string certFile, keyFile, clientCaFile;
   size_t maxRequestBytes = 7 * 1024 * 1024;
   size_t maxConnections = 256;
+  size_t maxProbeConnections = 64;
+  // Request bytes all connections of both ports may hold beyond 64 KiB each (http::ByteBudget).
+  size_t maxInflightRequestBytes = 64 * 1024 * 1024;
   size_t workerThreads = 0;  // 0: one per CPU, at most 4
+  int firstRequestTimeoutSeconds = 5;
   int readTimeoutSeconds = 10;
   int idleTimeoutSeconds = 90;
+  // Shutdown: how long requests under way when the listener closes may take to be answered.
+  std::chrono::milliseconds shutdownGrace{30000};
   std::chrono::milliseconds certCheckInterval{1000};
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
   // admission::Context::loopAlive for each review; absent: false (no loop known to run).
@@ -50,8 +57,10 @@ class WebhookServer {
   std::string Start();
 
   // Graceful stop: /readyz turns false, then after `drainDelay` (for endpoints to notice) the
-  // HTTPS listener stops accepting, in-flight reviews finish, and the threads are joined.
-  void Shutdown(std::chrono::milliseconds drainDelay);
+  // HTTPS listener stops accepting, reviews under way get their answer for up to
+  // `options.shutdownGrace` (and not past `deadline`, when given), and the threads are joined.
+  void Shutdown(std::chrono::milliseconds drainDelay,
+                std::chrono::steady_clock::time_point deadline = {});
 
   int Port() const { return port_; }
   int ProbePort() const { return probePort_; }
@@ -62,6 +71,8 @@ class WebhookServer {
   void ServeReview(const http::Request& req, http::Response& res);
   void ServeProbe(const http::Request& req, http::Response& res);
   void Refuse(int status, std::string_view message, std::string_view path, http::Response& res);
+  // Connection closings, shed requests and the byte budget, for /metrics.
+  void RenderProtectionMetrics(std::string& out) const;
 
   WebhookServerOptions options_;
   metrics::Registry& metrics_;
@@ -70,10 +81,12 @@ class WebhookServer {
     void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
   };
   std::unique_ptr<SSL_CTX, TlsContextFree> tls_;
+  std::unique_ptr<http::ByteBudget> budget_;  // shared by both listeners; outlives them
   std::unique_ptr<http::Server> https_;
   std::unique_ptr<http::Server> probes_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> shuttingDown_{false};
+  std::atomic<uint64_t> shedTooManyValues_{0};
   int port_ = 0, probePort_ = 0;
 };
 

@@ -409,6 +409,35 @@ class Shutdown(unittest.TestCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", hook.port), timeout=2).close()
 
+    def test_shutdown_grace_bounds_the_wait_for_requests_under_way(self):
+        # --shutdown-delay-seconds 1 --shutdown-grace-seconds 2: a review finished 1.5 s after
+        # SIGTERM is answered; one never finished is cut when the grace ends, and the process
+        # exits by delay + grace, long before the 10 s read timeout would have ended it.
+        hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"),
+                       extra_args=["--shutdown-delay-seconds", "1", "--shutdown-grace-seconds", "2"]).start()
+        body = json.dumps(POD_REVIEW).encode()
+        late, stuck = tls_socket(hook), tls_socket(hook)
+        for s in (late, stuck):
+            s.sendall(post_head("/mutate/pods", len(body)) + body[:100])
+        time.sleep(0.2)
+        start = time.monotonic()
+        hook.proc.send_signal(15)
+        time.sleep(1.5)
+        late.sendall(body[100:])
+        head, answer = read_response(late)
+        self.assertIn(b"HTTP/1.1 200", head)
+        self.assertTrue(json.loads(answer)["response"]["allowed"])
+        self.assertEqual(hook.proc.wait(timeout=15), 0)
+        elapsed = time.monotonic() - start
+        self.assertGreaterEqual(elapsed, 2.5, "exited before the grace was over")
+        self.assertLess(elapsed, 3.5, "exited after more than delay + grace")
+        stuck.settimeout(1)
+        try:
+            self.assertEqual(stuck.recv(1), b"")
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        hook.stop()
+
     def test_readyz_fails_during_shutdown_delay(self):
         hook = Webhook(BINARY, CERT_DIR, log_path=tempfile.mktemp(prefix="iw-stop-"),
                        extra_args=["--shutdown-delay-seconds", "3"]).start()
@@ -551,14 +580,39 @@ class Http(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(self.hook.metric("inplace_webhook_open_connections"), n)
 
-    def test_connections_beyond_the_limit_wait_for_a_free_one(self):
-        # --max-connections 3: three open connections, a fourth waits in the backlog (its TLS
-        # handshake does not complete) until one of the three closes.
+    def test_at_the_limit_the_longest_idle_connection_makes_room(self):
+        # --max-connections 3: three idle keep-alive connections; a fourth is served at once and
+        # the one idle longest is closed for it.
         self.wait_for_open_connections(0)
         held = [https(self.hook) for _ in range(3)]
         for c in held:
             self.assertEqual(post(c, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
         self.assertEqual(self.hook.metric("inplace_webhook_open_connections"), 3)
+        before = self.hook.metric('inplace_webhook_connections_closed_total{port="webhook",reason="evicted_idle"}')
+        fourth = https(self.hook)
+        self.assertEqual(post(fourth, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        held[0].sock.settimeout(5)
+        try:
+            self.assertEqual(held[0].sock.recv(1), b"")
+        except ConnectionResetError:
+            pass
+        self.assertEqual(self.hook.metric(
+            'inplace_webhook_connections_closed_total{port="webhook",reason="evicted_idle"}'), before + 1)
+        for c in held[1:]:  # the others are still served
+            self.assertEqual(post(c, "/mutate/pods", json.dumps(POD_REVIEW))[0], 200)
+        for c in held + [fourth]:
+            c.close()
+        self.wait_for_open_connections(0)
+
+    def test_at_the_limit_with_every_connection_busy_a_new_one_waits(self):
+        # Three reviews half sent: none may be closed, so a fourth waits in the backlog (its TLS
+        # handshake does not complete) until one of them is answered.
+        self.wait_for_open_connections(0)
+        body = json.dumps(POD_REVIEW).encode()
+        busy = [tls_socket(self.hook) for _ in range(3)]
+        for s in busy:
+            s.sendall(post_head("/mutate/pods", len(body)) + body[:50])
+        self.wait_for_open_connections(3)
         done = threading.Event()
 
         def fourth():
@@ -568,12 +622,13 @@ class Http(unittest.TestCase):
             conn.close()
         t = threading.Thread(target=fourth)
         t.start()
-        self.assertFalse(done.wait(1.5), "a fourth connection was served beyond --max-connections 3")
-        held[0].close()
-        self.assertTrue(done.wait(10), "the waiting connection was not served after one closed")
+        self.assertFalse(done.wait(0.7), "a fourth connection was served while three were busy")
+        busy[0].sendall(body[50:])
+        self.assertIn(b"HTTP/1.1 200", read_response(busy[0])[0])
+        self.assertTrue(done.wait(10), "the waiting connection was not served once one was idle")
         t.join()
-        for c in held[1:]:
-            c.close()
+        for s in busy:
+            s.close()
         self.wait_for_open_connections(0)
 
 

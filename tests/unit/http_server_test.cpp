@@ -577,36 +577,159 @@ TEST_CASE("http server: a handler that throws gives a 500 and the server keeps s
   CHECK(reply->status == 200);
 }
 
-TEST_CASE("http server: maxConnections holds a third connection until one of two closes") {
+TEST_CASE("http server: at maxConnections the idle connection that waited longest makes room") {
   http::ServerOptions options;
   options.maxConnections = 2;
   TestServer server(options);
   REQUIRE(server.StartError() == "");
-  Client first(server.Port()), second(server.Port());
-  for (Client* c : {&first, &second}) {
-    REQUIRE(c->Send(Get("/held")));
-    auto reply = c->Read();
-    REQUIRE(reply.has_value());
-    CHECK(reply->status == 200);
-  }
+  Client first(server.Port());
+  REQUIRE(first.Send(Get("/first")));
+  REQUIRE(first.Read().has_value());
+  Client second(server.Port());
+  REQUIRE(second.Send(Get("/second")));
+  REQUIRE(second.Read().has_value());
   CHECK(server->OpenConnections() == 2);
-  Client third(server.Port());  // the kernel completes the handshake; the server does not accept
-  REQUIRE(third.Connected());
+  // Both idle: the third is served at once, and the first (idle longest) is closed for it.
+  Client third(server.Port());
   REQUIRE(third.Send(Get("/third")));
-  CHECK_FALSE(third.Read(500ms).has_value());
-  CHECK(server->OpenConnections() == 2);
-  // The first two are still served meanwhile.
+  auto reply = third.Read(2s);
+  REQUIRE(reply.has_value());
+  CHECK(reply->body == EchoOf("GET", "/third", ""));
+  CHECK(first.WaitClosed(2s));
+  CHECK(first.Pending().empty());
+  CHECK(server->Stats().evictedIdle.load() == 1);
+  // The second is still served on its connection.
   REQUIRE(second.Send(Get("/still")));
   auto still = second.Read();
   REQUIRE(still.has_value());
   CHECK(still->status == 200);
+  CHECK(server->OpenConnections() == 2);
+}
 
-  first.Close();
+TEST_CASE("http server: at maxConnections with every connection busy, a new one waits") {
+  http::ServerOptions options;
+  options.maxConnections = 2;
+  TestServer server(options);
+  REQUIRE(server.StartError() == "");
+  // Both have a request under way (head sent, body not yet): neither may be closed.
+  Client first(server.Port()), second(server.Port());
+  for (Client* c : {&first, &second}) {
+    REQUIRE(c->Send("POST /busy HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\na"));
+  }
+  REQUIRE(WaitFor([&] { return server->OpenConnections() == 2; }));
+  Client third(server.Port());  // the kernel completes the handshake; the server does not accept
+  REQUIRE(third.Connected());
+  REQUIRE(third.Send(Get("/third")));
+  CHECK_FALSE(third.Read(500ms).has_value());
+  CHECK(server->Stats().evictedIdle.load() == 0);
+  // The first finishes its request: once answered it is idle, and makes room.
+  REQUIRE(first.Send("bc"));
+  auto done = first.Read();
+  REQUIRE(done.has_value());
+  CHECK(done->body == EchoOf("POST", "/busy", "abc"));
   auto reply = third.Read();
   REQUIRE(reply.has_value());
-  CHECK(reply->status == 200);
   CHECK(reply->body == EchoOf("GET", "/third", ""));
-  CHECK(server->OpenConnections() == 2);
+  CHECK(first.WaitClosed());
+  REQUIRE(second.Send("bc"));
+  auto other = second.Read();
+  REQUIRE(other.has_value());
+  CHECK(other->body == EchoOf("POST", "/busy", "abc"));
+}
+
+TEST_CASE("http server: a connection with no request within firstRequestTimeout is closed") {
+  http::ServerOptions options;
+  options.firstRequestTimeout = 300ms;
+  options.idleTimeout = 60s;  // a close within the test's wait cannot be the idle timeout
+  TestServer server(options);
+  REQUIRE(server.StartError() == "");
+  Client silent(server.Port());
+  CHECK(silent.WaitClosed(5s));
+  CHECK(silent.Pending().empty());
+  CHECK(server->Stats().firstRequestTimeouts.load() == 1);
+  // A connection that has had its answer waits `idleTimeout`, not the first-request timeout.
+  Client used(server.Port());
+  REQUIRE(used.Send(Get("/once")));
+  REQUIRE(used.Read().has_value());
+  CHECK_FALSE(used.WaitClosed(2500ms));  // the first-request timeout and a sweep have passed
+  REQUIRE(used.Send(Get("/again")));
+  REQUIRE(used.Read().has_value());
+  CHECK(server->Stats().firstRequestTimeouts.load() == 1);
+}
+
+TEST_CASE("http server: a request over the byte budget is refused with 503 and Retry-After") {
+  // Each connection holds 64 KiB free; beyond that, 256 KiB for all of them.
+  http::ByteBudget budget(256 * 1024);
+  http::ServerOptions options;
+  options.budget = &budget;
+  TestServer server(options);
+  REQUIRE(server.StartError() == "");
+  const std::string small(40 * 1024, 's');
+  const std::string fits(200 * 1024, 'f');
+  const std::string over(400 * 1024, 'o');
+  SUBCASE("Content-Length") {
+    // A large upload in progress holds budget; a small request elsewhere is not refused.
+    Client uploader(server.Port());
+    std::string wire = Post("/up", fits);
+    REQUIRE(uploader.Send(wire.substr(0, wire.size() - 10)));
+    REQUIRE(WaitFor([&] { return budget.Used() > 100 * 1024; }));
+    Client other(server.Port());
+    REQUIRE(other.Send(Post("/small", small)));
+    auto ok = other.Read();
+    REQUIRE(ok.has_value());
+    CHECK(ok->status == 200);
+    // One that cannot fit while the upload holds its share: 503, Retry-After, then closed.
+    Client greedy(server.Port());
+    REQUIRE(greedy.Send(Post("/greedy", over)));
+    auto shed = greedy.Read();
+    REQUIRE(shed.has_value());
+    CHECK(shed->status == 503);
+    CHECK(shed->Header("Retry-After") == "1");
+    CHECK(shed->Closes());
+    CHECK(greedy.WaitClosed());
+    CHECK(server->Stats().shedOverBudget.load() == 1);
+    // The upload completes; its memory returns to the budget once answered.
+    REQUIRE(uploader.Send(wire.substr(wire.size() - 10)));
+    auto done = uploader.Read();
+    REQUIRE(done.has_value());
+    CHECK(done->body == EchoOf("POST", "/up", fits));
+    CHECK(WaitFor([&] { return budget.Used() == 0; }));
+  }
+  SUBCASE("chunked: the decoded copy counts too") {
+    Client client(server.Port());
+    std::string head = "POST /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    REQUIRE(client.Send(head));
+    bool refused = false;
+    for (int i = 0; i < 40 && !refused; ++i) {  // 40 chunks of 8 KiB: 320 KiB, twice over budget
+      std::string chunk(8 * 1024, 'c');
+      refused = !client.Send("2000\r\n" + chunk + "\r\n");
+      refused = refused || client.WaitClosed(20ms);
+    }
+    auto shed = client.Read(2s);
+    REQUIRE(shed.has_value());
+    CHECK(shed->status == 503);
+    CHECK(server->Stats().shedOverBudget.load() == 1);
+    CHECK(server.Handled() == 0);
+  }
+  CHECK(WaitFor([&] { return budget.Used() == 0; }));
+}
+
+TEST_CASE("ByteBudget grants what fits and nothing more") {
+  struct Case {
+    size_t limit, held, ask;
+    bool granted;
+  };
+  for (const Case& c :
+       {Case{100, 0, 100, true}, Case{100, 0, 101, false}, Case{100, 60, 40, true},
+        Case{100, 60, 41, false}, Case{100, 100, 0, true}, Case{100, 1, SIZE_MAX, false}}) {
+    CAPTURE(c.limit);
+    CAPTURE(c.held);
+    CAPTURE(c.ask);
+    http::ByteBudget budget(c.limit);
+    REQUIRE(budget.TryAcquire(c.held));
+    CHECK(budget.TryAcquire(c.ask) == c.granted);
+    CHECK(budget.Used() == c.held + (c.granted ? c.ask : 0));
+  }
 }
 
 TEST_CASE("http server: the idle timeout closes a connection with no request") {
@@ -620,11 +743,6 @@ TEST_CASE("http server: the idle timeout closes a connection with no request") {
     auto reply = client.Read();
     REQUIRE(reply.has_value());
     CHECK(reply->status == 200);
-    CHECK(client.WaitClosed());
-    CHECK(client.Pending().empty());
-  }
-  SUBCASE("before any request") {
-    Client client(server.Port());
     CHECK(client.WaitClosed());
     CHECK(client.Pending().empty());
   }

@@ -175,6 +175,22 @@ TEST_CASE("malformed reviews: plain errors before the uid is known, in-review af
   }
 }
 
+TEST_CASE("a review of more JSON values than the parser's bound is a 413, whatever its size") {
+  auto allow = RouteOf(true, [](auto&, auto&) { return admission::Allowed(); });
+  // A small object in a body of ~1 MiB made of json::kMaxValues tiny values.
+  std::string body = R"({"kind":"AdmissionReview","request":{"uid":"a","pad":[)";
+  for (std::size_t i = 0; i < json::kMaxValues; ++i) body += i == 0 ? "0" : ",0";
+  body += "]}}";
+  auto reply = review::Answer(allow, body, "application/json", {});
+  CHECK(reply.httpStatus == 413);
+  CHECK(reply.tooManyValues);
+  CHECK_FALSE(reply.decided);
+  CHECK(reply.message.find("more than 500000 values") != std::string::npos);
+  auto d = Parse(reply.body);
+  CHECK(json::StringOr(&d, "kind") == "Status");
+  CHECK(json::Find(&d, "code")->GetInt() == 413);
+}
+
 TEST_CASE("content types") {
   CHECK(review::IsJsonContentType("application/json"));
   CHECK(review::IsJsonContentType("application/json; charset=utf-8"));
