@@ -470,6 +470,28 @@ bool TokenFile::ReloadLocked() {
 // ---------------------------------------------------------------------------------------------
 // Client
 
+namespace {
+thread_local std::optional<DeadlineScope::TimePoint> tCallDeadline;
+}  // namespace
+
+DeadlineScope::DeadlineScope(TimePoint deadline) : previous_(tCallDeadline) {
+  tCallDeadline = previous_ ? std::min(*previous_, deadline) : deadline;
+}
+
+DeadlineScope::~DeadlineScope() {
+  tCallDeadline = previous_;
+}
+
+std::optional<DeadlineScope::TimePoint> DeadlineScope::Current() {
+  return tCallDeadline;
+}
+
+struct Client::InFlight {
+  httplib::ClientImpl* connection;
+  Clock::time_point deadline;
+  bool cut = false;
+};
+
 struct Client::Request {
   std::string_view verb;  // metrics: get, list, create, update, patch, delete
   std::string method;
@@ -482,10 +504,56 @@ struct Client::Request {
 Client::Client(ClientConfig config)
     : config_(std::move(config)),
       token_(config_.tokenFile, config_.tokenRecheck),
-      limiter_(config_.qps, config_.burst) {}
+      limiter_(config_.qps, config_.burst),
+      watchdog_(&Client::RunWatchdog, this) {}
 
 Client::~Client() {
   Shutdown();
+  {
+    std::lock_guard lock(cutMu_);
+    watchdogStop_ = true;
+  }
+  cutCv_.notify_all();
+  watchdog_.join();
+}
+
+std::list<Client::InFlight>::iterator Client::Watch(httplib::ClientImpl* connection,
+                                                    Clock::time_point deadline) {
+  std::lock_guard lock(cutMu_);
+  auto it = inFlight_.insert(inFlight_.end(), InFlight{connection, deadline});
+  cutCv_.notify_all();
+  return it;
+}
+
+bool Client::Unwatch(std::list<InFlight>::iterator it) {
+  std::lock_guard lock(cutMu_);
+  bool cut = it->cut;
+  inFlight_.erase(it);
+  return cut;
+}
+
+void Client::RunWatchdog() {
+  std::unique_lock lock(cutMu_);
+  while (!watchdogStop_) {
+    std::optional<Clock::time_point> next;
+    const Clock::time_point now = Clock::now();
+    for (InFlight& f : inFlight_) {
+      if (f.cut) continue;
+      if (f.deadline <= now) {
+        // Thread-safe in httplib: with a request in flight it only shuts the socket down, so the
+        // sending thread's read or write fails at once.
+        f.connection->stop();
+        f.cut = true;
+      } else if (!next || f.deadline < *next) {
+        next = f.deadline;
+      }
+    }
+    if (next) {
+      cutCv_.wait_until(lock, *next);
+    } else {
+      cutCv_.wait(lock);
+    }
+  }
 }
 
 void Client::Shutdown() {
@@ -596,6 +664,14 @@ void Client::RenderMetrics(std::string& out) const {
 
 Result Client::Do(const Request& rq) {
   bool tokenRetried = false;
+  const std::optional<Clock::time_point> deadline = DeadlineScope::Current();
+  auto timedOut = [&](std::string_view when) {
+    Count(rq.verb, 0);
+    Result r;
+    r.reason = "Timeout";
+    r.message = rq.method + " " + rq.target + ": the call's deadline passed " + std::string(when);
+    return r;
+  };
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard lock(shutdownMu_);
@@ -607,17 +683,44 @@ Result Client::Do(const Request& rq) {
       }
     }
     Throttle();
+    std::chrono::milliseconds remaining{0};
+    if (deadline) {
+      remaining = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (remaining.count() <= 0) return timedOut("before the request was sent");
+    }
     auto conn = Acquire();
     httplib::Request req;
     req.method = rq.method;
     req.path = rq.target;
+    if (deadline) {
+      // The API server gives up at the deadline too (it parses a Go duration).
+      req.path += rq.target.find('?') == std::string::npos ? '?' : '&';
+      req.path += "timeout=" + std::to_string(remaining.count()) + "ms";
+      conn->set_connection_timeout(std::min(config_.connectTimeout, remaining));
+      conn->set_read_timeout(std::min(config_.requestTimeout, remaining));
+      conn->set_write_timeout(std::min(config_.requestTimeout, remaining));
+    }
     req.headers = {{"Accept", "application/json"}, {"User-Agent", config_.userAgent}};
     if (std::string token = token_.Token(); !token.empty()) {
       req.headers.emplace("Authorization", "Bearer " + token);
     }
     if (!rq.contentType.empty()) req.headers.emplace("Content-Type", std::string(rq.contentType));
     req.body = rq.body;
-    httplib::Result res = conn->send(req);
+    bool cut = false;
+    httplib::Result res = [&] {
+      if (!deadline) return conn->send(req);
+      auto watched = Watch(conn.get(), *deadline);
+      httplib::Result sent = conn->send(req);
+      cut = Unwatch(watched);
+      // A pooled connection goes back with the client's own timeouts.
+      conn->set_connection_timeout(config_.connectTimeout);
+      conn->set_read_timeout(config_.requestTimeout);
+      conn->set_write_timeout(config_.requestTimeout);
+      return sent;
+    }();
+    if (cut || (!res && deadline && Clock::now() >= *deadline)) {
+      return timedOut("before the answer arrived (connection shut down)");
+    }
 
     std::chrono::milliseconds delay{0};
     if (!res) {
@@ -678,6 +781,10 @@ Result Client::Do(const Request& rq) {
                  {"attempt", std::to_string(attempt + 1)},
                  {"delayMs", std::to_string(delay.count())}});
     }
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (delay >= left) return timedOut("before the retry was due");
+    }
     ++retries_;
     if (!Sleep(delay)) {
       Result r;
@@ -692,10 +799,25 @@ Result Client::Get(std::string_view path) {
   return Do({"get", "GET", Target(path, {}), {}, {}, true});
 }
 
-Result Client::List(std::string_view path, const ListOptions& options) {
+Result WatchApi::ListPages(std::string_view path, const ListOptions& options,
+                           const PageHandler& page) {
+  Result r = List(path, options);
+  if (!r.Ok()) return r;
+  if (!page(r.object, true)) {
+    Result stopped;
+    stopped.reason = "Stopped";
+    stopped.message = "GET " + std::string(path) + ": stopped by its page handler";
+    return stopped;
+  }
+  r.object.SetNull();
+  return r;
+}
+
+Result Client::ListPages(std::string_view path, const ListOptions& options,
+                         const PageHandler& handler) {
   int limit = options.limit;
+  bool restarted = false;
   std::string cont;
-  Result combined;
   bool first = true;
   for (;;) {
     std::string q;
@@ -706,14 +828,14 @@ Result Client::List(std::string_view path, const ListOptions& options) {
     Result page = Do({"list", "GET", Target(path, q), {}, {}, true});
     if (!page.Ok()) {
       if (page.code == 410 && !cont.empty() && limit > 0) {
-        // The continue token expired between pages: list everything at once (client-go's pager
-        // falls back the same way).
-        log::Info("list continuation expired, listing without pages",
-                  {{"path", std::string(path)}});
-        limit = 0;
+        // The continue token expired between pages (the snapshot was compacted away): start
+        // over on a new snapshot, paged; the second time, at once.
+        if (restarted) limit = 0;
+        restarted = true;
+        log::Info("list continuation expired, listing again",
+                  {{"path", std::string(path)}, {"paged", limit > 0 ? "true" : "false"}});
         cont.clear();
         first = true;
-        combined = Result();
         continue;
       }
       return page;
@@ -725,27 +847,13 @@ Result Client::List(std::string_view path, const ListOptions& options) {
       return r;
     }
     std::string next(json::StringOr(json::Find(&page.object, "metadata"), "continue"));
-    if (first) {
-      combined = std::move(page);
-      if (!json::Find(&combined.object, "items") ||
-          !json::Find(&combined.object, "items")->IsArray()) {
-        json::Value empty(rapidjson::kArrayType);
-        json::Set(combined.object, "items", empty, combined.object.GetAllocator());
-      }
-      first = false;
-    } else {
-      auto& alloc = combined.object.GetAllocator();
-      json::Value* items = json::FindMutable(&combined.object, "items");
-      if (const json::Value* more = json::Find(&page.object, "items"); more && more->IsArray()) {
-        items->Reserve(items->Size() + more->Size(), alloc);
-        for (const auto& item : more->GetArray()) items->PushBack(json::Value(item, alloc), alloc);
-      }
-      std::string_view rv = json::StringOr(json::Find(&page.object, "metadata"), "resourceVersion");
-      if (!rv.empty()) {
-        json::SetString(json::EnsureObject(combined.object, "metadata", alloc), "resourceVersion",
-                        rv, alloc);
-      }
+    if (!handler(page.object, first)) {
+      Result r;
+      r.reason = "Stopped";
+      r.message = "GET " + std::string(path) + ": stopped by its page handler";
+      return r;
     }
+    first = false;
     if (next.empty()) break;
     if (next == cont) {
       Result r;
@@ -754,7 +862,40 @@ Result Client::List(std::string_view path, const ListOptions& options) {
       return r;
     }
     cont = std::move(next);
-  }
+  }  // each page's document is freed here, before the next request
+  Result done;
+  done.code = 200;
+  return done;
+}
+
+Result Client::List(std::string_view path, const ListOptions& options) {
+  Result combined;
+  Result r = ListPages(path, options, [&combined](json::Document& page, bool restart) {
+    if (restart) {
+      combined.object.SetNull();
+      combined.object.Swap(page);
+      if (!json::Find(&combined.object, "items") ||
+          !json::Find(&combined.object, "items")->IsArray()) {
+        json::Value empty(rapidjson::kArrayType);
+        json::Set(combined.object, "items", empty, combined.object.GetAllocator());
+      }
+      return true;
+    }
+    auto& alloc = combined.object.GetAllocator();
+    json::Value* items = json::FindMutable(&combined.object, "items");
+    if (const json::Value* more = json::Find(&page, "items"); more && more->IsArray()) {
+      items->Reserve(items->Size() + more->Size(), alloc);
+      for (const auto& item : more->GetArray()) items->PushBack(json::Value(item, alloc), alloc);
+    }
+    std::string_view rv = json::StringOr(json::Find(&page, "metadata"), "resourceVersion");
+    if (!rv.empty()) {
+      json::SetString(json::EnsureObject(combined.object, "metadata", alloc), "resourceVersion", rv,
+                      alloc);
+    }
+    return true;
+  });
+  if (!r.Ok()) return r;
+  combined.code = r.code;
   if (json::Value* meta = json::FindMutable(&combined.object, "metadata")) {
     json::Remove(*meta, "continue");
     json::Remove(*meta, "remainingItemCount");

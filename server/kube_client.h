@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -123,9 +125,21 @@ struct WatchResult {
 // Return false to end the watch.
 using WatchHandler = std::function<bool(WatchEvent&)>;
 
+// Called once per page of a paged LIST with that page's list object (its items and metadata:
+// resourceVersion, continue); the page is freed when it returns, before the next is fetched.
+// `restart` is true on the first page, and again when the list starts over (an expired continue
+// token): what earlier pages gave is then to be discarded. Return false to stop the list.
+using PageHandler = std::function<bool(json::Document& page, bool restart)>;
+
 // The API surface plus watches: what the informer needs (tests may fake it).
 class WatchApi : public Api {
  public:
+  // A LIST delivered page by page (limit + continue, as client-go's pager), so that no more than
+  // one page of whole objects is held at once. The result carries the code (200 when every page
+  // was handled) or the error; its object is empty. A handler returning false ends it with code
+  // 0 and reason "Stopped". This default hands List()'s concatenated answer over as one page.
+  virtual Result ListPages(std::string_view path, const ListOptions& options,
+                           const PageHandler& page);
   virtual WatchResult Watch(std::string_view path, const WatchOptions& options,
                             const WatchHandler& handler, std::stop_token stop) = 0;
 };
@@ -136,6 +150,28 @@ struct CallCount {
   std::string verb;
   int code = 0;
   uint64_t count = 0;
+};
+
+// A deadline for the API calls (not watches) this thread makes while the scope lives; scopes nest
+// and the earliest deadline wins. Under a deadline a call starts no attempt at or after it (the
+// client-side rate limiter included), cuts its retry sleeps to it, asks the API server to give up
+// at it (the `timeout` query parameter, as client-go's Request.Timeout), clamps the connect, read
+// and write timeouts to it, and shuts its connection down when the deadline passes before the
+// answer arrived: the call then returns code 0, reason "Timeout", and the API server sees the
+// client gone (its request context is cancelled). The leader's write fence is built on this
+// (server/leader_election.h).
+class DeadlineScope {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  explicit DeadlineScope(TimePoint deadline);
+  ~DeadlineScope();
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+  // The deadline in force on this thread, if any.
+  static std::optional<TimePoint> Current();
+
+ private:
+  std::optional<TimePoint> previous_;
 };
 
 // Blocking token bucket: `qps` tokens a second, at most `burst` stored. Thread-safe.
@@ -183,7 +219,13 @@ class Client : public WatchApi {
   Client& operator=(const Client&) = delete;
 
   Result Get(std::string_view path) override;
+  // All pages concatenated (ListPages collecting them).
   Result List(std::string_view path, const ListOptions& options) override;
+  // `limit` per page; an expired continue token (410) starts the list over, still paged, on a
+  // new snapshot; a second expiry within the call lists once without `limit` (client-go's pager
+  // falls back to that at once, which holds the whole list in memory: here the last resort).
+  Result ListPages(std::string_view path, const ListOptions& options,
+                   const PageHandler& page) override;
   Result Create(std::string_view path, const json::Value& object) override;
   Result Update(std::string_view path, const json::Value& object) override;
   Result Patch(std::string_view path, PatchType type, std::string_view body) override;
@@ -215,6 +257,13 @@ class Client : public WatchApi {
   void Throttle();
   // Sleeps `delay` unless Shutdown() is called; returns false when shut down.
   bool Sleep(std::chrono::milliseconds delay);
+  // The deadline watchdog: shuts down the connections of attempts whose deadline passed.
+  struct InFlight;
+  std::list<InFlight>::iterator Watch(httplib::ClientImpl* connection,
+                                      std::chrono::steady_clock::time_point deadline);
+  // Forgets the attempt; true when the watchdog cut its connection.
+  bool Unwatch(std::list<InFlight>::iterator it);
+  void RunWatchdog();
   std::string Target(std::string_view path, std::string_view query) const;
 
   const ClientConfig config_;
@@ -232,6 +281,12 @@ class Client : public WatchApi {
   std::mutex shutdownMu_;
   std::condition_variable shutdownCv_;
   bool shutdown_ = false;
+
+  std::mutex cutMu_;
+  std::condition_variable cutCv_;
+  std::list<InFlight> inFlight_;
+  bool watchdogStop_ = false;
+  std::thread watchdog_;  // last member: started in the constructor, joined in the destructor
 };
 
 // Watches `path` starting after `resourceVersion` and keeps watching: after a normal end of the

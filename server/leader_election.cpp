@@ -39,6 +39,82 @@ std::string Describe(const kube::Result& r) {
 
 }  // namespace
 
+std::string CheckTiming(const Timing& t) {
+  if (t.retryPeriod.count() <= 0 || t.writeMargin.count() < 0) {
+    return "the retry period must be positive and the write margin not negative";
+  }
+  if (t.retryPeriod >= t.renewDeadline) {
+    return "the retry period (" + std::to_string(t.retryPeriod.count()) +
+           " ms) must be shorter than the renew deadline (" +
+           std::to_string(t.renewDeadline.count()) + " ms)";
+  }
+  if (t.renewDeadline >= t.leaseDuration - t.writeMargin) {
+    return "the renew deadline (" + std::to_string(t.renewDeadline.count()) +
+           " ms) must be shorter than the lease duration (" +
+           std::to_string(t.leaseDuration.count()) + " ms) less the write margin (" +
+           std::to_string(t.writeMargin.count()) + " ms)";
+  }
+  return "";
+}
+
+std::optional<Steady::time_point> WriteDeadline(std::optional<Steady::time_point> lastRenew,
+                                                Steady::time_point now, const Timing& t,
+                                                std::chrono::milliseconds callTimeout) {
+  if (!lastRenew || now >= *lastRenew + t.renewDeadline) return std::nullopt;
+  return std::min(now + callTimeout, *lastRenew + t.leaseDuration - t.writeMargin);
+}
+
+Steady::time_point RenewAttemptDeadline(bool leading, Steady::time_point lastRenew,
+                                        Steady::time_point now, const Timing& t) {
+  return (leading ? lastRenew : now) + t.renewDeadline;
+}
+
+void Fence::Open(Steady::time_point renewStarted) {
+  std::lock_guard lock(mu_);
+  if (!lastRenew_ || renewStarted > *lastRenew_) lastRenew_ = renewStarted;
+}
+
+void Fence::Close() {
+  std::lock_guard lock(mu_);
+  lastRenew_.reset();
+}
+
+std::optional<Steady::time_point> Fence::Deadline(Steady::time_point now,
+                                                  std::chrono::milliseconds callTimeout) const {
+  std::lock_guard lock(mu_);
+  return WriteDeadline(lastRenew_, now, timing_, callTimeout);
+}
+
+template <typename F>
+kube::Result FencedApi::Write(std::string_view verb, std::string_view path, F&& call) {
+  const Steady::time_point now = Steady::now();
+  std::optional<Steady::time_point> deadline =
+      fence_ != nullptr ? fence_->Deadline(now, callTimeout_) : now + callTimeout_;
+  if (!deadline) {
+    ++refused_;
+    kube::Result r;
+    r.reason = "NotLeading";
+    r.message = std::string(verb) + " " + std::string(path) +
+                ": not sent, this replica cannot be sure it still holds the leader Lease";
+    return r;
+  }
+  kube::DeadlineScope scope(*deadline);
+  return call();
+}
+
+kube::Result FencedApi::Create(std::string_view path, const json::Value& object) {
+  return Write("create", path, [&] { return api_.Create(path, object); });
+}
+kube::Result FencedApi::Update(std::string_view path, const json::Value& object) {
+  return Write("update", path, [&] { return api_.Update(path, object); });
+}
+kube::Result FencedApi::Patch(std::string_view path, kube::PatchType type, std::string_view body) {
+  return Write("patch", path, [&] { return api_.Patch(path, type, body); });
+}
+kube::Result FencedApi::Delete(std::string_view path) {
+  return Write("delete", path, [&] { return api_.Delete(path); });
+}
+
 std::string DefaultIdentity() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
@@ -53,7 +129,8 @@ std::string DefaultIdentity() {
 LeaderElector::LeaderElector(kube::Api& api, Options options)
     : api_(api),
       options_(std::move(options)),
-      identity_(options_.identity.empty() ? DefaultIdentity() : options_.identity) {}
+      identity_(options_.identity.empty() ? DefaultIdentity() : options_.identity),
+      fence_(options_.timing) {}
 
 LeaderElector::~LeaderElector() {
   Stop();
@@ -72,14 +149,14 @@ bool LeaderElector::LeaderKnownAlive(std::chrono::steady_clock::time_point now) 
   std::lock_guard lock(mu_);
   if (leading_) return true;
   return !observedHolder_.empty() && observedHolder_ != identity_ &&
-         now < observedTime_ + options_.renewDeadline;
+         now < observedTime_ + options_.timing.renewDeadline;
 }
 
 bool LeaderElector::TryAcquireOrRenew(std::chrono::steady_clock::time_point now) {
   const std::string path = kube::LeasePath(options_.namespaceName, options_.name);
   const std::string ts = Now();
   const long long durationSeconds = std::max<long long>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(options_.leaseDuration).count());
+      1, std::chrono::duration_cast<std::chrono::seconds>(options_.timing.leaseDuration).count());
   auto fillSpec = [&](Value& spec, json::Allocator& a, const std::string& acquireTime,
                       long long transitions) {
     json::SetString(spec, "holderIdentity", identity_, a);
@@ -203,9 +280,9 @@ bool LeaderElector::Sleep(std::chrono::milliseconds d) {
 }
 
 void LeaderElector::Run() {
-  using Steady = std::chrono::steady_clock;
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> jitter(0.0, 1.2);  // client-go JitterFactor 1.2
+  const Timing& t = options_.timing;
   auto callback = [](const std::function<void()>& f, std::string_view what) {
     if (!f) return;
     try {
@@ -217,24 +294,28 @@ void LeaderElector::Run() {
       log::Error("leader election callback failed", {{"callback", std::string(what)}});
     }
   };
-  auto attempt = [this](Steady::time_point now) {
+  // One attempt timed from before its Get, cut at its deadline (the renew deadline of the term).
+  bool leading = false;
+  Steady::time_point lastRenew{};
+  auto attempt = [&](Steady::time_point now) {
+    kube::DeadlineScope scope(RenewAttemptDeadline(leading, lastRenew, now, t));
     try {
       return TryAcquireOrRenew(now);
     } catch (...) {
       return false;
     }
   };
-  bool leading = false;
-  Steady::time_point lastRenew{};
   while (true) {
     {
       std::lock_guard lock(mu_);
       if (stop_) break;
     }
     if (!leading) {
-      if (attempt(Steady::now())) {
+      const Steady::time_point now = Steady::now();
+      if (attempt(now)) {
         leading = true;
-        lastRenew = Steady::now();
+        lastRenew = now;
+        fence_.Open(now);
         {
           std::lock_guard lock(mu_);
           leading_ = true;
@@ -245,43 +326,54 @@ void LeaderElector::Run() {
         callback(options_.onStartedLeading, "onStartedLeading");
         continue;
       }
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(options_.retryPeriod *
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(t.retryPeriod *
                                                                               (1.0 + jitter(rng)));
       if (!Sleep(wait)) break;
       continue;
     }
-    if (!Sleep(options_.retryPeriod)) break;
+    if (!Sleep(t.retryPeriod)) break;
     const Steady::time_point now = Steady::now();
     bool lost = false;
     if (attempt(now)) {
       lastRenew = now;
+      fence_.Open(now);
     } else {
       std::lock_guard lock(mu_);
-      // Another holder took it, or we could not renew within the deadline.
+      // Another holder took it, or the renew deadline passed (the fence closed by itself then).
       lost = (!observedHolder_.empty() && observedHolder_ != identity_) ||
-             now - lastRenew >= options_.renewDeadline;
+             Steady::now() >= lastRenew + t.renewDeadline;
     }
     if (lost) {
+      fence_.Close();
       leading = false;
       {
         std::lock_guard lock(mu_);
         leading_ = false;
       }
-      log::Warn("leader election: lost the lease", {{"identity", identity_}});
+      log::Warn("leader election: lost the lease, stopping the loop", {{"identity", identity_}});
       callback(options_.onStoppedLeading, "onStoppedLeading");
     }
   }
   if (leading) {
-    try {
-      Release();
-    } catch (...) {
+    // The loop stops first (its writes still bounded by the fence), then the fence closes, and
+    // only then is the Lease released: a successor never runs beside a loop still writing.
+    callback(options_.onStoppedLeading, "onStoppedLeading");
+    fence_.Close();
+    bool released = false;
+    {
+      kube::DeadlineScope scope(Steady::now() + t.renewDeadline);
+      try {
+        released = Release();
+      } catch (...) {
+      }
     }
     {
       std::lock_guard lock(mu_);
       leading_ = false;
     }
-    log::Info("leader election: released the lease", {{"identity", identity_}});
-    callback(options_.onStoppedLeading, "onStoppedLeading");
+    log::Info(released ? "leader election: loop stopped, released the lease"
+                       : "leader election: loop stopped, could not release the lease",
+              {{"identity", identity_}});
   }
 }
 

@@ -7,28 +7,119 @@
 //
 // Only the leader runs the rollout loop: onStartedLeading starts it, onStoppedLeading stops it.
 // Callbacks run on the elector's thread and must not call Stop() on the elector.
+//
+// One loop at a time (DESIGN.md §9.3), which client-go does not promise (it has no fencing and
+// releases the Lease while OnStartedLeading's work may still run): every renewal is timed from
+// before its Get (`r`), and every other replica can take the Lease over no earlier than
+// r + leaseDuration on its own clock. So the leader's Fence lets the loop START a write only
+// before r + renewDeadline and gives every write a deadline (kube::DeadlineScope) at
+// r + leaseDuration - writeMargin; a renewal is itself cut at r + renewDeadline. A leader that
+// cannot renew has stopped writing before anyone can lead, whatever its thread is doing. On
+// Stop the loop is stopped first, the fence closed, and only then the Lease released.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "hooks/kube_api.h"
+#include "server/kube_client.h"
 
 namespace iw::leader {
 
 inline constexpr std::string_view kLeaseName = "inplace-webhook";
 
+using Steady = std::chrono::steady_clock;
+
+// The durations the fence is built from (client-go's defaults, plus the write margin).
+struct Timing {
+  std::chrono::milliseconds leaseDuration{15000};
+  std::chrono::milliseconds renewDeadline{10000};
+  std::chrono::milliseconds retryPeriod{2000};
+  // How long before another replica could take over every write has ended: covers the rate
+  // difference of the replicas' monotonic clocks and the API server noticing the closed
+  // connection.
+  std::chrono::milliseconds writeMargin{1000};
+};
+
+// Why `t` cannot keep one loop at a time ("" when it can): retryPeriod < renewDeadline (the
+// leader gets more than one try per deadline) and renewDeadline < leaseDuration - writeMargin (a
+// write started just before the renew deadline still has time before it must have ended).
+std::string CheckTiming(const Timing& t);
+
+// The deadline of a write starting at `now`, or nullopt when none may start: `lastRenew` is when
+// the last successful renewal started (nullopt: not leading). A write may start while
+// now < lastRenew + renewDeadline; it must end by min(now + callTimeout, lastRenew +
+// leaseDuration - writeMargin).
+std::optional<Steady::time_point> WriteDeadline(std::optional<Steady::time_point> lastRenew,
+                                                Steady::time_point now, const Timing& t,
+                                                std::chrono::milliseconds callTimeout);
+
+// The deadline of the renewal attempt starting at `now`: lastRenew + renewDeadline while leading
+// (client-go cancels its renew at RenewDeadline), now + renewDeadline for a candidate.
+Steady::time_point RenewAttemptDeadline(bool leading, Steady::time_point lastRenew,
+                                        Steady::time_point now, const Timing& t);
+
+// The leader's write fence: open from a successful renewal (Open(r)) until Close(); it closes by
+// itself at r + renewDeadline when no renewal follows. Thread-safe.
+class Fence {
+ public:
+  explicit Fence(Timing timing) : timing_(timing) {}
+  void Open(Steady::time_point renewStarted);
+  void Close();
+  // WriteDeadline at `now` for the fence's state.
+  std::optional<Steady::time_point> Deadline(Steady::time_point now,
+                                             std::chrono::milliseconds callTimeout) const;
+
+ private:
+  const Timing timing_;
+  mutable std::mutex mu_;
+  std::optional<Steady::time_point> lastRenew_;
+};
+
+// The loop's API: writes (create, update, patch, delete) pass only through the fence, each under
+// its deadline (refused with reason "NotLeading" when none may start); without a fence (no
+// election) each write still has a deadline of `callTimeout`. Reads and watches pass through
+// (they cannot land a write; the client's own timeouts bound them).
+class FencedApi : public kube::WatchApi {
+ public:
+  FencedApi(kube::WatchApi& api, const Fence* fence, std::chrono::milliseconds callTimeout)
+      : api_(api), fence_(fence), callTimeout_(callTimeout) {}
+  kube::Result Get(std::string_view path) override { return api_.Get(path); }
+  kube::Result List(std::string_view path, const kube::ListOptions& options) override {
+    return api_.List(path, options);
+  }
+  kube::Result Create(std::string_view path, const json::Value& object) override;
+  kube::Result Update(std::string_view path, const json::Value& object) override;
+  kube::Result Patch(std::string_view path, kube::PatchType type, std::string_view body) override;
+  kube::Result Delete(std::string_view path) override;
+  kube::WatchResult Watch(std::string_view path, const kube::WatchOptions& options,
+                          const kube::WatchHandler& handler, std::stop_token stop) override {
+    return api_.Watch(path, options, handler, stop);
+  }
+  // Writes refused because the fence was closed.
+  uint64_t Refused() const { return refused_.load(); }
+
+ private:
+  template <typename F>
+  kube::Result Write(std::string_view verb, std::string_view path, F&& call);
+
+  kube::WatchApi& api_;
+  const Fence* fence_;
+  const std::chrono::milliseconds callTimeout_;
+  std::atomic<uint64_t> refused_{0};
+};
+
 struct Options {
   std::string namespaceName;  // where the Lease lives (the pod's own namespace)
   std::string name = std::string(kLeaseName);
   std::string identity;  // default: DefaultIdentity()
-  std::chrono::milliseconds leaseDuration{15000};
-  std::chrono::milliseconds renewDeadline{10000};
-  std::chrono::milliseconds retryPeriod{2000};
+  Timing timing;
   std::function<void()> onStartedLeading;
   std::function<void()> onStoppedLeading;
   // Wall clock for the record's timestamps (default system_clock::now).
@@ -51,6 +142,8 @@ class LeaderElector {
   void Stop();
 
   bool IsLeader() const;
+  // The fence the loop's writes go through (FencedApi).
+  const Fence& WriteFence() const { return fence_; }
   // Whether some process is known to run the loop at `now`: we lead, or another holder's record was
   // seen to change less than renewDeadline ago (a holder that cannot renew within it stops leading
   // by itself), on OUR clock. False once the Lease was released (empty holder).
@@ -77,6 +170,7 @@ class LeaderElector {
   kube::Api& api_;
   const Options options_;
   const std::string identity_;
+  Fence fence_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -14,11 +14,13 @@
 #include <thread>
 
 #include "hooks/admission.h"
+#include "server/cert_controller.h"
 #include "server/kube_client.h"
 #include "server/leader_election.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/loop_metrics.h"
+#include "server/loop_status.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/review_codec.h"
@@ -53,7 +55,7 @@ class LoopRuntime {
   // configuration is wrong.
   static std::unique_ptr<LoopRuntime> Create(const iw::cli::ServeOptions& o,
                                              iw::metrics::Registry& metrics, std::string& error) {
-    if (o.disableLoop) return nullptr;
+    if (o.disableLoop || o.role == "webhook") return nullptr;
     std::optional<iw::kube::ClientConfig> config;
     bool inCluster = false;
     if (!o.apiServer.empty()) {
@@ -88,15 +90,46 @@ class LoopRuntime {
     // Event-driven: --loop-resync-period-ms is only the safety resync (from the caches, no API
     // call).
     loopOptions.resyncPeriod = std::chrono::milliseconds(o.loopResyncPeriodMs);
-    rt->loop_ = std::make_unique<iw::loop::Loop>(*rt->client_, loopOptions);
     if (elect) {
       iw::leader::Options lo;
       lo.namespaceName = leaseNamespace;
       lo.identity = identity;
-      iw::loop::Loop* loop = rt->loop_.get();
-      lo.onStartedLeading = [loop] { loop->Start(); };
-      lo.onStoppedLeading = [loop] { loop->Stop(); };
+      if (std::string bad = iw::leader::CheckTiming(lo.timing); !bad.empty()) {
+        error = "leader election: " + bad;
+        return nullptr;
+      }
+      LoopRuntime* self = rt.get();
+      lo.onStartedLeading = [self] { self->loop_->Start(); };
+      lo.onStoppedLeading = [self] { self->loop_->Stop(); };
       rt->elector_ = std::make_unique<iw::leader::LeaderElector>(*rt->client_, lo);
+    }
+    // The loop writes only through the leader's fence (DESIGN.md §9.3): no write starts once this
+    // replica cannot be sure it leads, none outlives the moment another replica may take over.
+    rt->fenced_ = std::make_unique<iw::leader::FencedApi>(
+        *rt->client_, rt->elector_ ? &rt->elector_->WriteFence() : nullptr,
+        rt->client_->Config().requestTimeout);
+    rt->loop_ = std::make_unique<iw::loop::Loop>(*rt->fenced_, loopOptions);
+    if (const auto& mc = o.managedCertificates; mc.enabled) {
+      // Every replica runs it, leader or not (its writes are conditional, §9.7): certificates
+      // must not wait for an election.
+      iw::certs::ControllerOptions co;
+      co.namespaceName =
+          !mc.namespaceName.empty() ? mc.namespaceName : rt->client_->Config().namespaceName;
+      if (co.namespaceName.empty()) {
+        error = "--manage-certificates needs --cert-namespace outside a cluster";
+        return nullptr;
+      }
+      co.secretName = mc.secretName;
+      co.serviceName = mc.serviceName;
+      co.webhookConfiguration = mc.webhookConfiguration;
+      co.policy.caValidity = mc.caValiditySeconds;
+      co.policy.caRenewBefore = mc.caRenewBeforeSeconds;
+      co.policy.servingValidity = mc.validitySeconds;
+      co.policy.servingRenewBefore = mc.renewBeforeSeconds;
+      co.policy.overlap = mc.overlapSeconds;
+      co.checkInterval = std::chrono::seconds(mc.checkIntervalSeconds);
+      rt->certs_ = std::make_unique<iw::certs::Controller>(*rt->client_, co);
+      metrics.AddCollector([c = rt->certs_.get()](std::string& out) { c->RenderMetrics(out); });
     }
     iw::kube::Client* client = rt->client_.get();
     iw::loop::LoopMetrics* lm = &rt->loopMetrics_;
@@ -123,6 +156,7 @@ class LoopRuntime {
   }
 
   void Start() {
+    if (certs_) certs_->Start();
     if (elector_)
       elector_->Start();
     else
@@ -134,6 +168,7 @@ class LoopRuntime {
   void Stop() {
     if (elector_) elector_->Stop();
     loop_->Stop();
+    if (certs_) certs_->Stop();
     client_->Shutdown();
   }
 
@@ -146,8 +181,10 @@ class LoopRuntime {
  private:
   std::unique_ptr<iw::kube::Client> client_;
   iw::loop::LoopMetrics loopMetrics_;
-  std::unique_ptr<iw::loop::Loop> loop_;
   std::unique_ptr<iw::leader::LeaderElector> elector_;
+  std::unique_ptr<iw::leader::FencedApi> fenced_;
+  std::unique_ptr<iw::loop::Loop> loop_;
+  std::unique_ptr<iw::certs::Controller> certs_;
 };
 
 int Serve(const iw::cli::ServeOptions& o) {
@@ -167,30 +204,60 @@ int Serve(const iw::cli::ServeOptions& o) {
     iw::log::Error("cannot start the in-place loop", {{"error", loopError}});
     return 1;
   }
-  // The pod webhook injects the readiness gate only while a loop is known to set it (§8.6).
+  if (o.managedCertificates.enabled && !loop) {
+    iw::log::Error("cannot start",
+                   {{"error", "--manage-certificates needs the API client (an API server, and "
+                              "not --disable-loop)"}});
+    return 1;
+  }
+  // The pod webhook injects the readiness gate only while a loop is known to set it (§8.6): this
+  // process's own knowledge (role all or controller, which also answers /loopz), or, in the
+  // credential-free webhook role, the controller's /loopz answer (§9.4).
+  std::unique_ptr<iw::server::LoopStatusPoller> poller;
+  if (!o.loopStatusUrl.empty()) {
+    if (std::string err = iw::server::LoopStatusPoller::Validate(o.loopStatusUrl); !err.empty()) {
+      iw::log::Error("cannot start", {{"error", err}});
+      return 1;
+    }
+    poller = std::make_unique<iw::server::LoopStatusPoller>(
+        iw::server::LoopStatusPoller::Options{.url = o.loopStatusUrl});
+    metrics.AddCollector([p = poller.get()](std::string& out) { p->RenderMetrics(out); });
+  }
   iw::server::WebhookServerOptions serverOptions = o.server;
   const LoopRuntime* runtime = loop.get();
-  serverOptions.loopAlive = [runtime] { return runtime != nullptr && runtime->LoopAlive(); };
-  metrics.AddCollector([runtime](std::string& out) {
+  const iw::server::LoopStatusPoller* status = poller.get();
+  auto loopAlive = [runtime, status] {
+    if (status != nullptr) return status->Alive();
+    return runtime != nullptr && runtime->LoopAlive();
+  };
+  serverOptions.loopAlive = loopAlive;
+  metrics.AddCollector([loopAlive](std::string& out) {
     out +=
         "# HELP inplace_webhook_loop_alive Whether this replica knows a loop to be running (it "
-        "leads, "
-        "or saw the leader Lease renewed within the renew deadline); 0: new pods get no readiness "
-        "gate.\n";
+        "leads, saw the leader Lease renewed within the renew deadline, or, --role=webhook, the "
+        "controller's /loopz answered alive within 3 s); 0: new pods get no readiness gate.\n";
     out += "# TYPE inplace_webhook_loop_alive gauge\n";
-    out += std::string("inplace_webhook_loop_alive ") +
-           (runtime != nullptr && runtime->LoopAlive() ? "1" : "0") + "\n";
+    out += std::string("inplace_webhook_loop_alive ") + (loopAlive() ? "1" : "0") + "\n";
   });
   iw::server::WebhookServer server(std::move(serverOptions), metrics);
   if (std::string err = server.Start(); !err.empty()) {
     iw::log::Error("cannot start", {{"error", err}});
     return 1;
   }
-  iw::log::Info("serving admission", {{"address", o.server.bindAddress},
-                                      {"port", std::to_string(server.Port())},
-                                      {"probePort", std::to_string(server.ProbePort())},
-                                      {"certificate", server.Certificates().Fingerprint()},
-                                      {"version", IW_VERSION}});
+  if (o.server.port >= 0) {
+    iw::log::Info("serving admission", {{"address", o.server.bindAddress},
+                                        {"port", std::to_string(server.Port())},
+                                        {"probePort", std::to_string(server.ProbePort())},
+                                        {"certificate", server.Certificates().Fingerprint()},
+                                        {"role", o.role},
+                                        {"version", IW_VERSION}});
+  } else {
+    iw::log::Info("controller: probe port only, no webhook listener",
+                  {{"address", o.server.bindAddress},
+                   {"probePort", std::to_string(server.ProbePort())},
+                   {"version", IW_VERSION}});
+  }
+  if (poller) poller->Start();
   if (loop) loop->Start();
   int sig = 0;
   sigwait(&set, &sig);
@@ -206,6 +273,7 @@ int Serve(const iw::cli::ServeOptions& o) {
         "shutdown took longer than --shutdown-delay-seconds + --shutdown-grace-seconds; exiting");
     std::_Exit(1);
   }).detach();
+  if (poller) poller->Stop();
   if (loop) loop->Stop();
   server.Shutdown(std::chrono::seconds(o.shutdownDelaySeconds), deadline);
   iw::log::Info("stopped");

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -112,7 +115,48 @@ TEST_CASE("LIST concatenates every page and applies label and field selectors") 
   }
 }
 
-TEST_CASE("LIST starts over without pages when its continue token expires mid-way") {
+TEST_CASE("ListPages hands over one page at a time; a handler's false stops the list") {
+  IW_REQUIRE_SERVER(env);
+  auto client = test::MakeClient(env);
+  Control control(env);
+  const std::string ns = "t-list-pages";
+  for (int i = 0; i < 7; ++i) {
+    REQUIRE(client->Create(PodsPath(ns), test::PodManifest(ns, "p" + std::to_string(i))).Ok());
+  }
+  control.ClearRequests();
+  ListOptions o;
+  o.limit = 2;
+  std::vector<size_t> sizes;
+  std::vector<bool> restarts;
+  std::set<std::string> names;
+  Result r = client->ListPages(PodsPath(ns), o, [&](json::Document& page, bool restart) {
+    sizes.push_back(json::Find(&page, "items")->Size());
+    restarts.push_back(restart);
+    for (const auto& item : json::Find(&page, "items")->GetArray()) {
+      names.insert(std::string(json::StringOr(json::Find(&item, "metadata"), "name")));
+    }
+    CHECK_FALSE(Rv(page).empty());
+    return true;
+  });
+  REQUIRE_MESSAGE(r.Ok(), r.message);
+  CHECK(sizes == std::vector<size_t>{2, 2, 2, 1});
+  CHECK(restarts == std::vector<bool>{true, false, false, false});
+  CHECK(names == std::set<std::string>{"p0", "p1", "p2", "p3", "p4", "p5", "p6"});
+
+  control.ClearRequests();
+  int pages = 0;
+  Result stopped = client->ListPages(PodsPath(ns), o, [&](json::Document&, bool) {
+    ++pages;
+    return false;
+  });
+  CHECK_FALSE(stopped.Ok());
+  CHECK(stopped.reason == "Stopped");
+  CHECK(pages == 1);
+  control.Settle();
+  CHECK(control.Requests(PodsPath(ns)).size() == 1);
+}
+
+TEST_CASE("LIST starts over, paged, when its continue token expires; unpaged the second time") {
   IW_REQUIRE_SERVER(env);
   auto client = test::MakeClient(env);
   Control control(env);
@@ -121,32 +165,59 @@ TEST_CASE("LIST starts over without pages when its continue token expires mid-wa
     REQUIRE(client->Create(PodsPath(ns), test::PodManifest(ns, "p" + std::to_string(i))).Ok());
   }
   control.ClearRequests();
-  // Each page takes 100 ms; the history moves on and is compacted while pages are being read.
-  control.Faults(R"({"latencyMs":100,"matchMethods":["LIST"],"matchPath":"/t-list-expired/"})");
+  // Each page takes 200 ms (a pass of 8 pages 1.6 s); the history moves on and is compacted
+  // while the first pass is being read (at 0.5 s), and again during the second (at 1.5 s).
+  control.Faults(R"({"latencyMs":200,"matchMethods":["LIST"],"matchPath":"/t-list-expired/"})");
   Result all;
+  std::vector<bool> restarts;
   {
     std::jthread lister([&] {
       ListOptions o;
       o.limit = 1;
-      all = client->List(PodsPath(ns), o);
+      std::set<std::string> names;
+      all = client->ListPages(PodsPath(ns), o, [&](json::Document& page, bool restart) {
+        restarts.push_back(restart);
+        if (restart) names.clear();
+        for (const auto& item : json::Find(&page, "items")->GetArray()) {
+          names.insert(std::string(json::StringOr(json::Find(&item, "metadata"), "name")));
+        }
+        return true;
+      });
+      CHECK(names.size() == 8);
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(350));
-    // A write after the list's snapshot, then compaction up to it: the snapshot is gone.
     auto other = test::MakeClient(env);
-    REQUIRE(other
-                ->Create(PodsPath("t-list-expired-other"),
-                         test::PodManifest("t-list-expired-other", "x"))
-                .Ok());
-    control.Compact();
+    for (int round = 0; round < 2; ++round) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(round == 0 ? 500 : 1000));
+      // A write after the list's snapshot, then compaction up to it: the snapshot is gone.
+      REQUIRE(other
+                  ->Create(PodsPath("t-list-expired-other"),
+                           test::PodManifest("t-list-expired-other", "x" + std::to_string(round)))
+                  .Ok());
+      control.Compact();
+    }
   }
   control.ClearFaults();
   REQUIRE_MESSAGE(all.Ok(), all.message);
-  CHECK(json::Find(&all.object, "items")->Size() == 8);
+  control.Settle();
   auto log = control.Requests(PodsPath(ns));
   REQUIRE_FALSE(log.empty());
-  CHECK(std::count_if(log.begin(), log.end(), [](const auto& l) { return l.code == 410; }) == 1);
+  CHECK(std::count_if(log.begin(), log.end(), [](const auto& l) { return l.code == 410; }) == 2);
+  // After the first 410 the list starts over, paged, without a continue token.
+  auto first410 = std::find_if(log.begin(), log.end(), [](const auto& l) { return l.code == 410; });
+  REQUIRE(first410 + 1 != log.end());
+  CHECK((first410 + 1)->query.find("limit=1") != std::string::npos);
+  CHECK((first410 + 1)->query.find("continue") == std::string::npos);
   CHECK(log.back().code == 200);
-  CHECK(log.back().query.find("limit") == std::string::npos);  // one unpaged list
+  CHECK(log.back().query.find("limit") == std::string::npos);  // the last resort: unpaged
+  CHECK(std::count(restarts.begin(), restarts.end(), true) == 3);
+  // List (the pages concatenated) follows the same rules and ends with every item once.
+  control.ClearRequests();
+  ListOptions o;
+  o.limit = 3;
+  Result combined = client->List(PodsPath(ns), o);
+  REQUIRE(combined.Ok());
+  CHECK(json::Find(&combined.object, "items")->Size() == 8);
+  CHECK(json::Path(&combined.object, {"metadata", "continue"}) == nullptr);
 }
 
 TEST_CASE("PATCH sends merge, JSON and strategic-merge bodies with their content types") {
@@ -645,4 +716,85 @@ TEST_CASE("HTTPS: the server certificate is verified against the configured CA")
   CHECK(r.code == 0);
   CHECK(r.message.find("SSL") != std::string::npos);
   CHECK(untrusting.Retries() == 0);
+}
+
+TEST_CASE(
+    "A call under a DeadlineScope ends at its deadline, hung or retried, and tells the server") {
+  // A local server that holds PATCHes until released, answers GET with 503 + Retry-After: 5.
+  httplib::Server server;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<std::string> timeouts;
+  server.Patch("/api/v1/namespaces/a/pods/b",
+               [&](const httplib::Request& req, httplib::Response& res) {
+                 std::unique_lock lock(mu);
+                 timeouts.push_back(req.get_param_value("timeout"));
+                 cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+                 res.set_content("{}", "application/json");
+               });
+  server.Get("/api/v1/namespaces/a/pods/b", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_header("Retry-After", "5");
+    res.set_content("{}", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  std::string error;
+  auto cfg = ClientConfig::FromUrl("http://127.0.0.1:" + std::to_string(port), "", "", error);
+  REQUIRE(cfg);
+  Client client(*cfg);
+  using std::chrono::milliseconds;
+  using Steady = std::chrono::steady_clock;
+
+  struct Case {
+    std::string name;
+    milliseconds budget;
+    milliseconds atLeast;  // how long the call must have taken (cut at the deadline)
+    std::function<Result()> call;
+  } cases[] = {
+      {"a hung write is cut at the deadline", milliseconds(300), milliseconds(300),
+       [&] { return client.Patch("/api/v1/namespaces/a/pods/b", PatchType::kMerge, "{}"); }},
+      {"a retry due after the deadline is not waited for", milliseconds(300), milliseconds(0),
+       [&] { return client.Get("/api/v1/namespaces/a/pods/b"); }},
+      {"a deadline already passed sends nothing", milliseconds(0), milliseconds(0),
+       [&] { return client.Patch("/api/v1/namespaces/a/pods/b", PatchType::kMerge, "{}"); }},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const auto began = Steady::now();
+    Result r;
+    {
+      kube::DeadlineScope scope(began + c.budget);
+      r = c.call();
+    }
+    const auto took = Steady::now() - began;
+    CHECK(r.code == 0);
+    CHECK(r.reason == "Timeout");
+    CHECK(took >= c.atLeast);
+    CHECK(took < c.budget + milliseconds(400));
+  }
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(timeouts.size() == 1);  // the third case never reached the server
+    // The API server is asked to give up at the same moment (a Go duration).
+    CHECK(timeouts[0].ends_with("ms"));
+    CHECK(std::stoi(timeouts[0]) <= 300);
+    CHECK(std::stoi(timeouts[0]) > 200);
+  }
+  // Scopes nest: the earliest deadline wins; outside any scope nothing is bounded by them.
+  CHECK_FALSE(kube::DeadlineScope::Current().has_value());
+  {
+    kube::DeadlineScope outer(Steady::now() + std::chrono::seconds(5));
+    kube::DeadlineScope inner(Steady::now() + std::chrono::seconds(50));
+    CHECK(*kube::DeadlineScope::Current() < Steady::now() + std::chrono::seconds(6));
+  }
+  CHECK_FALSE(kube::DeadlineScope::Current().has_value());
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  server.stop();
+  serving.join();
 }

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -124,7 +125,7 @@ TEST_CASE("leader election: the thread leads, calls back, and releases on Stop")
   fake::FakeApi api;
   std::atomic<int> started{0}, stopped{0};
   leader::Options o = Named("a");
-  o.retryPeriod = milliseconds(10);
+  o.timing.retryPeriod = milliseconds(10);
   o.onStartedLeading = [&] { ++started; };
   o.onStoppedLeading = [&] { ++stopped; };
   {
@@ -148,7 +149,7 @@ TEST_CASE("leader election: a leader that loses the Lease to another holder step
   fake::FakeApi api;
   std::atomic<int> stopped{0};
   leader::Options o = Named("a");
-  o.retryPeriod = milliseconds(10);
+  o.timing.retryPeriod = milliseconds(10);
   o.onStoppedLeading = [&] { ++stopped; };
   leader::LeaderElector a(api, o);
   a.Start();
@@ -198,7 +199,7 @@ TEST_CASE("leader election: a loop is known alive only while the holder's record
 TEST_CASE("leader election: the leading thread counts as alive until it stops") {
   fake::FakeApi api;
   leader::Options o = Named("a");
-  o.retryPeriod = milliseconds(20);
+  o.timing.retryPeriod = milliseconds(20);
   leader::LeaderElector a(api, o);
   a.Start();
   for (int i = 0; i < 200 && !a.IsLeader(); ++i) std::this_thread::sleep_for(milliseconds(10));
@@ -206,4 +207,194 @@ TEST_CASE("leader election: the leading thread counts as alive until it stops") 
   CHECK(a.LeaderKnownAlive(Steady::now()));
   a.Stop();
   CHECK_FALSE(a.LeaderKnownAlive(Steady::now()));
+}
+
+// --- One loop at a time (DESIGN.md §9.3) ------------------------------------------------------
+
+TEST_CASE("leader timing: the durations must leave the leader time to stop before a takeover") {
+  struct Case {
+    const char* name;
+    long lease, renew, retry, margin;
+    bool ok;
+  } cases[] = {
+      {"client-go's defaults", 15000, 10000, 2000, 1000, true},
+      {"renew deadline reaching into the margin", 15000, 14000, 2000, 1000, false},
+      {"renew deadline equal to the lease", 15000, 15000, 2000, 0, false},
+      {"one try per deadline", 15000, 10000, 10000, 1000, false},
+      {"no retry period", 15000, 10000, 0, 1000, false},
+      {"short but consistent", 3000, 1500, 300, 500, true},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    leader::Timing t{milliseconds(c.lease), milliseconds(c.renew), milliseconds(c.retry),
+                     milliseconds(c.margin)};
+    CHECK(leader::CheckTiming(t).empty() == c.ok);
+  }
+}
+
+TEST_CASE(
+    "leader timing: a write starts only before the renew deadline and ends before a takeover") {
+  const leader::Timing t;  // 15 s lease, 10 s renew deadline, 1 s margin
+  const Steady::time_point r = Steady::now();
+  const milliseconds call{30000};
+  struct Case {
+    const char* name;
+    bool leading;
+    milliseconds at;                  // now - r
+    std::optional<milliseconds> end;  // deadline - r; nullopt: refused
+  } cases[] = {
+      {"not leading", false, milliseconds(0), std::nullopt},
+      {"right after the renewal", true, milliseconds(0), milliseconds(14000)},
+      {"just before the renew deadline", true, milliseconds(9999), milliseconds(14000)},
+      {"at the renew deadline", true, milliseconds(10000), std::nullopt},
+      {"past the lease", true, milliseconds(20000), std::nullopt},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto d = leader::WriteDeadline(c.leading ? std::optional(r) : std::nullopt, r + c.at, t, call);
+    REQUIRE(d.has_value() == c.end.has_value());
+    if (c.end) CHECK(*d == r + *c.end);
+  }
+  // A short call timeout wins over the fence.
+  CHECK(*leader::WriteDeadline(r, r, t, milliseconds(500)) == r + milliseconds(500));
+  // The renewal of a leader is cut at its term's renew deadline; a candidate's runs as long.
+  CHECK(leader::RenewAttemptDeadline(true, r, r + milliseconds(9000), t) == r + seconds(10));
+  CHECK(leader::RenewAttemptDeadline(false, r, r + milliseconds(9000), t) ==
+        r + milliseconds(19000));
+  // Every write ends before any other replica can take over: lease - margin > renew deadline.
+  CHECK(r + t.leaseDuration - t.writeMargin > r + t.renewDeadline);
+}
+
+namespace {
+
+// Passes calls to a FakeApi; while `hang` is set, every call blocks until the deadline of the
+// calling thread (as kube::Client cuts a hung request) and fails with code 0. Records the
+// deadline each write carried.
+class HangingApi : public kube::WatchApi {
+ public:
+  explicit HangingApi(fake::FakeApi& api) : api_(api) {}
+  std::atomic<bool> hang{false};
+  std::atomic<int> writesWithoutDeadline{0};
+  std::atomic<int> writesLanded{0};
+
+  kube::Result Get(std::string_view path) override {
+    if (auto r = Hung()) return std::move(*r);
+    return api_.Get(path);
+  }
+  kube::Result List(std::string_view path, const kube::ListOptions& o) override {
+    return api_.List(path, o);
+  }
+  kube::Result Create(std::string_view path, const json::Value& object) override {
+    if (auto r = Write()) return std::move(*r);
+    return api_.Create(path, object);
+  }
+  kube::Result Update(std::string_view path, const json::Value& object) override {
+    if (auto r = Write()) return std::move(*r);
+    return api_.Update(path, object);
+  }
+  kube::Result Patch(std::string_view path, kube::PatchType t, std::string_view body) override {
+    if (auto r = Write()) return std::move(*r);
+    ++writesLanded;
+    return api_.Patch(path, t, body);
+  }
+  kube::Result Delete(std::string_view path) override {
+    if (auto r = Write()) return std::move(*r);
+    return api_.Delete(path);
+  }
+  kube::WatchResult Watch(std::string_view, const kube::WatchOptions&, const kube::WatchHandler&,
+                          std::stop_token) override {
+    return {};
+  }
+
+ private:
+  std::optional<kube::Result> Write() {
+    if (!kube::DeadlineScope::Current()) ++writesWithoutDeadline;
+    return Hung();
+  }
+  std::optional<kube::Result> Hung() {
+    if (!hang.load()) return std::nullopt;
+    auto d = kube::DeadlineScope::Current();
+    // Without a deadline a hung request would hang "forever" (here: 60 s).
+    std::this_thread::sleep_until(d ? *d : Steady::now() + seconds(60));
+    kube::Result r;
+    r.reason = "Timeout";
+    return r;
+  }
+  fake::FakeApi& api_;
+};
+
+}  // namespace
+
+TEST_CASE("leader election: a leader whose API hangs stops writing before its lease can be taken") {
+  fake::FakeApi api;
+  api.Put("/api/v1/namespaces/ns/configmaps", R"({"metadata":{"name":"p","namespace":"ns"}})");
+  HangingApi hanging(api);
+  leader::Options o = Named("a");
+  o.timing = {milliseconds(1500), milliseconds(1000), milliseconds(100), milliseconds(200)};
+  REQUIRE(leader::CheckTiming(o.timing).empty());
+  std::atomic<bool> loopRunning{false};
+  std::atomic<Steady::time_point::rep> stoppedAt{0};
+  o.onStartedLeading = [&] { loopRunning = true; };
+  o.onStoppedLeading = [&] {
+    loopRunning = false;
+    stoppedAt = Steady::now().time_since_epoch().count();
+  };
+  leader::LeaderElector a(hanging, o);
+  leader::FencedApi loopApi(hanging, &a.WriteFence(), seconds(30));
+  a.Start();
+  const auto deadline = Steady::now() + seconds(30);
+  while (!a.IsLeader() && Steady::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+  REQUIRE(a.IsLeader());
+  const std::string pod = "/api/v1/namespaces/ns/configmaps/p";
+  CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").Ok());
+  CHECK(hanging.writesWithoutDeadline.load() == 0);
+
+  // The API server hangs. The last renewal started at most a retry period ago: `hungAt` - 100 ms.
+  const Steady::time_point hungAt = Steady::now();
+  hanging.hang = true;
+  // A write the loop issues now hangs, and is cut before lease - margin after the last renewal.
+  std::thread writer([&] { CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").code == 0); });
+  writer.join();
+  const Steady::time_point writeEnded = Steady::now();
+  CHECK(writeEnded < hungAt + milliseconds(1300));  // r + 1500 - 200, r <= hungAt
+  // The renewal is cut at its deadline too, and the loop stops by r + renewDeadline (+ slack).
+  while (loopRunning.load() && Steady::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  CHECK_FALSE(loopRunning.load());
+  CHECK(Steady::time_point(Steady::duration(stoppedAt.load())) < hungAt + milliseconds(1300));
+  // Once the fence is closed nothing is sent at all.
+  CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").reason == "NotLeading");
+  CHECK(loopApi.Refused() >= 1);
+  CHECK(hanging.writesLanded.load() == 1);  // only the write before the hang
+  hanging.hang = false;
+  a.Stop();
+}
+
+TEST_CASE("leader election: the Lease is released only after the loop has stopped") {
+  fake::FakeApi api;
+  leader::Options o = Named("a");
+  o.timing.retryPeriod = milliseconds(10);
+  std::string holderWhileStopping = "unset";
+  o.onStoppedLeading = [&] { holderWhileStopping = Holder(api); };
+  leader::LeaderElector a(api, o);
+  a.Start();
+  const auto deadline = Steady::now() + seconds(30);
+  while (!a.IsLeader() && Steady::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+  REQUIRE(a.IsLeader());
+  a.Stop();
+  CHECK(holderWhileStopping == "a");  // the loop stopped while we still held the Lease
+  CHECK(Holder(api).empty());         // released afterwards
+}
+
+TEST_CASE("leader election: without a fence every write still carries a deadline") {
+  fake::FakeApi api;
+  api.Put("/api/v1/namespaces/ns/configmaps", R"({"metadata":{"name":"p","namespace":"ns"}})");
+  HangingApi hanging(api);
+  leader::FencedApi loopApi(hanging, nullptr, milliseconds(200));
+  CHECK(loopApi.Patch("/api/v1/namespaces/ns/configmaps/p", kube::PatchType::kMerge, "{}").Ok());
+  hanging.hang = true;
+  const auto began = Steady::now();
+  CHECK(loopApi.Delete("/api/v1/namespaces/ns/configmaps/p").code == 0);
+  CHECK(Steady::now() - began < milliseconds(1000));
+  CHECK(hanging.writesWithoutDeadline.load() == 0);
 }
