@@ -9,6 +9,7 @@
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
+#include "hooks/pod_update.h"
 
 namespace iw::deployment {
 
@@ -236,25 +237,76 @@ bool DecidePause(Decision& d, InProgress& record, const json::Value& oldD,
   return true;
 }
 
+// A write that carries the abort command while an update runs (DESIGN.md §9.8). The loop acts on
+// it (releases the pods, unpauses); the webhook ends the update itself, leaving the abort
+// annotation for the next write to consume, when no loop is known to run or the abort was first
+// admitted kAbortTakeover ago. The first admission stamps abortRequestedAt into the record (our own
+// earlier stamp, seen again on re-invocation or by the validator, is taken as written).
+template <typename End>
+Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json::Value& newD,
+                     const admission::Context& ctx, End& end) {
+  if (!ctx.loopAlive) {
+    end("aborted while no in-place loop runs");
+    d.warnings.back() = Warning(
+        "in-place update ended by the webhook (no in-place loop runs): a normal rollout follows");
+    return d;
+  }
+  if (!record) {
+    d.reason = "abort requested; the stored in-progress record is malformed; the loop aborts it";
+    return d;
+  }
+  if (record->abortRequestedAt.empty()) {
+    record->abortRequestedAt = admission::Rfc3339(ctx.now);
+    std::string error;
+    std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
+    std::optional<InProgress> w = written ? ParseInProgress(*written, error) : std::nullopt;
+    if (w) {
+      InProgress other = *w;
+      other.abortRequestedAt = record->abortRequestedAt;
+      const std::optional<pod_update::Clock::time_point> at =
+          pod_update::ParseTime(w->abortRequestedAt);
+      if (other == *record && at && *at <= ctx.now + std::chrono::seconds(1) &&
+          *at >= ctx.now - std::chrono::seconds(10)) {
+        record->abortRequestedAt = w->abortRequestedAt;
+      }
+    }
+    d.inProgress = SerializeInProgress(*record);
+    d.reason = "abort requested: the loop hands the update back to the native rollout";
+    d.warnings.push_back(Warning("in-place update: abort requested; if it still runs in " +
+                                 std::to_string(kAbortTakeover.count()) +
+                                 " s, run the abort command again"));
+    return d;
+  }
+  const std::optional<pod_update::Clock::time_point> at =
+      pod_update::ParseTime(record->abortRequestedAt);
+  if (!at || ctx.now - *at >= kAbortTakeover) {
+    end("the loop did not act on the abort within " + std::to_string(kAbortTakeover.count()) +
+        " s");
+    d.warnings.back() = Warning(
+        "in-place update ended by the webhook (the loop did not act on the "
+        "abort): a normal rollout follows");
+    return d;
+  }
+  d.reason = "abort requested at " + record->abortRequestedAt + "; the loop has not acted yet";
+  d.warnings.push_back(Warning("in-place update: abort pending since " + record->abortRequestedAt +
+                               "; the webhook ends the update itself " +
+                               std::to_string(kAbortTakeover.count()) + " s after it"));
+  return d;
+}
+
 // The decision while an in-place update runs (the stored object has `in-progress`).
-Decision DecideRunning(std::string_view stored, const json::Value& oldD, const json::Value& newD) {
+Decision DecideRunning(std::string_view stored, const json::Value& oldD, const json::Value& newD,
+                       const admission::Context& ctx) {
   Decision d;
   d.action = Action::kKeep;
   d.paused = true;
   d.inProgress = std::string(stored);
   std::string error;
   std::optional<InProgress> record = ParseInProgress(stored, error);
-  if (AbortRequested(oldD) || AbortRequested(newD)) {
-    d.reason = "abort requested: the loop hands the update back to the native rollout";
-    return d;
-  }
-  if (!record) {
-    d.reason = "the stored in-progress record is malformed (" + error + "); the loop aborts it";
-    return d;
-  }
   auto end = [&](std::string why) {
     d.action = Action::kEnd;
-    d.paused = record->pausedByUs ? std::optional<bool>(false) : std::nullopt;
+    // A malformed record: pausedByUs is unknown; leave paused as the user wrote it.
+    d.paused = record && record->pausedByUs ? std::optional<bool>(false) : std::nullopt;
     if (Annotation(newD, keys::kPauseAnnotation)) {
       d.dropPauseCommand = true;
       if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) d.paused = true;
@@ -265,6 +317,19 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
     d.warnings.push_back(Warning("in-place update ended (" + why + "): a normal rollout follows"));
     return d;
   };
+  if (AbortRequested(newD)) return DecideAbort(d, record, newD, ctx, end);
+  if (AbortRequested(oldD)) {
+    d.reason = "abort withdrawn before the loop acted on it";
+    if (record && !record->abortRequestedAt.empty()) {
+      record->abortRequestedAt.clear();
+      d.inProgress = SerializeInProgress(*record);
+    }
+    return d;
+  }
+  if (!record) {
+    d.reason = "the stored in-progress record is malformed (" + error + "); the loop aborts it";
+    return d;
+  }
   auto notEligible = [&](const eligibility::Result& r) {
     if (r.podApiRefuses.empty()) return end(r.blockingPath + " changed");
     end(PodApiRefuses(r));
@@ -344,7 +409,7 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
     return d;
   }
   if (r.verdict == eligibility::Verdict::kNotEligible) return skip(r.blockingPath + " changed");
-  if (AbortRequested(newD)) return skip("inplace-webhook.io/abort is set");
+  if (AbortRequested(newD) && !AbortRequested(oldD)) return skip("inplace-webhook.io/abort is set");
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");
   }
@@ -354,7 +419,7 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
     return d;
   }
   InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !IsPaused(oldD),
-                    admission::Rfc3339(ctx.now)};
+                    admission::Rfc3339(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then.
   if (std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation)) {
     std::optional<InProgress> w = ParseInProgress(*written, error);
@@ -486,7 +551,7 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
                 const admission::Context& ctx) {
   if (std::optional<std::string_view> stored =
           Annotation(oldDeployment, keys::kInProgressAnnotation)) {
-    return DecideRunning(*stored, oldDeployment, newDeployment);
+    return DecideRunning(*stored, oldDeployment, newDeployment, ctx);
   }
   if (!IsOptedIn(newDeployment)) {
     Decision d;
@@ -516,6 +581,10 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
       }
     }
   }
+  if (Annotation(oldDeployment, keys::kAbortAnnotation) &&
+      Annotation(newDeployment, keys::kAbortAnnotation)) {
+    d.dropAbortCommand = true;
+  }
   if (Annotation(newDeployment, keys::kUndoAnnotation)) {
     d.dropUndoCommand = true;
     d.warnings.push_back(
@@ -530,6 +599,7 @@ bool Conforms(const Decision& decision, const json::Value& deployment) {
   if (decision.action == Action::kIgnore) return true;
   if (decision.dropPauseCommand && Annotation(deployment, keys::kPauseAnnotation)) return false;
   if (decision.dropUndoCommand && Annotation(deployment, keys::kUndoAnnotation)) return false;
+  if (decision.dropAbortCommand && Annotation(deployment, keys::kAbortAnnotation)) return false;
   if (decision.paused && IsPaused(deployment) != *decision.paused) return false;
   std::optional<std::string_view> written = Annotation(deployment, keys::kInProgressAnnotation);
   if (decision.inProgress) return written == std::string_view(*decision.inProgress);
@@ -543,6 +613,7 @@ void Apply(const Decision& decision, json::Value& deployment, json::Allocator& a
           json::FindMutable(json::FindMutable(&deployment, "metadata"), "annotations")) {
     if (decision.dropPauseCommand) json::Remove(*annotations, keys::kPauseAnnotation);
     if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
+    if (decision.dropAbortCommand) json::Remove(*annotations, keys::kAbortAnnotation);
   }
   if (decision.paused && IsPaused(deployment) != *decision.paused) {
     json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",

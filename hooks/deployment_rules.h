@@ -3,6 +3,7 @@
 // share: the mutator applies it, the validator admits only its fixed points.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,12 @@ std::optional<std::string_view> Label(const json::Value& object, std::string_vie
 // `kubectl annotate deploy/NAME inplace-webhook.io/abort=true -n NAMESPACE`.
 std::string AbortCommand(const json::Value& deployment);
 
+// How long an admitted abort is left to the loop (DESIGN.md §9.8): a user write that still carries
+// the abort this long after it was first admitted ends the update in the webhook itself (as does
+// an abort admitted while no loop is known to run), so a lost or powerless loop cannot keep a
+// Deployment paused.
+inline constexpr std::chrono::seconds kAbortTakeover{60};
+
 // Shape checks of request objects: the fields the rules read must have the types Kubernetes
 // gives them (null counts as absent). Returns a message naming the first wrong field as
 // `<name>.<path>` and the expected type, e.g. `object.metadata.labels must be an object of string
@@ -72,6 +79,9 @@ struct Decision {
   // the loop's to act on while an update runs, so it is kept then).
   bool dropPauseCommand = false;
   bool dropUndoCommand = false;
+  // The abort annotation stored with no update running (left by an update the webhook ended,
+  // DESIGN.md §9.8): consumed by the next write.
+  bool dropAbortCommand = false;
   // For the user (kubectl prints them), each at most 120 characters.
   std::vector<std::string> warnings;
   // One line on why, for logs and denial messages.

@@ -13,7 +13,7 @@ namespace iw {
 namespace {
 
 constexpr std::string_view kShape =
-    R"({"from":"<hash>","to":"<hash>","pausedByUs":true|false,"startedAt":"<RFC3339>"})";
+    R"({"from":"<hash>","to":"<hash>","pausedByUs":true|false,"startedAt":"<RFC3339>"} (optionally "abortRequestedAt":"<RFC3339>"))";
 
 std::string Sha256Hex(std::string_view data) {
   // Fetched once: an implicit fetch by EVP_sha256() on every digest costs more than hashing a
@@ -54,8 +54,14 @@ std::optional<InProgress> ParseInProgress(std::string_view text, std::string& er
     error = "in-progress record must be " + std::string(kShape);
     return std::nullopt;
   }
+  const json::Value* abortAt = json::Find(&doc, "abortRequestedAt");
+  if (abortAt != nullptr && !abortAt->IsString()) {
+    error = "in-progress record's abortRequestedAt must be a string";
+    return std::nullopt;
+  }
   return InProgress{std::string(json::View(*from)), std::string(json::View(*to)),
-                    pausedByUs->GetBool(), std::string(json::View(*startedAt))};
+                    pausedByUs->GetBool(), std::string(json::View(*startedAt)),
+                    abortAt != nullptr ? std::string(json::View(*abortAt)) : std::string()};
 }
 
 std::string SerializeInProgress(const InProgress& record) {
@@ -70,6 +76,11 @@ std::string SerializeInProgress(const InProgress& record) {
   w.Bool(record.pausedByUs);
   w.Key("startedAt");
   w.String(record.startedAt.data(), static_cast<rapidjson::SizeType>(record.startedAt.size()));
+  if (!record.abortRequestedAt.empty()) {
+    w.Key("abortRequestedAt");
+    w.String(record.abortRequestedAt.data(),
+             static_cast<rapidjson::SizeType>(record.abortRequestedAt.size()));
+  }
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }

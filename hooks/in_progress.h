@@ -1,6 +1,8 @@
 // The Deployment's `in-progress` annotation: the record of one running in-place update.
 // `{"from":"<old template hash>","to":"<new template hash>","pausedByUs":true,
-//   "startedAt":"<RFC3339 UTC>"}`
+//   "startedAt":"<RFC3339 UTC>"}`, plus `"abortRequestedAt":"<RFC3339 UTC>"` once the user's abort
+// command has been admitted (DESIGN.md §9.8): absent from records without it, so their text is
+// unchanged.
 #pragma once
 
 #include <optional>
@@ -16,6 +18,7 @@ struct InProgress {
   std::string to;
   bool pausedByUs = true;
   std::string startedAt;
+  std::string abortRequestedAt = {};  // "" until an abort is requested
 
   bool operator==(const InProgress&) const = default;
 };

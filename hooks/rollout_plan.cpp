@@ -158,7 +158,7 @@ bool IsPaused(const Value& d) {
 // Pods of the Deployment's ReplicaSets left out of Normal by the update (in a hook, draining with
 // the gate False, restarting) would stay out of service for good once the update is gone: each goes
 // back to Normal with its gate True, before the Deployment patch (DESIGN.md §8.11).
-void ReleasePods(Plan& plan, const Snapshot& s, const Value& d) {
+void ReleasePods(Plan& plan, const Snapshot& s, const Value& d, std::string_view why) {
   const std::string_view uid = Meta(d, "uid");
   std::set<std::string_view> owned;
   for (const Value* rs : s.replicaSets) {
@@ -169,13 +169,14 @@ void ReleasePods(Plan& plan, const Snapshot& s, const Value& d) {
     if (pod_update::StateOf(*pod) != keys::kStateNormal) {
       Action w = Write(
           WriteKind::kPodPatch, *pod, pod_update::StatePatch(*pod, keys::kStateNormal, s.now),
-          "abort: pod back to Normal (it was " + std::string(pod_update::StateOf(*pod)) + ")");
+          std::string(why) + ": pod back to Normal (it was " +
+              std::string(pod_update::StateOf(*pod)) + ")");
       w.pod = Name(*pod);
       plan.actions.push_back(std::move(w));
     }
     if (pod_update::HasGate(*pod) && pod_update::GateStatus(*pod) == false) {
       Action g = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, s.now),
-                       "abort: readiness gate True again");
+                       std::string(why) + ": readiness gate True again");
       g.pod = Name(*pod);
       plan.actions.push_back(std::move(g));
     }
@@ -187,7 +188,7 @@ Plan Abort(const Snapshot& s, const Value& d, const std::optional<InProgress>& r
   Plan plan;
   plan.phase = Phase::kAborted;
   plan.message = why;
-  ReleasePods(plan, s, d);
+  ReleasePods(plan, s, d, "abort");
   // Unknown record (malformed): leave `paused` as it is rather than guess who paused it.
   const bool unpause = record && record->pausedByUs && IsPaused(d);
   Action patch = EndPatch(d, unpause, "abort: " + why);
@@ -597,7 +598,10 @@ Plan PlanRollout(const Snapshot& s) {
   if (!record) {
     if (!error.empty())
       return Abort(s, d, std::nullopt, "malformed in-progress record: " + error, s.now);
-    return plan;  // no in-place update
+    // No in-place update; pods it left out of service when it ended without us (the webhook ends
+    // an abort no loop acted on, DESIGN.md §9.8) go back in service.
+    ReleasePods(plan, s, d, "update ended without the loop");
+    return plan;
   }
   const InProgress& r = *record;
   const bool abortDeferred =

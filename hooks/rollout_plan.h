@@ -103,7 +103,8 @@ struct Plan {
   std::string target;
 };
 
-// The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action.
+// The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action but
+// putting back in service the pods an update that ended without the loop left out of it.
 Plan PlanRollout(const Snapshot& snapshot);
 
 // Status patches that set the readiness gate True on pods that declare it, have no such condition

@@ -590,10 +590,27 @@ void Informer::Dispatch(Fn&& fn) {
   }
 }
 
-bool Informer::ListOnce() {
-  Result r = api_.List(options_.path, ListOptions{options_.labelSelector, options_.fieldSelector,
-                                                  options_.pageSize});
+bool Informer::ListOnce(std::stop_token stop) {
+  // Page by page: each page is parsed, projected into `fresh` and freed before the next one is
+  // fetched, so whole objects of one page at most are held at once.
+  std::map<std::string, ObjectPtr, std::less<>> fresh;
+  std::string rv;
+  Result r = api_.ListPages(
+      options_.path, ListOptions{options_.labelSelector, options_.fieldSelector, options_.pageSize},
+      [&](json::Document& page, bool restart) {
+        if (stop.stop_requested()) return false;
+        if (restart) fresh.clear();
+        if (const json::Value* items = json::Find(&page, "items"); items && items->IsArray()) {
+          for (const auto& item : items->GetArray()) {
+            ObjectPtr p = Project(item);
+            fresh[ObjectKey(p->Namespace(), p->Name())] = std::move(p);
+          }
+        }
+        rv = std::string(MetaString(page, "resourceVersion"));
+        return true;
+      });
   if (!r.Ok()) {
+    if (stop.stop_requested()) return false;
     std::lock_guard lock(statsMu_);
     ++stats_.listErrors;
     log::Warn("informer list failed", {{"informer", options_.name},
@@ -603,15 +620,6 @@ bool Informer::ListOnce() {
                                        {"message", r.message}});
     return false;
   }
-  std::map<std::string, ObjectPtr, std::less<>> fresh;
-  if (const json::Value* items = json::Find(&r.object, "items"); items && items->IsArray()) {
-    for (const auto& item : items->GetArray()) {
-      ObjectPtr p = Project(item);
-      fresh[ObjectKey(p->Namespace(), p->Name())] = std::move(p);
-    }
-  }
-  std::string rv(MetaString(r.object, "resourceVersion"));
-  r.object.SetNull();
 
   std::map<std::string, ObjectPtr, std::less<>> old;
   {
@@ -712,7 +720,7 @@ void Informer::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     try {
       if (needList) {
-        if (!ListOnce()) {
+        if (!ListOnce(stop)) {
           sleep(Backoff(failures++, options_.backoffInitial, options_.backoffMax));
           continue;
         }

@@ -1,6 +1,9 @@
 // An informer-style cache of one kind of Kubernetes object, kept current by LIST + WATCH.
 //
-// - LIST (all pages), then WATCH from the list's resourceVersion; after a normal end of a watch it
+// - LIST, paged (`pageSize`, WatchApi::ListPages): each page is projected into the new cache and
+//   freed before the next one is fetched, so at most one page of whole objects is held (an
+//   expired continue token starts the list over); the cache is swapped in once the last page is
+//   in. Then WATCH from the list's resourceVersion; after a normal end of a watch it
 //   resumes from the last resourceVersion seen (bookmarks move it); on 410 Gone (HTTP 410 or an
 //   ERROR event with code 410) it lists again and reconciles the cache with the new list (adds,
 //   updates for changed resourceVersions, deletes for objects that are gone); other errors back
@@ -11,8 +14,8 @@
 //   no lock of the cache held (they may read the informer, but must not destroy it). They should
 //   be quick (enqueue a key): a slow handler delays the watch.
 // - Runs on its own thread from construction; the destructor stops it (cancelling the watch at
-//   once; an in-flight LIST finishes first, bounded by the client's timeouts) and joins. No
-//   exception leaves the thread: a throwing handler is logged and ignored.
+//   once; an in-flight LIST stops after its current page, bounded by the client's timeouts) and
+//   joins. No exception leaves the thread: a throwing handler is logged and ignored.
 #pragma once
 
 #include <atomic>
@@ -169,7 +172,7 @@ class Informer {
  private:
   void Run(std::stop_token stop);
   void RunResync(std::stop_token stop);
-  bool ListOnce();
+  bool ListOnce(std::stop_token stop);  // false on failure or stop
   void Apply(WatchEvent& event);
   ObjectPtr Project(const json::Value& full) const;
   template <class Fn>

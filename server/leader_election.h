@@ -94,6 +94,11 @@ class FencedApi : public kube::WatchApi {
   kube::Result List(std::string_view path, const kube::ListOptions& options) override {
     return api_.List(path, options);
   }
+  // Forwarded as such: the informers' lists stay paged (WatchApi's default would concatenate).
+  kube::Result ListPages(std::string_view path, const kube::ListOptions& options,
+                         const kube::PageHandler& page) override {
+    return api_.ListPages(path, options, page);
+  }
   kube::Result Create(std::string_view path, const json::Value& object) override;
   kube::Result Update(std::string_view path, const json::Value& object) override;
   kube::Result Patch(std::string_view path, kube::PatchType type, std::string_view body) override;

@@ -126,13 +126,23 @@ kube::Projection DeploymentProjection() {
 }
 
 kube::Projection ReplicaSetProjection() {
+  // What the loop reads of a cached ReplicaSet: of one a Deployment controls, its metadata,
+  // spec.replicas and spec.selector, and its template only when that is opted in (the planner
+  // hashes and compares opted-in templates; of another template it reads only that it is not
+  // opted in, which an absent template says too: such a Deployment is read through the API,
+  // PodsCacheable). Of any other ReplicaSet only what the uid index needs (a pod's owner).
+  static const kube::Projection identity =
+      kube::KeepFields({"metadata.name", "metadata.namespace", "metadata.uid",
+                        "metadata.resourceVersion", "metadata.ownerReferences"});
   return [](const Value& full, Value& out, json::Allocator& alloc) {
+    if (ControllerName(full, "Deployment").empty()) {
+      identity(full, out, alloc);
+      return;
+    }
     CopyTrimmed(full, out, alloc);
     json::Remove(out, "status");
     Value* spec = json::FindMutable(&out, "spec");
-    if (spec != nullptr && budget::Replicas(out) == 0 && !OptedIn(json::Find(spec, "template"))) {
-      json::Remove(*spec, "template");
-    }
+    if (spec != nullptr && !OptedIn(json::Find(spec, "template"))) json::Remove(*spec, "template");
   };
 }
 
@@ -819,6 +829,21 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
         ReconcileResult r = Apply(key, one, &expectations_[key], /*cached=*/true);
         res.writes += r.writes;
         if (!r.ok) return r;
+      }
+    }
+    // Pods an update that ended without the loop left out of service: released from a fresh read
+    // (the cache may still show our own earlier release).
+    std::string selectorError;
+    if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
+      if (std::optional<kube::LabelSelector> selector =
+              kube::LabelSelector::FromJson(*s, selectorError)) {
+        std::vector<kube::ObjectPtr> pods = caches_->pods->List(ns, *selector);
+        rollout::Snapshot snapshot;
+        snapshot.deployment = &d->Value();
+        snapshot.replicaSets = Values(owned);
+        snapshot.pods = Values(pods);
+        snapshot.now = Now();
+        if (!rollout::PlanRollout(snapshot).actions.empty()) return Reconcile(ns, name);
       }
     }
     return res;

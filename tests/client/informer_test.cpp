@@ -2,8 +2,11 @@
 // handlers, server-side selectors, memory per cached pod.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <map>
+#include <mutex>
 
 #include "server/informer.h"
 #include "support.h"
@@ -42,6 +45,9 @@ class GatedApi : public WatchApi {
 
   Result Get(std::string_view p) override { return api_.Get(p); }
   Result List(std::string_view p, const ListOptions& o) override { return api_.List(p, o); }
+  Result ListPages(std::string_view p, const ListOptions& o, const PageHandler& h) override {
+    return api_.ListPages(p, o, h);
+  }
   Result Create(std::string_view p, const json::Value& v) override { return api_.Create(p, v); }
   Result Update(std::string_view p, const json::Value& v) override { return api_.Update(p, v); }
   Result Patch(std::string_view p, PatchType t, std::string_view b) override {
@@ -274,4 +280,76 @@ TEST_CASE("Informer memory per cached pod, projected and whole") {
   size_t text = json::Serialize(a.List().front()->Value()).size();
   CHECK(perPodProjected >= text / 2);
   CHECK(perPodProjected < 8 * 1024);
+}
+
+namespace {
+
+// Forwards to a real client and counts the pages its ListPages hands over. With `ghost`, the
+// first list starts with a page holding one object that is not on the server, then starts over
+// (what an expired continue token does): the informer must drop what that page gave.
+class PageCountingApi : public GatedApi {
+ public:
+  PageCountingApi(WatchApi& api, bool ghost) : GatedApi(api), ghost_(ghost) {}
+  Result ListPages(std::string_view p, const ListOptions& o, const PageHandler& h) override {
+    if (ghost_.exchange(false)) {
+      json::Document ghost;
+      ghost.Parse(R"({"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"ghost",)"
+                  R"("namespace":"t-informer-pages","uid":"g","resourceVersion":"1"}}]})");
+      if (!h(ghost, true)) return {};
+    }
+    return GatedApi::ListPages(p, o, [&](json::Document& page, bool restart) {
+      std::lock_guard lock(mu);
+      ++pages;
+      maxItems = std::max<size_t>(maxItems, json::Find(&page, "items")->Size());
+      return h(page, restart);
+    });
+  }
+  std::mutex mu;
+  int pages = 0;
+  size_t maxItems = 0;
+
+ private:
+  std::atomic<bool> ghost_;
+};
+
+}  // namespace
+
+TEST_CASE("Informer lists page by page: every page is seen, each projected, a restart dropped") {
+  IW_REQUIRE_SERVER(env);
+  auto client = test::MakeClient(env);
+  const std::string ns = "t-informer-pages";
+  constexpr int kPods = 25;
+  for (int i = 0; i < kPods; ++i) {
+    REQUIRE(client->Create(PodsPath(ns), test::PodManifest(ns, "p" + std::to_string(i))).Ok());
+  }
+  for (bool ghost : {false, true}) {
+    CAPTURE(ghost);
+    PageCountingApi api(*client, ghost);
+    InformerOptions options;
+    options.name = "pods";
+    options.path = PodsPath(ns);
+    options.pageSize = 4;
+    options.projection = KeepFields({"metadata.name", "metadata.namespace", "metadata.uid",
+                                     "metadata.resourceVersion", "spec.containers[].image"});
+    int adds = 0;
+    options.handlers.onAdd = [&adds](const ObjectPtr&) { ++adds; };
+    Informer informer(api, options);
+    REQUIRE(informer.WaitForSync(std::chrono::seconds(20)));
+    {
+      std::lock_guard lock(api.mu);
+      CHECK(api.pages == (kPods + 3) / 4);  // 7 pages: 6 of 4, 1 of 1
+      CHECK(api.maxItems == 4);
+    }
+    CHECK(informer.Size() == kPods);
+    CHECK(adds == kPods);  // the ghost page was dropped before the cache was swapped in
+    CHECK(informer.Get(ns, "ghost") == nullptr);
+    CHECK(CacheState(informer) == ServerState(*client, ns));
+    CHECK_FALSE(informer.ResourceVersion().empty());
+    for (const ObjectPtr& o : informer.List()) {
+      CHECK(json::Path(&o->Value(), {"spec", "containers"}) != nullptr);
+      CHECK(json::Path(&o->Value(), {"metadata", "labels"}) == nullptr);
+      CHECK(json::Path(&o->Value(), {"metadata", "managedFields"}) == nullptr);
+      CHECK(json::Find(&o->Value(), "status") == nullptr);
+    }
+  }
 }

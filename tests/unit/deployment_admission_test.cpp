@@ -90,10 +90,11 @@ json::Document Running(bool pausedByUs = true) {
 const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1795975200));
 constexpr std::string_view kNowText = "2026-11-29T18:00:00Z";
 
-admission::Context Ctx(int secondsLater = 0) {
+admission::Context Ctx(int secondsLater = 0, bool loopAlive = true) {
   admission::Context ctx;
   ctx.controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
   ctx.now = kNow + std::chrono::seconds(secondsLater);
+  ctx.loopAlive = loopAlive;
   return ctx;
 }
 
@@ -482,7 +483,6 @@ TEST_CASE("no in-place update starts: no patch, and a warning says why when the 
 
 TEST_CASE("while an update runs, every write keeps paused and the in-progress record as stored") {
   const json::Document old = Running();
-  const std::string stored = InProgressText(old);
   struct Row {
     const char* name;
     const char* change;
@@ -515,7 +515,10 @@ TEST_CASE("while an update runs, every write keeps paused and the in-progress re
     CHECK(r.allowed);
     json::Document out = Patched(obj, r);
     CHECK(deployment::IsPaused(out));
-    CHECK(InProgressText(out) == stored);
+    InProgress expected = RecordOf(old);
+    // The abort's first admission stamps its time into the record (DESIGN.md §9.8), nothing else.
+    if (name.starts_with("abort")) expected.abortRequestedAt = std::string(kNowText);
+    CHECK(InProgressText(out) == SerializeInProgress(expected));
     CHECK(AnyContains(r.warnings,
                       "kubectl annotate deploy/web inplace-webhook.io/abort=true -n shop") ==
           row.warns);
@@ -965,4 +968,147 @@ TEST_CASE("re-invoked after a later webhook made the change ineligible: our paus
   CHECK_FALSE(deployment::IsPaused(out));
   CHECK(InProgressText(out).empty());
   CHECK(admission::ValidateDeployment(Update(old, out), Ctx(2)).allowed);
+}
+
+// ---- the abort the loop does not act on (DESIGN.md §9.8) ----
+
+namespace {
+
+constexpr std::string_view kAbortKey = "inplace-webhook.io/abort";
+constexpr std::string_view kAbort =
+    R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1abort","value":"true"}])";
+
+// Admits `obj` over `old` as the API server does: the mutator, then the validator on its output.
+struct Admitted {
+  admission::Response mutation;
+  json::Document out;
+  admission::Response validation;
+};
+Admitted Admit(const json::Value& old, const json::Value& obj, const admission::Context& ctx,
+               const admission::Context& validatorCtx) {
+  Admitted a;
+  a.mutation = admission::MutateDeployment(Update(old, obj), ctx);
+  a.out = Patched(obj, a.mutation);
+  a.validation = admission::ValidateDeployment(Update(old, a.out), validatorCtx);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("an abort: left to a running loop, ended by the webhook when no loop acts on it") {
+  const json::Document old = Running(/*pausedByUs=*/true);
+  struct Row {
+    const char* name;
+    bool abortStored;         // the stored object already carries the abort
+    const char* stampStored;  // abortRequestedAt in the stored record ("" none)
+    int secondsLater;         // of this write after kNow
+    bool loopAlive;
+    bool ends;                 // the webhook ends the update (unpaused, record gone)
+    const char* stampWritten;  // the record's abortRequestedAt after the write, if it goes on
+    const char* warning;
+  };
+  const std::vector<Row> rows = {
+      {"first abort, loop running: stamped, left to the loop", false, "", 0, true, false,
+       kNowText.data(), "if it still runs in 60 s, run the abort command again"},
+      {"first abort, no loop runs: ended at once", false, "", 0, false, true, "",
+       "ended by the webhook (no in-place loop runs)"},
+      {"abort again 30 s later: still the loop's", true, "2026-11-29T18:00:00Z", 30, true, false,
+       "2026-11-29T18:00:00Z", "abort pending since 2026-11-29T18:00:00Z"},
+      {"abort again 60 s later: the webhook ends it", true, "2026-11-29T18:00:00Z", 60, true, true,
+       "", "ended by the webhook (the loop did not act on the abort)"},
+      {"any later write carrying the stored abort, 61 s later: ended", true, "2026-11-29T18:00:00Z",
+       61, true, true, "", "ended by the webhook"},
+      {"stored abort with an unreadable stamp: ended", true, "yesterday", 1, true, true, "",
+       "ended by the webhook"},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    InProgress record = RecordOf(old);
+    record.abortRequestedAt = row.stampStored;
+    json::Document stored = With(old, SetAnnotation(kInProgressKey, SerializeInProgress(record)));
+    if (row.abortStored) stored = With(stored, kAbort);
+    // kubectl annotate --overwrite of the same value, or any other write: the abort is carried.
+    json::Document obj = With(stored, kAbort);
+    Admitted a = Admit(stored, obj, Ctx(row.secondsLater, row.loopAlive),
+                       Ctx(row.secondsLater, row.loopAlive));
+    CHECK(a.mutation.allowed);
+    CHECK_MESSAGE(a.validation.allowed, a.validation.message);
+    CHECK(AnyContains(a.mutation.warnings, row.warning));
+    CHECK(deployment::Annotation(a.out, kAbortKey) == "true");
+    if (row.ends) {
+      CHECK_FALSE(deployment::IsPaused(a.out));
+      CHECK(InProgressText(a.out).empty());
+    } else {
+      CHECK(deployment::IsPaused(a.out));
+      InProgress after = RecordOf(a.out);
+      CHECK(after.abortRequestedAt == row.stampWritten);
+      InProgress rest = after;
+      rest.abortRequestedAt = record.abortRequestedAt;
+      CHECK(rest == record);  // nothing else of the record changes
+    }
+  }
+}
+
+TEST_CASE("an abort the user paused keeps the user's pause when the webhook ends it") {
+  const json::Document old = Running(/*pausedByUs=*/false);
+  json::Document obj = With(old, kAbort);
+  Admitted a = Admit(old, obj, Ctx(0, false), Ctx(0, false));
+  CHECK_MESSAGE(a.validation.allowed, a.validation.message);
+  CHECK(deployment::IsPaused(a.out));
+  CHECK(InProgressText(a.out).empty());
+}
+
+TEST_CASE("the abort stamp: our own, seen again, is kept; a forged or a future one is not") {
+  const json::Document old = Running();
+  const json::Document obj = With(old, kAbort);
+  const admission::Response first = admission::MutateDeployment(Update(old, obj), Ctx(0));
+  const json::Document out = Patched(obj, first);
+  REQUIRE(RecordOf(out).abortRequestedAt == kNowText);
+  SUBCASE("re-invocation and the validator a moment later: a fixed point") {
+    CHECK(admission::MutateDeployment(Update(old, out), Ctx(2)).patch.empty());
+    CHECK(admission::ValidateDeployment(Update(old, out), Ctx(2)).allowed);
+  }
+  for (const char* forged : {"2026-11-29T17:00:00Z", "2026-11-29T18:05:00Z", "soon"}) {
+    const std::string text = forged;
+    CAPTURE(text);
+    InProgress r = RecordOf(old);
+    r.abortRequestedAt = forged;
+    json::Document written = With(obj, SetAnnotation(kInProgressKey, SerializeInProgress(r)));
+    json::Document o = Patched(written, admission::MutateDeployment(Update(old, written), Ctx(0)));
+    CHECK(RecordOf(o).abortRequestedAt == kNowText);
+    CHECK(deployment::IsPaused(o));
+  }
+}
+
+TEST_CASE("an abort withdrawn before the loop acted clears its stamp; a later one starts anew") {
+  InProgress record = RecordOf(Running());
+  record.abortRequestedAt = std::string(kNowText);
+  const json::Document stored =
+      With(With(Running(), SetAnnotation(kInProgressKey, SerializeInProgress(record))), kAbort);
+  json::Document obj =
+      With(stored, R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1abort"}])");
+  Admitted a = Admit(stored, obj, Ctx(5), Ctx(5));
+  CHECK_MESSAGE(a.validation.allowed, a.validation.message);
+  CHECK(deployment::IsPaused(a.out));
+  CHECK(RecordOf(a.out).abortRequestedAt.empty());
+}
+
+TEST_CASE("the abort left by an update the webhook ended is consumed by the next write") {
+  // The stored object after the webhook ended the update: unpaused, no record, abort kept.
+  const json::Document ended = With(Deployment(kImage), kAbort);
+  SUBCASE("a scale: the abort is removed") {
+    json::Document obj = With(ended, R"([{"op":"replace","path":"/spec/replicas","value":5}])");
+    Admitted a = Admit(ended, obj, Ctx(), Ctx());
+    CHECK_MESSAGE(a.validation.allowed, a.validation.message);
+    CHECK_FALSE(deployment::Annotation(a.out, kAbortKey).has_value());
+  }
+  SUBCASE("an eligible change: in place, not blocked by the leftover") {
+    json::Document obj = With(ended, kImage2);
+    Admitted a = Admit(ended, obj, Ctx(), Ctx());
+    CHECK_MESSAGE(a.validation.allowed, a.validation.message);
+    CHECK_FALSE(deployment::Annotation(a.out, kAbortKey).has_value());
+    CHECK(deployment::IsPaused(a.out));
+    CHECK_FALSE(InProgressText(a.out).empty());
+  }
 }

@@ -58,7 +58,7 @@ struct Cluster {
     d.lifecycle = lifecycle;
     // The passes run back to back on the real clock: no default drain to sit out.
     if (gate) d.policy = R"({"gracePeriodSeconds":0})";
-    record = iw::InProgress{Hash(base), Hash(target), true, "2026-01-01T00:00:00Z"};
+    record = iw::InProgress{Hash(base), Hash(target), true, "2026-01-01T00:00:00Z", ""};
     d.inProgress = record;
     api.Put(kube::DeploymentsPath(kNs), DeploymentJson(d));
     api.Put(kube::ReplicaSetsPath(kNs),
@@ -837,7 +837,7 @@ TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
   const Case cases[] = {
       {"history, opted in", 0, opted, true},
       {"history, not opted in", 0, plain, false},
-      {"active, not opted in", 2, plain, true},
+      {"active, not opted in", 2, plain, false},  // such a Deployment is read through the API
       {"active, opted in", 2, opted, true},
   };
   for (const Case& tc : cases) {
@@ -850,6 +850,21 @@ TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
     CHECK((json::Path(&kept, {"spec", "template"}) != nullptr) == tc.keepsTemplate);
     CHECK(json::Path(&kept, {"spec", "replicas"}) != nullptr);
     CHECK(json::Find(&kept, "status") == nullptr);
+    CHECK(rollout::ControllerUid(kept) == "uid-web");
+    CHECK(json::Path(&kept, {"metadata", "labels"}) != nullptr);
+    CHECK(json::Path(&kept, {"metadata", "annotations"}) != nullptr);
+  }
+  {
+    // Controlled by something else (an Argo Rollout): only what the pods' owner index needs.
+    json::Document rs = Parse(ReplicaSetJson("web-h0", "uid-rs0", "uid-web", 2, opted, "h0"));
+    for (auto& ref : rs["metadata"]["ownerReferences"].GetArray()) ref["kind"] = "Rollout";
+    json::Document kept = Project(loop::ReplicaSetProjection(), rs);
+    CHECK(json::Find(&kept, "spec") == nullptr);
+    CHECK(json::Path(&kept, {"metadata", "labels"}) == nullptr);
+    CHECK(json::Path(&kept, {"metadata", "annotations"}) == nullptr);
+    CHECK(json::StringOr(json::Find(&kept, "metadata"), "uid") == "uid-rs0");
+    CHECK(json::StringOr(json::Find(&kept, "metadata"), "resourceVersion") ==
+          json::StringOr(json::Find(&rs, "metadata"), "resourceVersion"));
     CHECK(rollout::ControllerUid(kept) == "uid-web");
   }
 

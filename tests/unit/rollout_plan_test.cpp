@@ -31,7 +31,7 @@ struct Scenario {
     target = Template({{"app", "web"}, {"version", "v2"}}, {{"app", "nginx:1.27"}}, {}, gate);
     spec.replicas = replicas;
     spec.templateJson = target;
-    spec.inProgress = InProgress{Hash(base), Hash(target), true, Ts(T0() - seconds(60))};
+    spec.inProgress = InProgress{Hash(base), Hash(target), true, Ts(T0() - seconds(60)), ""};
     replicaSets.push_back(Parse(ReplicaSetJson("web-h1", "uid-rs1", spec.uid, replicas, base, "h1",
                                                {{std::string(keys::kRevisionAnnotation), "3"}})));
     for (int i = 0; i < replicas; ++i) {
@@ -341,6 +341,27 @@ TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight bac
   }
 }
 
+TEST_CASE("an update the webhook ended without the loop: its pods out of service are released") {
+  Scenario s(3, /*gate=*/true);
+  s.spec.policy = R"({"gracePeriodSeconds":30})";
+  s.Apply(s.Plan());  // web-a is PreparingUpdate, draining with its gate False
+  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-a")) == false);
+  // The webhook ended the update (DESIGN.md §9.8): no record, unpaused, the abort kept.
+  s.spec.inProgress.reset();
+  s.spec.paused = false;
+  s.spec.abort = "true";
+  rollout::Plan p = s.Plan();
+  CHECK(p.phase == Phase::kIdle);
+  REQUIRE(p.actions.size() == 2);
+  CHECK(p.actions[0].kind == WriteKind::kPodPatch);
+  CHECK(p.actions[0].pod == "web-a");
+  CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
+  s.Apply(p);
+  CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
+  CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
+  CHECK(s.Plan().actions.empty());  // nothing more once they are back
+}
+
 TEST_CASE("abort when something unpaused the Deployment or the record is malformed") {
   Scenario s;
   s.spec.paused = false;
@@ -352,7 +373,7 @@ TEST_CASE("abort when something unpaused the Deployment or the record is malform
   Scenario m;
   m.spec.inProgress.reset();
   m.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":"oops"}})";
-  m.spec.inProgress = InProgress{m.From(), m.To(), true, ""};
+  m.spec.inProgress = InProgress{m.From(), m.To(), true, "", ""};
   rollout::Plan bad = m.Plan();
   CHECK(bad.phase == Phase::kAborted);
   CHECK(bad.message.find("labelsHandler") != std::string::npos);
@@ -606,7 +627,7 @@ TEST_CASE(
   CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
 
   SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
-  s.spec.inProgress = InProgress{"a", "b", true, ""};
+  s.spec.inProgress = InProgress{"a", "b", true, "", ""};
   CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
   s.spec.inProgress.reset();
   s.spec.uid = "someone-else";

@@ -1,0 +1,98 @@
+"""Issue 13, item 8 on the real cluster: a stuck update can always be ended without cluster-admin (DESIGN.md §9.8).
+The abort is the loop's to act on; when no loop runs, or the loop has not acted on it for a minute (it lost its
+permissions, say), the user's abort ends the update in the webhook itself. Every write here is alice's, who holds
+only the namespace's `edit` role."""
+
+import json
+import time
+
+import test_cluster as tc
+from kube import check, images, is_ready, wait_for
+
+ABORT = "inplace-webhook.io/abort"
+IN_PROGRESS = "inplace-webhook.io/in-progress"
+
+
+def annotations_of(obj):
+    return obj["metadata"].get("annotations") or {}
+
+
+def held_update(s, name):
+    """An opted-in Deployment of 3 with a pre-update label hook whose update to V2 waits on the hook: one pod
+    updated, one held in PreparingUpdate, the Deployment paused by us."""
+    app = tc.App(s, name)
+    tc.create_label_hooked(app, replicas=3)
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    first, held = tc.hold_one_pod(app, lambda pod: app.set_label(pod, None))
+    d = app.deployment()
+    check(IN_PROGRESS in annotations_of(d) and d["spec"].get("paused"), "no update held: %s" % annotations_of(d))
+    return app, first, held
+
+
+def ended_natively(app):
+    """The update is gone, the Deployment unpaused, and the native rollout brings every pod to V2, Ready."""
+    d = app.deployment()
+    check(IN_PROGRESS not in annotations_of(d) and not d["spec"].get("paused"),
+          "after the abort: paused %s, annotations %s" % (d["spec"].get("paused"), annotations_of(d)))
+    wait_for(lambda: app.rollout_complete() and len(app.pods()) == 3
+             and all(images(p)["app"] == tc.V2 and is_ready(p) for p in app.pods()), 120,
+             "the native rollout after the abort", app)
+
+
+def h08_abort_with_no_loop_running(s):
+    """With no loop running (helm upgrade with --disable-loop; every webhook replica reports
+    inplace_webhook_loop_alive 0), the user's abort ends the held update at once: kubectl prints that the webhook
+    ended it, the Deployment is unpaused without its record, and the native rollout takes every pod to V2."""
+    import scenarios_gate as gate
+    app, first, held = held_update(s, "h08")
+    try:
+        s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
+        wait_for(lambda: all(gate.loop_alive_metric(s, p["metadata"]["name"]) == 0
+                             for p in s.webhook_pods() if tc.is_ready(p)), 180,
+                 "every webhook replica to report no loop")
+        check(IN_PROGRESS in annotations_of(app.deployment()), "the update ended with the loop stopped")
+        _, warnings = app.kubectl("annotate", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "in-place update ended by the webhook (no in-place loop runs)")
+        ended_natively(app)
+        # The abort stays until the next write, which consumes it (it would block the next in-place update).
+        check(annotations_of(app.deployment()).get(ABORT) == "true", "the abort annotation went early")
+        app.kubectl("annotate", "deploy/web", "note=one")
+        check(ABORT not in annotations_of(app.deployment()), "the next write left the abort")
+    finally:
+        s.install(upgrade=True)
+
+
+def h08b_abort_the_loop_cannot_carry_out(s):
+    """A loop that runs (it holds the Lease) but cannot act (its ClusterRoleBinding removed): the abort is first left
+    to it and kubectl says to run it again after 60 s; it is then still held (the loop is refused); the same command
+    run again 60 s after the first ends the update in the webhook, and the native rollout takes over."""
+    app, first, held = held_update(s, "h08b")
+    binding = tc.RELEASE
+    saved = json.loads(s.tools.kubectl("get", "clusterrolebinding", binding, "-o", "json").stdout)
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        saved["metadata"].pop(k, None)
+    s.tools.kubectl("delete", "clusterrolebinding", binding)
+    try:
+        _, warnings = app.kubectl("annotate", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "abort requested; if it still runs in 60 s, run the abort command again")
+        asked = time.time()
+        time.sleep(15)
+        d = app.deployment()
+        check(IN_PROGRESS in annotations_of(d) and d["spec"].get("paused"),
+              "the powerless loop ended the update: %s" % annotations_of(d))
+        _, warnings = app.kubectl("annotate", "--overwrite", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "abort pending since")
+        check(IN_PROGRESS in annotations_of(app.deployment()), "the webhook ended the update before 60 s")
+        time.sleep(max(0.0, asked + 61 - time.time()))
+        _, warnings = app.kubectl("annotate", "--overwrite", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "in-place update ended by the webhook (the loop did not act on the abort)")
+        ended_natively(app)
+    finally:
+        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(saved))
+    # The loop has its permissions back: the next write consumes the abort, the Deployment is as after a native
+    # rollout, and a new in-place update runs.
+    app.kubectl("annotate", "deploy/web", "note=one")
+    check(ABORT not in annotations_of(app.deployment()), "the next write left the abort")
+
+
+SCENARIOS = [h08_abort_with_no_loop_running, h08b_abort_the_loop_cannot_carry_out]
