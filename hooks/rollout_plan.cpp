@@ -167,10 +167,10 @@ void ReleasePods(Plan& plan, const Snapshot& s, const Value& d, std::string_view
   for (const Value* pod : s.pods) {
     if (pod == nullptr || !IsLive(*pod) || !owned.contains(ControllerUid(*pod))) continue;
     if (pod_update::StateOf(*pod) != keys::kStateNormal) {
-      Action w = Write(
-          WriteKind::kPodPatch, *pod, pod_update::StatePatch(*pod, keys::kStateNormal, s.now),
-          std::string(why) + ": pod back to Normal (it was " +
-              std::string(pod_update::StateOf(*pod)) + ")");
+      Action w =
+          Write(WriteKind::kPodPatch, *pod, pod_update::StatePatch(*pod, keys::kStateNormal, s.now),
+                std::string(why) + ": pod back to Normal (it was " +
+                    std::string(pod_update::StateOf(*pod)) + ")");
       w.pod = Name(*pod);
       plan.actions.push_back(std::move(w));
     }
