@@ -4,16 +4,20 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "hooks/admission.h"
+#include "hooks/identity_check.h"
+#include "hooks/rollout_plan.h"
 #include "server/cert_controller.h"
 #include "server/kube_client.h"
 #include "server/leader_election.h"
@@ -83,7 +87,12 @@ class LoopRuntime {
     const std::string identity =
         pod != nullptr && *pod != '\0' ? std::string(pod) : iw::leader::DefaultIdentity();
     config->userAgent += " (" + identity + ")";
-    auto rt = std::make_unique<LoopRuntime>(std::move(*config));
+    std::string eventNamespace = config->namespaceName;
+    if (const char* ns = std::getenv("POD_NAMESPACE"); ns != nullptr && *ns != '\0') {
+      eventNamespace = ns;
+    }
+    auto rt = std::make_unique<LoopRuntime>(std::move(*config), o.server.controllerUser, identity,
+                                            eventNamespace);
     iw::loop::Options loopOptions;
     loopOptions.metrics = &rt->loopMetrics_;
     loopOptions.instance = identity;
@@ -155,35 +164,119 @@ class LoopRuntime {
     return loop_->Running();
   }
 
+  // The loop itself only once the API server confirmed its identity: a SelfSubjectReview must
+  // name --controller-user (DESIGN.md §9.6), asked on a thread and retried until answered;
+  // NotReady() says why not meanwhile.
   void Start() {
     if (certs_) certs_->Start();
-    if (elector_)
-      elector_->Start();
-    else
-      loop_->Start();
+    starter_ = std::jthread([this](std::stop_token stop) { VerifyThenRun(stop); });
   }
 
-  // Releases the Lease (which stops the loop), stops the loop, and fails the client's pending
-  // retries so nothing outlives the process's shutdown.
+  // "" once the identity is verified; else why the loop does not run (for /readyz).
+  std::string NotReady() const {
+    std::lock_guard lock(identityMu_);
+    return identityProblem_;
+  }
+
+  // Stops the identity check, releases the Lease (which stops the loop), stops the loop, and fails
+  // the client's pending retries so nothing outlives the process's shutdown.
   void Stop() {
+    starter_.request_stop();
+    if (starter_.joinable()) starter_.join();
     if (elector_) elector_->Stop();
     loop_->Stop();
     if (certs_) certs_->Stop();
     client_->Shutdown();
   }
 
-  explicit LoopRuntime(iw::kube::ClientConfig config)
-      : client_(std::make_unique<iw::kube::Client>(std::move(config))) {}
+  explicit LoopRuntime(iw::kube::ClientConfig config, std::string controllerUser,
+                       std::string identity, std::string eventNamespace)
+      : client_(std::make_unique<iw::kube::Client>(std::move(config))),
+        controllerUser_(std::move(controllerUser)),
+        identity_(std::move(identity)),
+        eventNamespace_(std::move(eventNamespace)) {}
   ~LoopRuntime() { Stop(); }
   LoopRuntime(const LoopRuntime&) = delete;
   LoopRuntime& operator=(const LoopRuntime&) = delete;
 
  private:
+  void SetProblem(std::string problem) {
+    std::lock_guard lock(identityMu_);
+    identityProblem_ = std::move(problem);
+  }
+
+  // A Warning Event on this pod (when POD_NAME names one): what `kubectl describe pod` shows.
+  void RecordIdentityEvent(const std::string& message) {
+    const char* pod = std::getenv("POD_NAME");
+    if (pod == nullptr || *pod == '\0' || eventNamespace_.empty()) return;
+    iw::json::Document involved(rapidjson::kObjectType);
+    auto& a = involved.GetAllocator();
+    iw::json::Value& meta = iw::json::EnsureObject(involved, "metadata", a);
+    iw::json::SetString(meta, "name", pod, a);
+    iw::json::SetString(meta, "namespace", eventNamespace_, a);
+    iw::json::Document event = iw::rollout::MakeEvent(
+        involved, "v1", "Pod", "Warning", "WrongControllerIdentity", message,
+        iw::rollout::Clock::now(), iw::rollout::DedupEventName(pod, "identity"));
+    iw::json::SetString(event, "reportingInstance", identity_, event.GetAllocator());
+    iw::kube::DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    iw::kube::Result r = client_->Create(iw::kube::EventsPath(eventNamespace_), event);
+    if (!r.Ok() && r.code != 409) {
+      iw::log::Warn("could not record the identity Event",
+                    {{"code", std::to_string(r.code)}, {"error", r.message}});
+    }
+  }
+
+  void VerifyThenRun(std::stop_token stop) {
+    SetProblem("verifying the loop's API identity (SelfSubjectReview)");
+    for (int attempt = 0; !stop.stop_requested(); ++attempt) {
+      iw::kube::Result r;
+      {
+        iw::kube::DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+        r = client_->Create(iw::identity::kSelfSubjectReviewsPath,
+                            iw::identity::SelfSubjectReview());
+      }
+      if (r.Ok()) {
+        iw::identity::Verdict v = iw::identity::Check(r.object, controllerUser_);
+        if (!v.ok) {
+          SetProblem(v.message);
+          iw::log::Error(
+              "the in-place loop does not run: wrong identity",
+              {{"user", v.username}, {"controllerUser", controllerUser_}, {"error", v.message}});
+          RecordIdentityEvent(v.message);
+          return;
+        }
+        iw::log::Info("loop identity verified", {{"user", v.username}});
+        SetProblem("");
+        if (elector_)
+          elector_->Start();
+        else
+          loop_->Start();
+        return;
+      }
+      const std::string why = "cannot verify the loop's API identity (SelfSubjectReview): HTTP " +
+                              std::to_string(r.code) + (r.message.empty() ? "" : ": " + r.message);
+      SetProblem(why);
+      auto delay = iw::kube::Backoff(std::min(attempt, 6), std::chrono::milliseconds(500),
+                                     std::chrono::seconds(30));
+      iw::log::Warn(why, {{"retryInMs", std::to_string(delay.count())}});
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait_for(lock, stop, delay, [] { return false; });
+    }
+  }
+
   std::unique_ptr<iw::kube::Client> client_;
+  const std::string controllerUser_;
+  const std::string identity_;
+  const std::string eventNamespace_;
+  mutable std::mutex identityMu_;
+  std::string identityProblem_;
   iw::loop::LoopMetrics loopMetrics_;
   std::unique_ptr<iw::leader::LeaderElector> elector_;
   std::unique_ptr<iw::leader::FencedApi> fenced_;
   std::unique_ptr<iw::loop::Loop> loop_;
+  std::jthread starter_;  // joined in Stop() before the members it uses go
   std::unique_ptr<iw::certs::Controller> certs_;
 };
 
@@ -206,8 +299,9 @@ int Serve(const iw::cli::ServeOptions& o) {
   }
   if (o.managedCertificates.enabled && !loop) {
     iw::log::Error("cannot start",
-                   {{"error", "--manage-certificates needs the API client (an API server, and "
-                              "not --disable-loop)"}});
+                   {{"error",
+                     "--manage-certificates needs the API client (an API server, and "
+                     "not --disable-loop)"}});
     return 1;
   }
   // The pod webhook injects the readiness gate only while a loop is known to set it (§8.6): this
@@ -231,6 +325,7 @@ int Serve(const iw::cli::ServeOptions& o) {
     return runtime != nullptr && runtime->LoopAlive();
   };
   serverOptions.loopAlive = loopAlive;
+  serverOptions.notReady = [runtime] { return runtime != nullptr ? runtime->NotReady() : ""; };
   metrics.AddCollector([loopAlive](std::string& out) {
     out +=
         "# HELP inplace_webhook_loop_alive Whether this replica knows a loop to be running (it "

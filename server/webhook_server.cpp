@@ -39,41 +39,47 @@ WebhookServer::~WebhookServer() {
 
 std::string WebhookServer::Start() {
   budget_ = std::make_unique<http::ByteBudget>(options_.maxInflightRequestBytes);
-  certs_ = std::make_unique<tls::CertificateStore>(options_.certFile, options_.keyFile, metrics_);
-  if (std::string err = certs_->LoadInitial(); !err.empty()) return err;
-  tls_.reset(SSL_CTX_new(TLS_server_method()));
-  if (!tls_) {
-    ERR_clear_error();
-    return "cannot create the TLS context";
-  }
-  if (std::string err = certs_->ConfigureContext(*tls_, options_.clientCaFile); !err.empty()) {
-    return err;
-  }
+  // port -1 (--role=controller): no webhook listener, no certificate; the probe port only.
+  if (options_.port >= 0) {
+    certs_ = std::make_unique<tls::CertificateStore>(options_.certFile, options_.keyFile, metrics_);
+    if (std::string err = certs_->LoadInitial(options_.waitForCertificate); !err.empty())
+      return err;
+    tls_.reset(SSL_CTX_new(TLS_server_method()));
+    if (!tls_) {
+      ERR_clear_error();
+      return "cannot create the TLS context";
+    }
+    if (std::string err = certs_->ConfigureContext(*tls_, options_.clientCaFile,
+                                                   options_.ticketKeyRotation);
+        !err.empty()) {
+      return err;
+    }
 
-  http::ServerOptions https;
-  https.name = "webhook";
-  https.budget = budget_.get();
-  https.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
-  https.bindAddress = options_.bindAddress;
-  https.port = options_.port;
-  https.tls = tls_.get();
-  https.workerThreads = options_.workerThreads;
-  https.maxConnections = options_.maxConnections;
-  https.requestTimeout = std::chrono::seconds(options_.readTimeoutSeconds);
-  https.idleTimeout = std::chrono::seconds(options_.idleTimeoutSeconds);
-  https.limits.maxBodyBytes = options_.maxRequestBytes;
-  https_ = std::make_unique<http::Server>(
-      https, [this](const http::Request& req, http::Response& res) { ServeReview(req, res); },
-      [this](int status, std::string_view message, std::string_view path, http::Response& res) {
-        Refuse(status, message, path, res);
-      });
-  if (std::string err = https_->Start(); !err.empty()) return err;
-  port_ = https_->Port();
-  metrics_.AddCollector([server = https_.get()](std::string& out) {
-    out += "# HELP inplace_webhook_open_connections Connections open on the webhook port.\n";
-    out += "# TYPE inplace_webhook_open_connections gauge\n";
-    out += "inplace_webhook_open_connections " + std::to_string(server->OpenConnections()) + "\n";
-  });
+    http::ServerOptions https;
+    https.name = "webhook";
+    https.budget = budget_.get();
+    https.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
+    https.bindAddress = options_.bindAddress;
+    https.port = options_.port;
+    https.tls = tls_.get();
+    https.workerThreads = options_.workerThreads;
+    https.maxConnections = options_.maxConnections;
+    https.requestTimeout = std::chrono::seconds(options_.readTimeoutSeconds);
+    https.idleTimeout = std::chrono::seconds(options_.idleTimeoutSeconds);
+    https.limits.maxBodyBytes = options_.maxRequestBytes;
+    https_ = std::make_unique<http::Server>(
+        https, [this](const http::Request& req, http::Response& res) { ServeReview(req, res); },
+        [this](int status, std::string_view message, std::string_view path, http::Response& res) {
+          Refuse(status, message, path, res);
+        });
+    if (std::string err = https_->Start(); !err.empty()) return err;
+    port_ = https_->Port();
+    metrics_.AddCollector([server = https_.get()](std::string& out) {
+      out += "# HELP inplace_webhook_open_connections Connections open on the webhook port.\n";
+      out += "# TYPE inplace_webhook_open_connections gauge\n";
+      out += "inplace_webhook_open_connections " + std::to_string(server->OpenConnections()) + "\n";
+    });
+  }
 
   if (options_.probePort >= 0) {
     http::ServerOptions plain;
@@ -96,7 +102,7 @@ std::string WebhookServer::Start() {
     probePort_ = probes_->Port();
   }
   metrics_.AddCollector([this](std::string& out) { RenderProtectionMetrics(out); });
-  certs_->StartWatching(options_.certCheckInterval);
+  if (certs_) certs_->StartWatching(options_.certCheckInterval);
   ready_ = true;
   return {};
 }
@@ -196,7 +202,8 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
 }
 
 void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
-  bool known = req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
+  bool known = req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics" ||
+               req.path == "/loopz";
   if (!known) return SendText(res, 404, "not found\n");
   if (req.method != "GET") {
     SendText(res, 405, "use GET\n");
@@ -204,10 +211,22 @@ void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
     return;
   }
   if (req.path == "/healthz") return SendText(res, 200, "ok");
+  // Whether a loop is known to run (loop_signal::ParseAnswer reads this): what the credential-free
+  // webhook pods poll on the controller Service (DESIGN.md §9.4).
+  if (req.path == "/loopz") {
+    return options_.loopAlive && options_.loopAlive() ? SendText(res, 200, "alive\n")
+                                                      : SendText(res, 503, "no loop\n");
+  }
   if (req.path == "/readyz") {
-    if (ready_.load() && !shuttingDown_.load() && https_ && https_->Accepting()) {
+    if (std::string why = options_.notReady ? options_.notReady() : ""; !why.empty()) {
+      return SendText(res, 503, why);
+    }
+    if (ready_.load() && !shuttingDown_.load() &&
+        (options_.port < 0 || (https_ && https_->Accepting() && certs_->HasCertificate()))) {
       return SendText(res, 200, "ok");
     }
+    if (options_.port >= 0 && certs_ && !certs_->HasCertificate())
+      return SendText(res, 503, "no serving certificate yet");
     return SendText(res, 503,
                     shuttingDown_.load() ? "shutting down" : "webhook listener not accepting yet");
   }

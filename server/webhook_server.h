@@ -40,9 +40,16 @@ struct WebhookServerOptions {
   // Shutdown: how long requests under way when the listener closes may take to be answered.
   std::chrono::milliseconds shutdownGrace{30000};
   std::chrono::milliseconds certCheckInterval{1000};
+  // Start without the certificate files (--tls-wait-for-files): /readyz fails and handshakes fail
+  // until they appear (a Secret the certificate controller fills after the pod started).
+  bool waitForCertificate = false;
+  std::chrono::seconds ticketKeyRotation{3600};  // session ticket keys (§9.7)
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
   // admission::Context::loopAlive for each review; absent: false (no loop known to run).
   std::function<bool()> loopAlive;
+  // Why this process is not ready beyond its listeners ("" or absent: nothing): the loop's
+  // identity check (DESIGN.md §9.6). /readyz answers 503 with it.
+  std::function<std::string()> notReady;
 };
 
 class WebhookServer {

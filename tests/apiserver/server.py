@@ -504,6 +504,13 @@ class Handler(BaseHTTPRequestHandler):
         return "resource", Route(rt, ns, name, sub, watch)
 
     def handle_api(self, method, path, query, body, ctype):
+        if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews":
+            # Who the caller is, as kube-apiserver answers it (nothing is stored).
+            if method != "POST":
+                raise ApiError.generic(405)
+            info = {k: v for k, v in self._user.items() if k in ("username", "uid", "groups", "extra")}
+            return self.send_json(201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                                        "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})
         kind, r = self.route(path)
         if kind is None:
             raise ApiError.not_found_path()

@@ -1,0 +1,45 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "hooks/identity_check.h"
+
+using namespace iw;
+
+TEST_CASE("identity check: the loop runs only as --controller-user (DESIGN.md 9.6)") {
+  const std::string me = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  struct Case {
+    const char* name;
+    const char* answer;
+    bool ok;
+    const char* user;
+    const char* mentions;  // in the message when not ok
+  } cases[] = {
+      {"the controller user",
+       R"({"status":{"userInfo":{"username":"system:serviceaccount:inplace-webhook:inplace-webhook","groups":["system:serviceaccounts"]}}})",
+       true, "system:serviceaccount:inplace-webhook:inplace-webhook", ""},
+      {"another service account",
+       R"({"status":{"userInfo":{"username":"system:serviceaccount:inplace-webhook:other"}}})",
+       false, "system:serviceaccount:inplace-webhook:other", "not --controller-user"},
+      {"a proxy's user", R"({"status":{"userInfo":{"username":"u-rancher-proxy"}}})", false,
+       "u-rancher-proxy", "u-rancher-proxy"},
+      {"no userInfo", R"({"status":{}})", false, "", "names no user"},
+      {"no status", R"({})", false, "", "names no user"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    json::Document d;
+    REQUIRE_FALSE(json::ParseUntrusted(c.answer, d).has_value());
+    identity::Verdict v = identity::Check(d, me);
+    CHECK(v.ok == c.ok);
+    CHECK(v.username == c.user);
+    if (!c.ok) {
+      CHECK(v.message.find(c.mentions) != std::string::npos);
+    } else {
+      CHECK(v.message.empty());
+    }
+  }
+  json::Document body = identity::SelfSubjectReview();
+  CHECK(json::StringOr(&body, "apiVersion") == "authentication.k8s.io/v1");
+  CHECK(json::StringOr(&body, "kind") == "SelfSubjectReview");
+}
