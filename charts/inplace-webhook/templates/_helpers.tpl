@@ -50,9 +50,37 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The webhook pods' ServiceAccount: no RBAC, no token mounted (DESIGN.md §9.4). */}}
+{{- define "inplace-webhook.webhookServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- printf "%s-webhook" (include "inplace-webhook.serviceAccountName" .) | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- "default" }}
+{{- end }}
+{{- end }}
+
+{{/* The controller Deployment (the loop) and its Service (/loopz, /metrics on the probe port). */}}
+{{- define "inplace-webhook.controllerName" -}}
+{{- printf "%s-controller" (include "inplace-webhook.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "inplace-webhook.controllerSelectorLabels" -}}
+{{ include "inplace-webhook.selectorLabels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{/* What the webhook pods poll (--loop-status-url). */}}
+{{- define "inplace-webhook.loopStatusUrl" -}}
+{{- printf "http://%s.%s.svc:%d/loopz" (include "inplace-webhook.controllerName" .) .Release.Namespace (int64 .Values.server.probePort) }}
+{{- end }}
+
 {{/* The identity the API server reports for the loop's own requests (--controller-user). */}}
 {{- define "inplace-webhook.controllerUser" -}}
+{{- if .Values.controllerUser }}
+{{- .Values.controllerUser }}
+{{- else }}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "inplace-webhook.serviceAccountName" .) }}
+{{- end }}
 {{- end }}
 
 {{/* The Service the API server calls, and the DNS names it verifies in the serving certificate. */}}
