@@ -37,7 +37,42 @@ cxxopts::Options ServeSpec() {
       "client-ca-file", "if set, require client certificates signed by this CA (PEM)",
       cxxopts::value<std::string>()->default_value(""))(
       "cert-check-interval-ms", "how often the certificate files are checked for changes",
-      cxxopts::value<int>()->default_value("1000"));
+      cxxopts::value<int>()->default_value("1000"))(
+      "tls-wait-for-files",
+      "start even if the certificate files do not exist yet; /readyz fails until they appear "
+      "(a Secret that --manage-certificates fills)")(
+      "tls-ticket-key-rotation-seconds",
+      "session ticket keys rotate this often; a ticket resumes for up to two periods",
+      cxxopts::value<int>()->default_value("3600"));
+  o.add_options("Self-managed certificates, needs API credentials")(
+      "manage-certificates",
+      "keep a CA and the serving certificate in --cert-secret, rotate them, and write the CA "
+      "bundle into the webhook configurations named --cert-webhook-configuration")(
+      "cert-namespace", "namespace of the Secret and the Service (default: the pod's)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "cert-secret", "the Secret that holds ca.crt, ca.key, tls.crt, tls.key",
+      cxxopts::value<std::string>()->default_value(""))(
+      "cert-service", "the webhook Service: the certificate names SERVICE.NAMESPACE.svc",
+      cxxopts::value<std::string>()->default_value(""))(
+      "cert-webhook-configuration",
+      "name of the Mutating- and ValidatingWebhookConfiguration whose caBundle is written",
+      cxxopts::value<std::string>()->default_value(""))(
+      "cert-ca-validity-seconds", "validity of a new CA",
+      cxxopts::value<long long>()->default_value("315360000"))(
+      "cert-ca-renew-before-seconds", "a new CA is staged this long before the CA expires",
+      cxxopts::value<long long>()->default_value("31536000"))(
+      "cert-validity-seconds", "validity of a serving certificate (never beyond its CA)",
+      cxxopts::value<long long>()->default_value("31536000"))(
+      "cert-renew-before-seconds", "a serving certificate is renewed this long before expiry",
+      cxxopts::value<long long>()->default_value("2592000"))(
+      "cert-overlap-seconds",
+      "how long a staged CA is trusted before it signs, and the old CA after (longer than the "
+      "kubelet's Secret refresh plus --cert-check-interval-ms)",
+      cxxopts::value<long long>()->default_value("3600"))(
+      "cert-controller-interval-seconds",
+      "how often the Secret and the webhook configurations are re-read (a wiped caBundle is "
+      "rewritten within this)",
+      cxxopts::value<int>()->default_value("60"));
   o.add_options("Limits")("max-request-bytes",
                           "largest AdmissionReview body accepted (larger: HTTP 413)",
                           cxxopts::value<size_t>()->default_value("7340032"))(
@@ -69,6 +104,14 @@ cxxopts::Options ServeSpec() {
       "shutdown-grace-seconds", "on SIGTERM, longest wait for in-flight work before exiting",
       cxxopts::value<int>()->default_value("30"));
   o.add_options("Identity and loop")(
+      "role",
+      "all: webhook and loop in one process; webhook: admission only (no API credentials needed); "
+      "controller: the loop and the probe port only (no webhook listener, no certificate)",
+      cxxopts::value<std::string>()->default_value("all"))(
+      "loop-status-url",
+      "role webhook: the controller's /loopz (http://SERVICE:PORT/loopz), polled every second; "
+      "new opted-in pods get the readiness gate only while it answers alive",
+      cxxopts::value<std::string>()->default_value(""))(
       "controller-user", "the loop's own API identity; its requests pass the webhooks untouched",
       cxxopts::value<std::string>()->default_value(
           "system:serviceaccount:inplace-webhook:inplace-webhook"))(
@@ -155,14 +198,58 @@ Parsed Parse(int argc, char** argv) {
     w.bindAddress = r["bind-address"].as<std::string>();
     w.port = r["port"].as<int>();
     w.probePort = r["probe-port"].as<int>();
-    if (r.count("tls-cert-file") == 0 || r.count("tls-private-key-file") == 0) {
+    s.role = r["role"].as<std::string>();
+    if (s.role != "all" && s.role != "webhook" && s.role != "controller") {
+      return Fail("--role must be all, webhook or controller");
+    }
+    s.loopStatusUrl = r["loop-status-url"].as<std::string>();
+    if (!s.loopStatusUrl.empty() && s.role != "webhook") {
+      return Fail("--loop-status-url is for --role=webhook");
+    }
+    if (s.role == "controller") {
+      w.port = -1;  // no webhook listener
+    } else if (r.count("tls-cert-file") == 0 || r.count("tls-private-key-file") == 0) {
       return Fail(
           "--tls-cert-file and --tls-private-key-file are required (see certs/gen-dev-certs.sh)");
+    } else {
+      w.certFile = r["tls-cert-file"].as<std::string>();
+      w.keyFile = r["tls-private-key-file"].as<std::string>();
     }
-    w.certFile = r["tls-cert-file"].as<std::string>();
-    w.keyFile = r["tls-private-key-file"].as<std::string>();
     w.clientCaFile = r["client-ca-file"].as<std::string>();
     w.certCheckInterval = std::chrono::milliseconds(r["cert-check-interval-ms"].as<int>());
+    w.waitForCertificate = r.count("tls-wait-for-files") != 0;
+    w.ticketKeyRotation = std::chrono::seconds(r["tls-ticket-key-rotation-seconds"].as<int>());
+    if (w.ticketKeyRotation.count() < 1)
+      return Fail("--tls-ticket-key-rotation-seconds must be at least 1");
+    auto& mc = s.managedCertificates;
+    mc.enabled = r.count("manage-certificates") != 0;
+    mc.namespaceName = r["cert-namespace"].as<std::string>();
+    mc.secretName = r["cert-secret"].as<std::string>();
+    mc.serviceName = r["cert-service"].as<std::string>();
+    mc.webhookConfiguration = r["cert-webhook-configuration"].as<std::string>();
+    mc.caValiditySeconds = r["cert-ca-validity-seconds"].as<long long>();
+    mc.caRenewBeforeSeconds = r["cert-ca-renew-before-seconds"].as<long long>();
+    mc.validitySeconds = r["cert-validity-seconds"].as<long long>();
+    mc.renewBeforeSeconds = r["cert-renew-before-seconds"].as<long long>();
+    mc.overlapSeconds = r["cert-overlap-seconds"].as<long long>();
+    mc.checkIntervalSeconds = r["cert-controller-interval-seconds"].as<int>();
+    if (mc.enabled) {
+      if (mc.secretName.empty() || mc.serviceName.empty() || mc.webhookConfiguration.empty())
+        return Fail(
+            "--manage-certificates needs --cert-secret, --cert-service and "
+            "--cert-webhook-configuration");
+      if (s.role == "webhook")
+        return Fail("--manage-certificates needs API credentials: not with --role=webhook");
+      if (mc.caValiditySeconds < 60 || mc.validitySeconds < 60 || mc.overlapSeconds < 1 ||
+          mc.checkIntervalSeconds < 1 || mc.caRenewBeforeSeconds < 0 || mc.renewBeforeSeconds < 0)
+        return Fail("--cert-*: validities at least 60 s, overlap and interval at least 1 s");
+      if (mc.caRenewBeforeSeconds < 2 * mc.overlapSeconds ||
+          mc.caRenewBeforeSeconds >= mc.caValiditySeconds ||
+          mc.renewBeforeSeconds >= mc.validitySeconds)
+        return Fail(
+            "--cert-ca-renew-before-seconds must be at least twice --cert-overlap-seconds and "
+            "less than the CA validity; --cert-renew-before-seconds less than the validity");
+    }
     w.maxRequestBytes = r["max-request-bytes"].as<size_t>();
     w.maxConnections = r["max-connections"].as<size_t>();
     w.maxProbeConnections = r["max-probe-connections"].as<size_t>();
@@ -186,7 +273,12 @@ Parsed Parse(int argc, char** argv) {
     if (s.leaderElect != "auto" && s.leaderElect != "true" && s.leaderElect != "false") {
       return Fail("--leader-elect must be auto, true or false");
     }
-    if (w.port < 0 || w.port > 65535) return Fail("--port must be 0..65535");
+    if (s.role != "controller" && (w.port < 0 || w.port > 65535)) {
+      return Fail("--port must be 0..65535");
+    }
+    if (s.role == "controller" && w.probePort < 0) {
+      return Fail("--role=controller needs the probe port (/loopz, /healthz, /metrics)");
+    }
     if (w.probePort < -1 || w.probePort > 65535) return Fail("--probe-port must be -1..65535");
     if (w.maxConnections == 0) return Fail("--max-connections must be at least 1");
     if (w.maxProbeConnections == 0) return Fail("--max-probe-connections must be at least 1");

@@ -13,6 +13,11 @@ struct ServeOptions {
   server::WebhookServerOptions server;
   log::Level logLevel = log::Level::kInfo;
   log::Format logFormat = log::Format::kJson;
+  // all: webhook and loop in one process (development, the e2e double); webhook: admission only,
+  // no API credentials, the loop's liveness from --loop-status-url; controller: the loop and the
+  // probe port only, no webhook listener (DESIGN.md §9.4).
+  std::string role = "all";
+  std::string loopStatusUrl;  // role webhook: the controller Service's /loopz
   // The loop.
   std::string leaderElect = "auto";  // auto: on when running in a cluster
   std::string leaderElectionNamespace;
@@ -21,6 +26,16 @@ struct ServeOptions {
   int loopResyncPeriodMs = 300000;  // safety resync from the caches
   int shutdownGraceSeconds = 30;
   int shutdownDelaySeconds = 3;
+  // --manage-certificates (DESIGN.md §9.7): the certificate controller (needs API credentials).
+  struct ManagedCertificates {
+    bool enabled = false;
+    std::string namespaceName;  // default: the pod's namespace
+    std::string secretName, serviceName, webhookConfiguration;
+    long long caValiditySeconds = 10LL * 365 * 86400, caRenewBeforeSeconds = 365LL * 86400;
+    long long validitySeconds = 365LL * 86400, renewBeforeSeconds = 30LL * 86400;
+    long long overlapSeconds = 3600;
+    int checkIntervalSeconds = 60;
+  } managedCertificates;
 };
 
 struct ReviewOptions {

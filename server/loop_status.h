@@ -1,0 +1,60 @@
+// The webhook role's view of the loop (DESIGN.md §9.4): polls the controller Service's /loopz
+// over plain HTTP (no credentials) and answers "is a loop known to run" from the last answer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "hooks/loop_signal.h"
+
+namespace iw::server {
+
+// The Service address the kubelet puts in a pod's environment for `host`'s first DNS label
+// ("inplace-webhook-controller.ns.svc" -> $INPLACE_WEBHOOK_CONTROLLER_SERVICE_HOST), or "": the
+// poller's fallback when the name does not resolve (a cluster without DNS, as the test cluster).
+std::string ServiceHostFromEnv(const std::string& host);
+
+class LoopStatusPoller {
+ public:
+  struct Options {
+    std::string url;  // http://HOST[:PORT]/PATH (no TLS: the answer is one bit, and not secret)
+    std::chrono::milliseconds period{1000};
+    std::chrono::milliseconds timeout{1000};  // connect + request + answer
+    std::chrono::milliseconds staleAfter{3000};
+  };
+  // Returns an error message when `url` is not http://HOST[:PORT]/PATH.
+  static std::string Validate(const std::string& url);
+
+  explicit LoopStatusPoller(Options options);
+  ~LoopStatusPoller();
+  LoopStatusPoller(const LoopStatusPoller&) = delete;
+  LoopStatusPoller& operator=(const LoopStatusPoller&) = delete;
+
+  void Start();  // polls on a background thread until Stop()
+  void Stop();
+  // loop_signal::Alive over the last "alive" answer.
+  bool Alive() const;
+  // inplace_webhook_loop_status_polls_total{result="alive|no_loop|error"}.
+  void RenderMetrics(std::string& out) const;
+
+ private:
+  void Run();
+  // One GET: the parsed answer, or nullopt (no answer, or not one of /loopz's).
+  std::optional<bool> PollOnce() const;
+
+  Options options_;
+  std::string host_, port_, path_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::optional<loop_signal::Clock::time_point> lastAlive_;
+  std::atomic<unsigned long long> alive_{0}, noLoop_{0}, errors_{0};
+  std::thread thread_;
+};
+
+}  // namespace iw::server
