@@ -236,11 +236,11 @@ class Server::Worker {
   void Poke() { Wake(); }
   // Eviction, in two steps run by the acceptor at the connection limit: every worker offers when
   // its longest-idle connection became idle (Offer, kNoOffer for none), then the worker with the
-  // oldest closes that connection (EvictOne).
+  // oldest closes its `n` longest-idle connections (Evict).
   static constexpr int64_t kNoOffer = INT64_MAX;
   int64_t Offer() const { return offer_.load(); }
-  void EvictOne() {
-    evictOne_ = true;
+  void Evict(size_t n) {
+    evictCount_.fetch_add(n);
     Wake();
   }
   void Stop() {
@@ -309,14 +309,14 @@ class Server::Worker {
       }
       if (uint64_t round = server_.evictRound_.load(); round != seenRound_) {
         seenRound_ = round;
-        Connection* oldest = OldestIdle();
-        offer_ = oldest != nullptr ? oldest->lastActive.time_since_epoch().count() : kNoOffer;
+        std::vector<Connection*> oldest = LongestIdle(1);
+        offer_ = oldest.empty() ? kNoOffer : oldest[0]->lastActive.time_since_epoch().count();
         server_.OfferMade();
       }
-      if (evictOne_.exchange(false)) {
-        if (Connection* oldest = OldestIdle()) {
+      if (size_t n = evictCount_.exchange(0); n > 0) {
+        for (Connection* c : LongestIdle(n)) {
           server_.stats_.evictedIdle.fetch_add(1);
-          Close(*oldest);
+          Close(*c);
         }
       }
       if (server_.draining_.load()) {
@@ -629,8 +629,8 @@ class Server::Worker {
     return false;
   }
 
-  // This worker's idle connection that has been idle longest, or null.
-  Connection* OldestIdle() {
+  // This worker's `n` connections idle longest (fewer when fewer are idle), longest first.
+  std::vector<Connection*> LongestIdle(size_t n) {
     std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
     for (auto& p : conns_) {
       if (p->phase != Connection::Phase::kWriting && p->in.Size() == 0) {
@@ -640,10 +640,12 @@ class Server::Worker {
     std::sort(candidates.begin(), candidates.end(), [](const Connection* a, const Connection* b) {
       return a->lastActive < b->lastActive;
     });
+    std::vector<Connection*> idle;
     for (Connection* c : candidates) {
-      if (Idle(*c)) return c;
+      if (idle.size() == n) break;
+      if (Idle(*c)) idle.push_back(c);
     }
-    return nullptr;
+    return idle;
   }
 
   void Queue(Connection& c, const Response& response, Connection::Then then) {
@@ -710,7 +712,7 @@ class Server::Worker {
   std::atomic<bool> stop_{false};
   std::atomic<size_t> load_{0};
   std::atomic<int64_t> offer_{kNoOffer};
-  std::atomic<bool> evictOne_{false};
+  std::atomic<size_t> evictCount_{0};
   uint64_t seenRound_ = 0;
   std::vector<std::unique_ptr<Connection>> conns_;
   Clock::time_point now_ = Clock::now();
@@ -840,6 +842,17 @@ bool Server::MakeRoom() {
   if (stopping_) return false;
   if (open_.load() < options_.maxConnections) return true;
   auto hasRoom = [this] { return stopping_ || open_.load() < options_.maxConnections; };
+  // Under a flood of connections (room wanted again within 20 ms) each round makes room for more,
+  // up to an eighth of the limit, so the backlog drains at accept speed; otherwise for one.
+  auto now = Clock::now();
+  evictBatch_ = now - lastEviction_ < std::chrono::milliseconds(20)
+                    ? std::min(evictBatch_ * 2, std::max<size_t>(1, options_.maxConnections / 8))
+                    : 1;
+  lastEviction_ = now;
+  if (workers_.size() == 1) {  // no one to compare with
+    workers_.front()->Evict(evictBatch_);
+    return capacityCv_.wait_for(lock, std::chrono::milliseconds(50), hasRoom) && !stopping_;
+  }
   // Every worker offers its longest-idle connection...
   offers_ = 0;
   evictRound_.fetch_add(1);
@@ -856,7 +869,7 @@ bool Server::MakeRoom() {
       oldest = w.get();
     }
   }
-  if (oldest != nullptr) oldest->EvictOne();
+  if (oldest != nullptr) oldest->Evict(evictBatch_);
   bool room = capacityCv_.wait_for(lock, std::chrono::milliseconds(50), hasRoom);
   return room && !stopping_;
 }
