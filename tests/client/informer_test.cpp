@@ -343,7 +343,8 @@ TEST_CASE("Informer lists page by page: every page is seen, each projected, a re
     CHECK(informer.Size() == kPods);
     CHECK(adds == kPods);  // the ghost page was dropped before the cache was swapped in
     CHECK(informer.Get(ns, "ghost") == nullptr);
-    CHECK(CacheState(informer) == ServerState(*client, ns));
+    // The simulated kubelet may still be writing the pods' status: the watch catches up.
+    CHECK(test::Eventually([&] { return CacheState(informer) == ServerState(*client, ns); }));
     CHECK_FALSE(informer.ResourceVersion().empty());
     for (const ObjectPtr& o : informer.List()) {
       CHECK(json::Path(&o->Value(), {"spec", "containers"}) != nullptr);
