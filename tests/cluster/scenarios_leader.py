@@ -14,10 +14,12 @@ import urllib.request
 
 import test_cluster as tc
 from fault_proxy import FaultProxy
-from kube import check, ns_path, openssl_cert, rfc3339_micro, snapshot, wait_for
+from kube import check, openssl_cert, rfc3339_micro, snapshot, wait_for
 from webhook_process import free_port
 
-LEASE_PATH = ns_path(tc.RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1")
+# The chart's pods serve admission with their loop off. The certificates come from helm then: the controller
+# role manages them only with its loop's API client.
+LOOP_OFF = ["--set-json", 'server.extraArgs=["--disable-loop"]', "--set", "certificates.mode=helm"]
 
 
 class HangingProxy(FaultProxy):
@@ -104,7 +106,7 @@ def h03_hung_leader_never_writes_after_takeover(s):
     update, and the audit log shows no write from the old leader's identity once the new one holds the Lease —
     neither its renewals nor the loop's pod/Deployment writes, which its deadlines cut and the proxy then drops."""
     check(s.binary, "--binary is needed for this scenario")
-    s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
+    s.install(extra=LOOP_OFF, upgrade=True, loop=False)
     workdir = os.path.join(s.env.run, "h03")
     os.makedirs(workdir, exist_ok=True)
     token = chart_token(s, workdir)
@@ -178,7 +180,7 @@ def h06_wrong_identity_refuses_to_run(s):
     nothing; the update it would have wedged (its unpause re-paused) is done by the right loop and the
     Deployment ends unpaused. A loop with the right identity, started the same way, runs."""
     check(s.binary, "--binary is needed for this scenario")
-    s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
+    s.install(extra=LOOP_OFF, upgrade=True, loop=False)
     workdir = os.path.join(s.env.run, "h06")
     os.makedirs(workdir, exist_ok=True)
     token = chart_token(s, workdir)
