@@ -97,5 +97,15 @@ std::string LeasesPath(std::string_view ns) {
 std::string LeasePath(std::string_view ns, std::string_view name) {
   return LeasesPath(ns) + "/" + std::string(name);
 }
+std::string SecretPath(std::string_view ns, std::string_view name) {
+  return "/api/v1/namespaces/" + std::string(ns) + "/secrets/" + std::string(name);
+}
+std::string MutatingWebhookConfigurationPath(std::string_view name) {
+  return "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" + std::string(name);
+}
+std::string ValidatingWebhookConfigurationPath(std::string_view name) {
+  return "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/" +
+         std::string(name);
+}
 
 }  // namespace iw::kube

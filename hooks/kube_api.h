@@ -61,5 +61,8 @@ std::string ReplicaSetPath(std::string_view ns, std::string_view name);
 std::string EventsPath(std::string_view ns);
 std::string LeasePath(std::string_view ns, std::string_view name);
 std::string LeasesPath(std::string_view ns);
+std::string SecretPath(std::string_view ns, std::string_view name);
+std::string MutatingWebhookConfigurationPath(std::string_view name);
+std::string ValidatingWebhookConfigurationPath(std::string_view name);
 
 }  // namespace iw::kube

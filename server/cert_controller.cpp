@@ -46,10 +46,6 @@ int64_t ParseSeconds(std::string_view s) {
   return v;
 }
 
-std::string SecretPath(const ControllerOptions& o) {
-  return "/api/v1/namespaces/" + o.namespaceName + "/secrets/" + o.secretName;
-}
-
 }  // namespace
 
 Controller::Controller(kube::Api& api, ControllerOptions options)
@@ -106,60 +102,55 @@ void Controller::Stop() {
 
 std::string Controller::Publish(const std::string& bundle, bool& published, bool write) {
   const std::string want = Base64Encode(bundle);
-  published = true;
-  std::string error;
-  for (std::string_view kind :
-       {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}) {
-    std::string path = "/apis/admissionregistration.k8s.io/v1/" + std::string(kind) + "/" +
-                       options_.webhookConfiguration;
-    kube::Result r = api_.Get(path);
-    if (!r.Ok()) {
-      published = false;
-      error = "cannot read " + std::string(kind) + "/" + options_.webhookConfiguration + ": " +
-              std::to_string(r.code) + " " + r.message;
-      continue;
-    }
-    const json::Value* hooks = json::Find(&r.object, "webhooks");
-    if (hooks == nullptr || !hooks->IsArray()) continue;
-    std::string ops;
-    for (rapidjson::SizeType i = 0; i < hooks->Size(); ++i) {
-      const json::Value& h = (*hooks)[i];
-      if (json::StringOr(json::Find(&h, "clientConfig"), "caBundle") == want) continue;
-      std::string at = "/webhooks/" + std::to_string(i);
-      ops += ops.empty() ? "[" : ",";
-      ops += R"({"op":"test","path":")" + at + R"(/name","value":)";
-      json::AppendString(ops, json::StringOr(&h, "name"));
-      ops += R"(},{"op":"add","path":")" + at + R"(/clientConfig/caBundle","value":)";
-      json::AppendString(ops, want);
-      ops += "}";
-    }
-    if (ops.empty()) continue;
-    if (!write) {
-      published = false;
-      continue;
-    }
-    kube::Result p = api_.Patch(path, kube::PatchType::kJson, ops + "]");
-    if (!p.Ok()) {
-      published = false;
-      error = "cannot write caBundle of " + std::string(kind) + "/" +
-              options_.webhookConfiguration + ": " + std::to_string(p.code) + " " + p.message;
-      continue;
-    }
-    {
-      std::lock_guard lock(mu_);
-      ++bundleWrites_;
-    }
-    log::Info("webhook caBundle written",
-              {{"configuration", std::string(kind) + "/" + options_.webhookConfiguration},
-               {"fingerprint", Fingerprint(bundle)}});
+  bool mutating = false, validating = false;
+  std::string error = PublishTo(
+      kube::MutatingWebhookConfigurationPath(options_.webhookConfiguration), want, mutating, write);
+  std::string error2 =
+      PublishTo(kube::ValidatingWebhookConfigurationPath(options_.webhookConfiguration), want,
+                validating, write);
+  published = mutating && validating;
+  return error.empty() ? error2 : error;
+}
+
+std::string Controller::PublishTo(const std::string& path, const std::string& want, bool& published,
+                                  bool write) {
+  published = false;
+  kube::Result r = api_.Get(path);
+  if (!r.Ok()) return "cannot read " + path + ": " + std::to_string(r.code) + " " + r.message;
+  const json::Value* hooks = json::Find(&r.object, "webhooks");
+  std::string ops;
+  for (rapidjson::SizeType i = 0; hooks != nullptr && hooks->IsArray() && i < hooks->Size(); ++i) {
+    const json::Value& h = (*hooks)[i];
+    if (json::StringOr(json::Find(&h, "clientConfig"), "caBundle") == want) continue;
+    std::string at = "/webhooks/" + std::to_string(i);
+    ops += ops.empty() ? "[" : ",";
+    ops += R"({"op":"test","path":")" + at + R"(/name","value":)";
+    json::AppendString(ops, json::StringOr(&h, "name"));
+    ops += R"(},{"op":"add","path":")" + at + R"(/clientConfig/caBundle","value":)";
+    json::AppendString(ops, want);
+    ops += "}";
   }
-  return error;
+  if (ops.empty()) {
+    published = true;
+    return {};
+  }
+  if (!write) return {};
+  kube::Result p = api_.Patch(path, kube::PatchType::kJson, ops + "]");
+  if (!p.Ok())
+    return "cannot write the caBundle of " + path + ": " + std::to_string(p.code) + " " + p.message;
+  {
+    std::lock_guard lock(mu_);
+    ++bundleWrites_;
+  }
+  published = true;
+  log::Info("webhook caBundle written", {{"configuration", path}});
+  return {};
 }
 
 std::string Controller::RunOnce(std::chrono::milliseconds& next) {
   next = options_.checkInterval;
   const int64_t now = options_.now();
-  const std::string path = SecretPath(options_);
+  const std::string path = kube::SecretPath(options_.namespaceName, options_.secretName);
   kube::Result r = api_.Get(path);
   if (r.NotFound()) {
     // The chart creates it (empty), so that RBAC can name it: create cannot be limited by name.

@@ -57,7 +57,10 @@ class Controller {
   void RenderMetrics(std::string& out) const;
 
  private:
+  // Every webhook's caBundle = base64(bundle) in both configurations (`write`: make it so).
   std::string Publish(const std::string& bundle, bool& published, bool write);
+  std::string PublishTo(const std::string& path, const std::string& want, bool& published,
+                        bool write);
 
   kube::Api& api_;
   ControllerOptions options_;

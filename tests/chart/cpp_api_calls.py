@@ -704,6 +704,9 @@ BUILDER_RESOURCES = {
     "ReplicaSetsPath": ("apps", "replicasets"), "ReplicaSetPath": ("apps", "replicasets"),
     "EventsPath": ("", "events"), "EventPath": ("", "events"),
     "LeasesPath": ("coordination.k8s.io", "leases"), "LeasePath": ("coordination.k8s.io", "leases"),
+    "SecretPath": ("", "secrets"),
+    "MutatingWebhookConfigurationPath": ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    "ValidatingWebhookConfigurationPath": ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 }
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make chart-test`: helm lint and helm template of charts/inplace-webhook for each certificate mode
-# (tests/chart/values-*.yaml; the defaults are mode helm), with the pinned helm; the checks that need no helm
+# (tests/chart/values-*.yaml; the defaults are mode controller), with the pinned helm; the checks that need no helm
 # run in ctest (tests/chart/check_chart.py), and the real cluster installs the chart with the same helm.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +26,7 @@ run() {  # run NAME COMMAND...: one result line per step
     sed 's/^/    /' "$out/log"
   fi
 }
-cases=("defaults (mode helm):")
+cases=("defaults (mode controller):")
 for f in "$root"/tests/chart/values-*.yaml; do cases+=("$(basename "$f"):$f"); done
 for c in "${cases[@]}"; do
   name=${c%%:*}
@@ -40,6 +40,12 @@ run "helm template for Kubernetes 1.29 (preStop exec, no sleep action)" \
   bash -c "helm template inplace-webhook '$chart' --kube-version 1.29.0 | grep -q '/bin/sleep'"
 run "helm template for $kube (preStop sleep action)" \
   bash -c "helm template inplace-webhook '$chart' --kube-version '$kube' | grep -A1 'sleep:' | grep -q 'seconds: 5'"
+# Mode controller (the default) renders nothing random and no caBundle (the controller owns it): two renders
+# are identical, as Argo CD needs to see a synced application as synced (DESIGN.md §9.7).
+run "defaults: two renders are identical and set no caBundle" bash -c "
+  a=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
+  b=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
+  [ \"\$a\" = \"\$b\" ] && ! grep -q '^ *caBundle:' <<<\"\$a\""
 # The chart must refuse what it cannot render correctly.
 expect_fail() {  # expect_fail NAME ARGS...
   local name=$1
