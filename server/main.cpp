@@ -59,7 +59,9 @@ class LoopRuntime {
   // configuration is wrong.
   static std::unique_ptr<LoopRuntime> Create(const iw::cli::ServeOptions& o,
                                              iw::metrics::Registry& metrics, std::string& error) {
-    if (o.disableLoop || o.role == "webhook") return nullptr;
+    // --disable-loop with --manage-certificates: the API client for the certificates only (the
+    // controller pods keep the webhook's certificate while the loop is off).
+    if (o.role == "webhook" || (o.disableLoop && !o.managedCertificates.enabled)) return nullptr;
     std::optional<iw::kube::ClientConfig> config;
     bool inCluster = false;
     if (!o.apiServer.empty()) {
@@ -93,6 +95,7 @@ class LoopRuntime {
     }
     auto rt = std::make_unique<LoopRuntime>(std::move(*config), o.server.controllerUser, identity,
                                             eventNamespace);
+    rt->loopDisabled_ = o.disableLoop;
     iw::loop::Options loopOptions;
     loopOptions.metrics = &rt->loopMetrics_;
     loopOptions.instance = identity;
@@ -160,6 +163,7 @@ class LoopRuntime {
 
   // Whether a loop is known to run: ours (leading, or without election), or the Lease holder's.
   bool LoopAlive() const {
+    if (loopDisabled_) return false;
     if (elector_) return elector_->LeaderKnownAlive(std::chrono::steady_clock::now());
     return loop_->Running();
   }
@@ -169,6 +173,7 @@ class LoopRuntime {
   // NotReady() says why not meanwhile.
   void Start() {
     if (certs_) certs_->Start();
+    if (loopDisabled_) return;
     starter_ = std::jthread([this](std::stop_token stop) { VerifyThenRun(stop); });
   }
 
@@ -272,6 +277,7 @@ class LoopRuntime {
   const std::string eventNamespace_;
   mutable std::mutex identityMu_;
   std::string identityProblem_;
+  bool loopDisabled_ = false;  // --disable-loop: only the certificate controller runs
   iw::loop::LoopMetrics loopMetrics_;
   std::unique_ptr<iw::leader::LeaderElector> elector_;
   std::unique_ptr<iw::leader::FencedApi> fenced_;
@@ -299,9 +305,7 @@ int Serve(const iw::cli::ServeOptions& o) {
   }
   if (o.managedCertificates.enabled && !loop) {
     iw::log::Error("cannot start",
-                   {{"error",
-                     "--manage-certificates needs the API client (an API server, and "
-                     "not --disable-loop)"}});
+                   {{"error", "--manage-certificates needs the API client (an API server)"}});
     return 1;
   }
   // The pod webhook injects the readiness gate only while a loop is known to set it (§8.6): this

@@ -261,8 +261,20 @@ def rbac_grants(docs):
             continue
         scope = "cluster" if kind == "ClusterRole" else "namespace"
         for rule in doc.get("rules") or []:
-            if rule.get("resourceNames") or rule.get("nonResourceURLs"):
-                errors.append("%s rule %s: resourceNames/nonResourceURLs are not expected" % (kind, rule))
+            if rule.get("nonResourceURLs"):
+                errors.append("%s rule %s: nonResourceURLs are not expected" % (kind, rule))
+            if rule.get("resourceNames"):
+                # Named: the leader-election Lease, and (certificates.mode=controller) the certificate Secret
+                # and the product's own webhook configurations; create/list/watch cannot be limited by name.
+                res, names, verbs = rule.get("resources"), rule.get("resourceNames"), set(rule.get("verbs") or [])
+                named_ok = ((kind == "Role" and res == ["leases"] and names == ["inplace-webhook"] and verbs <= {"get", "update"})
+                            or (kind == "Role" and res == ["secrets"] and len(names) == 1 and verbs <= {"get", "patch"})
+                            or (kind == "ClusterRole" and res == ["mutatingwebhookconfigurations",
+                                                                  "validatingwebhookconfigurations"]
+                                and len(names) == 1 and verbs <= {"get", "patch"}))
+                if not named_ok:
+                    errors.append("%s rule %s: resourceNames only on the Lease inplace-webhook (get, update), the "
+                                  "certificate Secret and the webhook configurations (get, patch)" % (kind, rule))
             for g in rule.get("apiGroups") or []:
                 for r in rule.get("resources") or []:
                     for v in rule.get("verbs") or []:
@@ -889,6 +901,8 @@ def check_rbac(run, root, texts):
     n_comments = len(re.findall(r"\n\s*#[^\n]*\n\s*- apiGroups:", rules_text))
     if n_comments != n_rules:
         errors.append("rbac.yaml: %d of %d rules carry a comment saying why" % (n_comments, n_rules))
+    if 'resourceNames: ["inplace-webhook"]' not in texts.get("rbac.yaml", ""):
+        errors.append("rbac.yaml: the Lease rule (get, update) names its Lease: resourceNames: [\"inplace-webhook\"]")
     run.case("RBAC grants exactly the rows of tests/chart/api-calls.md (%d permissions)" % len(table), errors)
 
     # The table against the C++ sources.
@@ -934,14 +948,14 @@ def check_rbac(run, root, texts):
 CONTRACT_FLAGS = {"bind-address", "port", "probe-port", "tls-cert-file", "tls-private-key-file",
                   "client-ca-file", "log-level", "log-format", "max-request-bytes", "max-connections",
                   "controller-user", "leader-elect", "leader-election-namespace", "api-server",
-                  "shutdown-grace-seconds", "first-request-timeout-seconds",
-                  "max-inflight-request-bytes"}
+                  "shutdown-grace-seconds", "role", "loop-status-url", "tls-wait-for-files",
+                  "first-request-timeout-seconds", "max-inflight-request-bytes"}
 CONTRACT_DEFAULTS = [
     ("replicaCount", 2), ("leaderElection", True), ("server.port", 8443), ("server.probePort", 8080),
     ("server.maxRequestBytes", 7340032), ("server.maxConnections", 256), ("server.shutdownGraceSeconds", 30),
     ("server.firstRequestTimeoutSeconds", 5), ("server.maxInflightRequestBytes", 67108864),
     ("service.port", 443), ("podDisruptionBudget.enabled", True), ("podDisruptionBudget.minAvailable", 1),
-    ("certificates.mode", "helm"), ("podAntiAffinity", "soft"), ("image.tag", ""),
+    ("certificates.mode", "controller"), ("podAntiAffinity", "soft"), ("image.tag", ""),
     ("podSecurityContext.runAsNonRoot", True), ("podSecurityContext.runAsUser", 65532),
     ("podSecurityContext.seccompProfile.type", "RuntimeDefault"),
     ("securityContext.runAsNonRoot", True), ("securityContext.runAsUser", 65532),
@@ -978,9 +992,12 @@ def check_deployment(run, root, texts, values):
     for flag in flags:
         if flag not in CONTRACT_FLAGS:
             errors.append("Deployment passes --%s, which is not in the binary's contract" % flag)
-    for flag in ("tls-cert-file", "tls-private-key-file", "controller-user", "leader-elect", "port", "probe-port"):
+    for flag in ("tls-cert-file", "tls-private-key-file", "controller-user", "port", "probe-port", "role",
+                 "loop-status-url"):
         if flag not in flags:
             errors.append("Deployment does not pass --%s" % flag)
+    if "--role=webhook" not in args or "leader-elect" in flags:
+        errors.append("the webhook Deployment runs --role=webhook (no loop, no --leader-elect)")
     user = next((a for a in args if a.startswith("--controller-user=")), "")
     if 'include "inplace-webhook.controllerUser"' not in user:
         errors.append("--controller-user must be the chart's service account (controllerUser helper)")
@@ -1000,8 +1017,32 @@ def check_deployment(run, root, texts, values):
         get = (c.get(probe) or {}).get("httpGet") or {}
         if get.get("path") != path or get.get("port") != "probes":
             errors.append("%s must be GET %s on the probes port" % (probe, path))
-    if pod.get("automountServiceAccountToken") is not True:
-        errors.append("automountServiceAccountToken must be true (the loop uses the token)")
+    if pod.get("automountServiceAccountToken") is not False:
+        errors.append("webhook pods: automountServiceAccountToken must be false (they hold no credentials)")
+    # The controller Deployment (the loop): the token, leader election, and no webhook port or certificate.
+    cdocs, cactions = template_docs(texts.get("controller.yaml", ""))
+    cdep = next((d for d in cdocs if d.get("kind") == "Deployment"), None)
+    if not cdep:
+        errors.append("controller.yaml holds no Deployment")
+    else:
+        cpod = cdep["spec"]["template"]["spec"]
+        cc = (cpod.get("containers") or [{}])[0]
+        cexpand = lambda s: re.sub(r"TPL\d+", lambda m: "{{%s}}" % cactions[m.group(0)], str(s))
+        cargs = [cexpand(a) for a in cc.get("args") or []]
+        cflags = [re.match(r"--([\w-]+)", a).group(1) for a in cargs if re.match(r"--[\w-]+", a)]
+        flags = flags + cflags
+        if not cargs or cargs[0] != "serve" or "--role=controller" not in cargs:
+            errors.append("the controller Deployment runs `serve --role=controller`")
+        for flag in ("controller-user", "leader-elect", "leader-election-namespace", "probe-port"):
+            if flag not in cflags:
+                errors.append("controller Deployment does not pass --%s" % flag)
+        for flag in ("port", "tls-cert-file", "tls-private-key-file", "loop-status-url"):
+            if flag in cflags:
+                errors.append("controller Deployment passes --%s (it has no webhook listener)" % flag)
+        if [p.get("name") for p in cc.get("ports") or []] != ["probes"]:
+            errors.append("controller Deployment: the probe port is its only port")
+        if cpod.get("automountServiceAccountToken") is not True:
+            errors.append("controller pods: automountServiceAccountToken must be true (the loop uses the token)")
     raw = texts.get("deployment.yaml", "")
     for needle, why in (("toYaml .Values.securityContext", "container securityContext from values"),
                         ("toYaml .Values.podSecurityContext", "pod securityContext from values"),

@@ -74,10 +74,11 @@ def r06_loop_stopped_new_pods_ready(s):
     check(all(has_gate(p) for p in app.pods()), "pods created with the loop up have no gate")
     try:
         s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
+        # The webhook pods learn it from the controller's /loopz: polled every second, kept 3 s (DESIGN §9.4).
         for p in s.webhook_pods():
             if tc.is_ready(p):
-                check(loop_alive_metric(s, p["metadata"]["name"]) == 0,
-                      "webhook pod %s reports a loop alive with --disable-loop" % p["metadata"]["name"])
+                wait_for(lambda: loop_alive_metric(s, p["metadata"]["name"]) == 0, 5,
+                         "webhook pod %s to report no loop with --disable-loop" % p["metadata"]["name"])
         old = {p["metadata"]["name"] for p in app.pods()}
         app.kubectl("scale", "deploy/web", "--replicas=4")
         wait_for(app.rollout_complete, 60, "the scale-up to 4 with the loop stopped", app)
@@ -92,6 +93,8 @@ def r06_loop_stopped_new_pods_ready(s):
     # The loop is back (a Ready webhook pod holds the Lease): the next new pod gets the gate, set True.
     leader = s.lease_holder()
     wait_for(lambda: loop_alive_metric(s, leader) == 1, 20, "the leader to report its loop alive")
+    wait_for(lambda: all(loop_alive_metric(s, p["metadata"]["name"]) == 1 for p in s.webhook_pods() if is_ready(p)),
+             5, "every webhook pod to see the loop alive on the controller's /loopz")
     old = {p["metadata"]["name"] for p in app.pods()}
     app.kubectl("scale", "deploy/web", "--replicas=5")
     wait_for(app.rollout_complete, 60, "the scale-up to 5 with the loop back", app)
@@ -124,7 +127,7 @@ def r06_uninstall_leaves_no_pod_blocked(s):
 
     tc.uninstall_as_readme_says(s)  # webhook configurations, helm uninstall, namespace, then the gates released
     try:
-        check(not s.webhook_pods(), "webhook pods left")
+        check(not s.webhook_pods() and not s.controller_pods(), "webhook or controller pods left")
         wait_for(lambda: all(is_ready(p) for p in app.pods() + legacy.pods()), 30,
                  "every pod Ready after the uninstall", app)
         # README: a template that declares the gate itself would block every new pod: remove it (a native rollout).

@@ -4,6 +4,7 @@ pods), and the chart's ValidatingAdmissionPolicy limits the controller's identit
 (DESIGN.md §9.4, §9.5)."""
 
 import copy
+import http.client
 import json
 import subprocess
 
@@ -26,12 +27,14 @@ def runtime_mounts(s, pod, container):
     return [m.get("destination") for m in (info.get("Spec") or info.get("spec") or {}).get("mounts") or []]
 
 
-def apiserver_sources(s, pod_ip, port):
-    """Local addresses of the node's connections to pod_ip:port (the API server runs in the node's network
-    namespace): the address the webhook pods see the API server's calls come from."""
-    p = subprocess.run(["nsenter", "--net=/run/netns/inplace-cluster", "ss", "-Htn", "dst", "%s:%d" % (pod_ip, port)],
+def apiserver_sources(s, pod, port):
+    """Peer addresses of the established connections to `port` inside the pod's network namespace (entered
+    through its container's process, which containerd reports): where the API server's calls come from."""
+    cid = container_statuses(pod)["webhook"]["containerID"].split("://", 1)[1]
+    pid = next(line.split()[1] for line in s.tools.ctr("tasks", "ls").splitlines() if line.startswith(cid))
+    p = subprocess.run(["nsenter", "-t", pid, "-n", "ss", "-Htn", "state", "established", "( sport = :%d )" % port],
                        capture_output=True, text=True, timeout=20)
-    return sorted({line.split()[3].rsplit(":", 1)[0] for line in p.stdout.splitlines() if len(line.split()) >= 4})
+    return sorted({line.split()[-1].rsplit(":", 1)[0] for line in p.stdout.splitlines() if line.split()})
 
 
 def h04_webhook_holds_no_token(s):
@@ -71,7 +74,7 @@ def h04_webhook_holds_no_token(s):
     # Where the API server's calls come from (for networkPolicy.webhookFrom): the node's address on the pod bridge.
     sources = set()
     for p in webhooks:
-        sources |= set(apiserver_sources(s, p["status"]["podIP"], 8443))
+        sources |= set(apiserver_sources(s, s.api.get(ns_path(tc.RELEASE_NS, "pods", p["metadata"]["name"])), 8443))
     print("    API server -> webhook pods from %s" % sorted(sources))
     check(sources == {"10.244.0.1"}, "the API server's source addresses: %s (README says 10.244.0.1)" % sorted(sources))
     # The NetworkPolicy: stored by the API server (its validation), selecting exactly the webhook pods.
@@ -91,14 +94,30 @@ def h04_webhook_holds_no_token(s):
     s.tools.kubectl("replace", "--dry-run=server", "-f", "-", stdin=json.dumps(restricted))
 
 
-def as_controller(s, *args, stdin=None):
-    return s.tools.kubectl(*(list(args) + ["--as=" + tc.CONTROLLER_USER, "--dry-run=server"]), stdin=stdin,
-                           check_rc=False)
+MERGE, STRATEGIC, JSON = "application/merge-patch+json", "application/strategic-merge-patch+json", "application/json"
+
+
+def as_controller(s, method, path, body=None, ctype=JSON):
+    """One write as the controller's ServiceAccount (impersonated by admin, as kubectl --as does: the loop's
+    writes are direct PATCH/POST/PUT/DELETE without a read first), a server-side dry run: (HTTP status, message)."""
+    c = http.client.HTTPSConnection(s.api.host, s.api.port, context=s.api.ctx, timeout=30)
+    try:
+        c.request(method, path + "?dryRun=All", body=None if body is None else json.dumps(body).encode(),
+                  headers={"Accept": JSON, "Content-Type": ctype, "Impersonate-User": tc.CONTROLLER_USER})
+        r = c.getresponse()
+        raw = r.read()
+    finally:
+        c.close()
+    try:
+        message = json.loads(raw).get("message", "") if r.status >= 300 else ""
+    except ValueError:
+        message = raw.decode("utf-8", "replace")
+    return r.status, message
 
 
 def h05_policy_limits_the_controller(s):
-    """The controller's ServiceAccount (impersonated with kubectl --as, server-side dry runs): every write the
-    loop makes is allowed, and each write RBAC would let it make but the loop never makes is refused by the
+    """The controller's ServiceAccount (impersonated, server-side dry runs of the loop's kind of request): every
+    write the loop makes is allowed, and each write RBAC lets it make but the loop never makes is refused by the
     chart's ValidatingAdmissionPolicy, whose message names it: pods of a Deployment that is not opted in, pod
     labels/annotations outside an update step, pod spec fields, other pod conditions, a Deployment's scale, a
     ReplicaSet with replicas or its deletion, another Lease, Events on other kinds; and a write RBAC grants by
@@ -114,95 +133,110 @@ def h05_policy_limits_the_controller(s):
     pod = app.pods()[0]
     name, other = pod["metadata"]["name"], plain_app.pods()[0]["metadata"]["name"]
     rs = app.replicasets()[0]
-    ns = ["-n", app.ns]
+    rs_name = rs["metadata"]["name"]
+    pods, deploy = ns_path(app.ns, "pods"), ns_path(app.ns, "deployments", "web", group="apps/v1")
+    rss = ns_path(app.ns, "replicasets", group="apps/v1")
+    leases = ns_path(tc.RELEASE_NS, "leases", group="coordination.k8s.io/v1")
+    events = ns_path(app.ns, "events")
     rs_copy = copy.deepcopy(rs)
     for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
         rs_copy["metadata"].pop(k, None)
     rs_copy.pop("status", None)
-    rs_copy["metadata"]["name"] = rs["metadata"]["name"] + "-x"
+    rs_copy.update({"apiVersion": "apps/v1", "kind": "ReplicaSet"})
+    rs_copy["metadata"]["name"] = rs_name + "-x"
     history = copy.deepcopy(rs_copy)
     history["spec"]["replicas"] = 0
-    lease = s.api.get(ns_path(tc.RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1"))
+    lease = s.api.get(leases + "/inplace-webhook")
+    lease["metadata"].pop("resourceVersion", None)
+    lease.update({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"})
     other_lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                    "metadata": {"name": "someone-else", "namespace": tc.RELEASE_NS}, "spec": {}}
 
     def event(kind, obj_name):
-        return json.dumps({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "h05-", "namespace": app.ns},
-                           "involvedObject": {"kind": kind, "name": obj_name, "namespace": app.ns},
-                           "reason": "Test", "message": "h05", "type": "Normal"})
-    step = json.dumps({"metadata": {"labels": {"version": "v2"}, "annotations": {
+        return {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "h05-", "namespace": app.ns},
+                "involvedObject": {"kind": kind, "name": obj_name, "namespace": app.ns},
+                "reason": "Test", "message": "h05", "type": "Normal"}
+    step = {"metadata": {"labels": {"version": "v2", "inplace-webhook.io/state": "Updating"}, "annotations": {
         "inplace-webhook.io/update-state": json.dumps({"revision": "h05"})}},
-        "spec": {"containers": [{"name": "app", "image": tc.V2}]}})
+        "spec": {"containers": [{"name": "app", "image": tc.V2}]}}
     allowed = [
-        ("pod update step (image, template label, update-state)", ("patch", "pod", name, "-p", step) + tuple(ns), None),
-        ("pod state label", ("label", "pod", name, "--overwrite", "inplace-webhook.io/state=Updating") + tuple(ns), None),
-        ("pod readiness-gate condition", ("patch", "pod", name, "--subresource=status", "-p", tc.GATE_TRUE) + tuple(ns), None),
-        ("Deployment pause + in-progress", ("patch", "deploy", "web", "-p", json.dumps(
-            {"spec": {"paused": True}, "metadata": {"annotations": {"inplace-webhook.io/note": "h05"}}})) + tuple(ns), None),
-        ("Deployment progress condition", ("patch", "deploy", "web", "--subresource=status", "-p", json.dumps(
-            {"status": {"conditions": [{"type": "inplace-webhook.io/Progressing", "status": "True",
-                                        "reason": "H05", "message": "h05"}]}})) + tuple(ns), None),
-        ("zero-replica history ReplicaSet", ("create", "-f", "-") + tuple(ns), json.dumps(history)),
-        ("ReplicaSet annotation", ("annotate", "rs", rs["metadata"]["name"], "deployment.kubernetes.io/revision-x=1")
-         + tuple(ns), None),
-        ("its Lease", ("replace", "-f", "-"), json.dumps(lease)),
-        ("Event on a pod", ("create", "-f", "-"), event("Pod", name)),
+        ("pod update step (image, template label, update-state)", "PATCH", pods + "/" + name, step, STRATEGIC),
+        ("pod state label", "PATCH", pods + "/" + name, {"metadata": {"labels": {"inplace-webhook.io/state": "Updating"}}},
+         MERGE),
+        ("pod readiness-gate condition", "PATCH", pods + "/" + name + "/status", json.loads(tc.GATE_TRUE), STRATEGIC),
+        ("Deployment pause + our annotation", "PATCH", deploy, {"spec": {"paused": True}, "metadata": {
+            "annotations": {"inplace-webhook.io/note": "h05"}}}, MERGE),
+        ("Deployment progress condition", "PATCH", deploy + "/status", {"status": {"conditions": [
+            {"type": "inplace-webhook.io/Progressing", "status": "True", "reason": "H05", "message": "h05"}]}},
+         STRATEGIC),
+        ("zero-replica history ReplicaSet", "POST", rss, history, JSON),
+        ("ReplicaSet template and annotation", "PATCH", rss + "/" + rs_name, {"metadata": {"annotations": {
+            "deployment.kubernetes.io/revision": "9"}}, "spec": {"template": {"metadata": {"labels": {
+                "version": "v2"}}}}}, MERGE),
+        ("its Lease", "PUT", leases + "/inplace-webhook", lease, JSON),
+        ("Event on a pod", "POST", events, event("Pod", name), JSON),
     ]
     forbidden = [
-        ("a pod of a Deployment not opted in", ("label", "pod", other, "x=y") + tuple(ns), None,
-         "is not of an opted-in Deployment"),
-        ("a foreign pod annotation", ("annotate", "pod", name, "example.com/x=y") + tuple(ns), None,
+        ("a pod of a Deployment not opted in", "PATCH", pods + "/" + other,
+         {"metadata": {"labels": {"inplace-webhook.io/state": "Updating"}}}, MERGE, "is not of an opted-in Deployment"),
+        ("a foreign pod annotation", "PATCH", pods + "/" + name, {"metadata": {"annotations": {"example.com/x": "y"}}},
+         MERGE, "change only in an update step"),
+        ("a foreign pod label", "PATCH", pods + "/" + name, {"metadata": {"labels": {"team": "other"}}}, MERGE,
          "change only in an update step"),
-        ("a foreign pod label", ("label", "pod", name, "team=other") + tuple(ns), None, "change only in an update step"),
-        ("pod-template-hash", ("label", "pod", name, "--overwrite", "pod-template-hash=other") + tuple(ns), None,
-         "pod-template-hash"),
-        ("pod activeDeadlineSeconds", ("patch", "pod", name, "-p", '{"spec":{"activeDeadlineSeconds":60}}') + tuple(ns),
-         None, "spec changes only in its container images"),
-        ("pod Ready condition", ("patch", "pod", name, "--subresource=status", "-p",
-                                 '{"status":{"conditions":[{"type":"Ready","status":"False"}]}}') + tuple(ns), None,
+        ("pod-template-hash", "PATCH", pods + "/" + name, {"metadata": {"labels": {"pod-template-hash": "other"}}},
+         MERGE, "pod-template-hash"),
+        ("pod activeDeadlineSeconds", "PATCH", pods + "/" + name, {"spec": {"activeDeadlineSeconds": 60}}, MERGE,
+         "spec changes only in its container images"),
+        ("pod Ready condition", "PATCH", pods + "/" + name + "/status",
+         {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, STRATEGIC,
          "only its readiness-gate condition"),
-        ("Deployment replicas", ("patch", "deploy", "web", "-p", '{"spec":{"replicas":5}}') + tuple(ns), None,
+        ("Deployment replicas", "PATCH", deploy, {"spec": {"replicas": 5}}, MERGE, "changes only spec.paused"),
+        ("foreign Deployment annotation", "PATCH", deploy, {"metadata": {"annotations": {"example.com/x": "y"}}}, MERGE,
          "changes only spec.paused"),
-        ("foreign Deployment annotation", ("annotate", "deploy", "web", "example.com/x=y") + tuple(ns), None,
-         "changes only spec.paused"),
-        ("Deployment status replicas", ("patch", "deploy", "web", "--subresource=status", "-p",
-                                        '{"status":{"availableReplicas":7}}') + tuple(ns), None,
+        ("Deployment status replicas", "PATCH", deploy + "/status", {"status": {"availableReplicas": 7}}, MERGE,
          "only the Progressing conditions"),
-        ("a ReplicaSet with replicas", ("create", "-f", "-") + tuple(ns), json.dumps(rs_copy),
-         "creates only zero-replica ReplicaSets"),
-        ("scaling a ReplicaSet", ("patch", "rs", rs["metadata"]["name"], "-p", '{"spec":{"replicas":3}}') + tuple(ns),
-         None, "changes only the template and annotations"),
-        ("deleting the active ReplicaSet", ("delete", "rs", rs["metadata"]["name"]) + tuple(ns), None,
+        ("a ReplicaSet with replicas", "POST", rss, rs_copy, JSON, "creates only zero-replica ReplicaSets"),
+        ("scaling a ReplicaSet", "PATCH", rss + "/" + rs_name, {"spec": {"replicas": 3}}, MERGE,
+         "changes only the template and annotations"),
+        ("deleting the active ReplicaSet", "DELETE", rss + "/" + rs_name, None, JSON,
          "deletes only zero-replica ReplicaSets"),
-        ("another Lease", ("create", "-f", "-"), json.dumps(other_lease), "the only Lease of the controller"),
-        ("an Event on a Secret", ("create", "-f", "-"), event("Secret", "x"), "Events on Deployments, ReplicaSets"),
+        ("another Lease", "POST", leases, other_lease, JSON, "the only Lease of the controller"),
+        ("an Event on a Secret", "POST", events, event("Secret", "x"), JSON, "Events on Deployments, ReplicaSets"),
     ]
-    wrong = []
-    for what, args, stdin in allowed:
-        r = as_controller(s, *args, stdin=stdin)
-        if r.returncode != 0:
-            wrong.append("allowed write refused: %s: %s" % (what, r.stderr.strip()[:400]))
-    for what, args, stdin, message in forbidden:
-        r = as_controller(s, *args, stdin=stdin)
-        if r.returncode == 0 or POLICY not in r.stderr or message not in r.stderr:
-            wrong.append("forbidden write not refused by the policy: %s: rc %d %s" % (what, r.returncode,
-                                                                                    r.stderr.strip()[:400]))
+    wrong, refused = [], []
+    for what, method, path, body, ctype in allowed:
+        code, message = as_controller(s, method, path, body, ctype)
+        if code >= 300:
+            wrong.append("allowed write refused: %s: %d %s" % (what, code, message[:400]))
+    for what, method, path, body, ctype, want in forbidden:
+        code, message = as_controller(s, method, path, body, ctype)
+        if code < 300 or POLICY not in message or want not in message:
+            wrong.append("forbidden write not refused by the policy: %s: %d %s" % (what, code, message[:400]))
+        else:
+            refused.append((what, code))
     # A write RBAC grants by mistake is still refused: the policy lists the writes the loop makes.
+    ns = ["-n", app.ns]
     s.tools.kubectl("create", "role", "h05-mistake", "--verb=create", "--resource=configmaps", *ns)
     s.tools.kubectl("create", "rolebinding", "h05-mistake", "--role=h05-mistake",
                     "--serviceaccount=%s:%s" % (tc.RELEASE_NS, tc.RELEASE), *ns)
-    r = wait_for(lambda: (lambda r: r if "RBAC" not in r.stderr and "forbidden: User" not in r.stderr else None)(
-        as_controller(s, "create", "configmap", "x", *ns)), 10, "the extra binding to take effect")
-    if r.returncode == 0 or "never makes this write: /configmaps CREATE" not in r.stderr:
-        wrong.append("a ConfigMap create (granted by mistake) was not refused by the policy: %s" % r.stderr.strip())
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": app.ns}}
+    code, message = wait_for(lambda: (lambda r: r if "RBAC" not in r[1] and "cannot create" not in r[1] else None)(
+        as_controller(s, "POST", ns_path(app.ns, "configmaps"), cm)), 10, "the extra binding to take effect")
+    if code >= 300 and "never makes this write: /configmaps CREATE" in message:
+        refused.append(("a ConfigMap (granted by mistake)", code))
+    else:
+        wrong.append("a ConfigMap create (granted by mistake) was not refused by the policy: %d %s" % (code, message))
     s.tools.kubectl("delete", "rolebinding,role", "h05-mistake", *ns)
     # The Lease rule names its Lease: RBAC itself refuses any other Lease name for get and update.
     for verb, lease_name, want in (("get", "inplace-webhook", "yes"), ("update", "inplace-webhook", "yes"),
-                                   ("get", "someone-else", "no"), ("update", "someone-else", "no")):
-        got = s.tools.kubectl("auth", "can-i", verb, "leases.coordination.k8s.io/" + lease_name, "-n", tc.RELEASE_NS,
-                              "--as=" + tc.CONTROLLER_USER, check_rc=False).stdout.strip()
+                                   ("get", "someone-else", "no"), ("update", "someone-else", "no"),
+                                   ("create", "", "yes")):
+        got = s.tools.kubectl("auth", "can-i", verb, "leases.coordination.k8s.io" + ("/" + lease_name if lease_name
+                                                                                      else ""),
+                              "-n", tc.RELEASE_NS, "--as=" + tc.CONTROLLER_USER, check_rc=False).stdout.strip()
         if got != want:
             wrong.append("can-i %s lease %s: %s, want %s" % (verb, lease_name, got, want))
+    print("    allowed %d loop writes; refused by the policy: %s" % (len(allowed), refused))
     check(not wrong, "\n".join(wrong))
     # Nothing was written (all dry runs): the pod is as it was.
     check(tc.images(s.api.get(ns_path(app.ns, "pods", name)))["app"] == tc.V1 and is_ready(app.pods()[0]),

@@ -82,12 +82,18 @@ class Suite:
                                  labelSelector="kubernetes.io/service-name=" + RELEASE)),
                  60, "the webhook Service's endpoints")
         if loop:
-            wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.webhook_pods()
-                                                     if is_ready(p)}, 60, "a Ready webhook pod to hold the Lease")
+            wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.controller_pods()
+                                                     if is_ready(p)}, 60, "a Ready controller pod to hold the Lease")
 
     def webhook_pods(self):
-        return live(self.api.items(ns_path(RELEASE_NS, "pods"),
-                                   labelSelector="app.kubernetes.io/instance=" + RELEASE))
+        """The pods that serve admission (--role=webhook, no token)."""
+        return live(self.api.items(ns_path(RELEASE_NS, "pods"), labelSelector="app.kubernetes.io/instance=%s,"
+                                   "app.kubernetes.io/component=webhook" % RELEASE))
+
+    def controller_pods(self):
+        """The pods that run the loop (--role=controller; the Lease holder is one of them)."""
+        return live(self.api.items(ns_path(RELEASE_NS, "pods"), labelSelector="app.kubernetes.io/instance=%s,"
+                                   "app.kubernetes.io/component=controller" % RELEASE))
 
     def lease(self):
         return self.api.get_or_none(ns_path(RELEASE_NS, "leases", "inplace-webhook", group="coordination.k8s.io/v1"))
@@ -102,7 +108,7 @@ class Suite:
 
     def webhook_logs(self, tail=60):
         out = []
-        for p in self.webhook_pods():
+        for p in self.webhook_pods() + self.controller_pods():
             r = self.tools.kubectl("logs", "-n", RELEASE_NS, p["metadata"]["name"], "--tail", str(tail),
                                    check_rc=False)
             out.append("--- %s:\n%s%s" % (p["metadata"]["name"], r.stdout, r.stderr))
@@ -457,7 +463,10 @@ def c00_installed_as_a_user_installs_it(s):
               % (p["metadata"]["name"], cs.get("imageID"), s.image, digest, config))
         check(p["spec"]["securityContext"].get("runAsNonRoot") and cs.get("restartCount") == 0,
               "pod %s: runAsNonRoot, no restart" % p["metadata"]["name"])
-    check(s.lease_holder() in {p["metadata"]["name"] for p in pods}, "the Lease holder is not a webhook pod")
+    controllers = s.controller_pods()
+    check(len(controllers) == 2 and all(is_ready(p) for p in controllers), "two Ready controller pods: %s"
+          % len(controllers))
+    check(s.lease_holder() in {p["metadata"]["name"] for p in controllers}, "the Lease holder is not a controller pod")
     # kube-apiserver calls the webhooks through the Service: an opted-in Deployment and its pod go through them.
     before = apiserver_webhook_calls(s)
     app = App(s, "c00")
@@ -477,11 +486,13 @@ def c00_installed_as_a_user_installs_it(s):
                ("patch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"),
                ("patch", "replicasets.apps", "-A"), ("create", "replicasets.apps", "-A"),
                ("delete", "replicasets.apps", "-A"), ("patch", "deployments.apps", "--subresource=status", "-A"),
-               ("create", "events", "-A"), ("update", "leases.coordination.k8s.io", "-n", RELEASE_NS)]
+               ("create", "events", "-A"), ("update", "leases.coordination.k8s.io/inplace-webhook", "-n", RELEASE_NS),
+               ("create", "leases.coordination.k8s.io", "-n", RELEASE_NS)]
     denied = [("create", "pods", "-A"), ("delete", "pods", "-A"), ("update", "pods", "-A"), ("get", "secrets", "-A"),
               ("update", "deployments.apps", "-A"), ("delete", "deployments.apps", "-A"),
               ("update", "replicasets.apps", "-A"), ("patch", "nodes"), ("update", "leases.coordination.k8s.io",
                                                                          "-n", "kube-system"),
+              ("update", "leases.coordination.k8s.io/someone-else", "-n", RELEASE_NS),
               ("create", "pods/eviction", "-A"), ("*", "*", "-A")]
     wrong = [a for a in allowed if not can(*a)] + [("not denied",) + d for d in denied if can(*d)]
     check(not wrong, "the loop's RBAC differs from the chart's: %s" % wrong)
@@ -657,12 +668,12 @@ def c05_hook_timeout(s):
 
 
 def kill_loop_process(s, pod_name):
-    """SIGKILLs the webhook container's process of `pod_name` on the node, through containerd (as the OOM
+    """SIGKILLs the controller container's process of `pod_name` on the node, through containerd (as the OOM
     killer or a node problem would); the kubelet restarts the container."""
     pod = s.api.get(ns_path(RELEASE_NS, "pods", pod_name))
-    cid = container_statuses(pod)["webhook"]["containerID"].split("://", 1)[1]
+    cid = container_statuses(pod)["controller"]["containerID"].split("://", 1)[1]
     s.tools.ctr("tasks", "kill", "--signal", "SIGKILL", cid)
-    return container_statuses(pod)["webhook"]["restartCount"]
+    return container_statuses(pod)["controller"]["restartCount"]
 
 
 def c06_killed_mid_update(s):
@@ -693,8 +704,8 @@ def c06_killed_mid_update(s):
         check(len(writes.get(name, [])) == 1, "pod %s got %d image writes, expected 1" % (name,
                                                                                       len(writes.get(name, []))))
     check(app.count_events("InPlaceUpdateCompleted", "Deployment") == 1, "one InPlaceUpdateCompleted")
-    wait_for(lambda: container_statuses(s.api.get(ns_path(RELEASE_NS, "pods", leader)))["webhook"]
-             .get("restartCount", 0) == restarts + 1, 60, "the kubelet to restart the killed webhook container")
+    wait_for(lambda: container_statuses(s.api.get(ns_path(RELEASE_NS, "pods", leader)))["controller"]
+             .get("restartCount", 0) == restarts + 1, 60, "the kubelet to restart the killed controller container")
     s.wait_webhook_ready()
 
 
@@ -704,7 +715,7 @@ def c07_leader_handover(s):
     before = snapshot(app.create(deployment("web", replicas=3, stop_delay=3)))
     rs0 = app.rs_names()
     leader = s.lease_holder()
-    check(len(s.webhook_pods()) == 2, "two webhook replicas expected")
+    check(len(s.controller_pods()) == 2, "two controller replicas expected")
     t0 = time.time()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     wait_for(lambda: any(images(p)["app"] == V2 and state_of(p) == "Normal" and is_ready(p) for p in app.pods())
@@ -827,9 +838,10 @@ def c12_helm_upgrade_mid_update(s):
     before, rs0 = snapshot(app.pods()), app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     hold_one_pod(app, lambda n: app.set_label(n, None))
-    old_pods = {p["metadata"]["uid"] for p in s.webhook_pods()}
+    old_pods = {p["metadata"]["uid"] for p in s.webhook_pods() + s.controller_pods()}
     s.install(extra=["--set", "podAnnotations.upgraded=c12"], upgrade=True)
-    check(not old_pods & {p["metadata"]["uid"] for p in s.webhook_pods()}, "helm upgrade did not roll the pods")
+    check(not old_pods & {p["metadata"]["uid"] for p in s.webhook_pods() + s.controller_pods()},
+          "helm upgrade did not roll the pods")
     release_until_done(app, lambda p: state_of(p) == "PreparingUpdate" and app.set_label(p["metadata"]["name"], None),
                        120, "after the upgrade")
     finish(app, before, rs0, restarted={"app"})
