@@ -31,7 +31,8 @@ enum class ParseFailure { kNone, kSyntax, kTooDeep, kTooManyValues };
 // recursion, validating UTF-8 (RFC 3629; also what \u escapes decode to: an unpaired surrogate is
 // an error) and rejecting nesting deeper than kMaxDepth. Strings are copied into `out`'s
 // allocator; numbers convert exactly as RapidJSON converts them. A text of more than `maxValues`
-// values (member names included) is rejected as soon as the count is passed. Returns an error
+// values (member names included) is rejected before anything is built (only a text of more than
+// 2 * maxValues - 1 bytes can hold that many; such a text is counted first, in one scan). Returns an error
 // message (RapidJSON's wording, with the byte offset), or nullopt on success, and sets `*failure`
 // when given; on error `out` keeps its previous value.
 std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
