@@ -2,7 +2,7 @@
 (DESIGN.md §9.3), and a loop with the wrong identity refuses to run instead of wedging Deployments (§9.6).
 
 Both run the product binary on the host (as c13 does), as the chart's ServiceAccount (a token from the
-TokenRequest API), while the chart's pods serve admission with their loop off (--disable-loop)."""
+TokenRequest API), while the chart's webhook pods serve admission and its controller Deployment is scaled to 0."""
 
 import json
 import os
@@ -17,9 +17,19 @@ from fault_proxy import FaultProxy
 from kube import check, openssl_cert, rfc3339_micro, snapshot, wait_for
 from webhook_process import free_port
 
-# The chart's pods serve admission with their loop off. The certificates come from helm then: the controller
-# role manages them only with its loop's API client.
-LOOP_OFF = ["--set-json", 'server.extraArgs=["--disable-loop"]', "--set", "certificates.mode=helm"]
+CONTROLLER = tc.RELEASE + "-controller"  # the chart's loop Deployment (--role=controller, DESIGN.md §9.4)
+
+
+def chart_loop_off(s):
+    """Scales the chart's controller Deployment to 0 (its webhook pods keep serving admission with the
+    certificates they have) and waits until its pods are gone and the Lease is free or stale."""
+    s.tools.kubectl("scale", "deployment", CONTROLLER, "-n", tc.RELEASE_NS, "--replicas=0")
+    wait_for(lambda: not s.controller_pods(), 90, "the chart's controller pods to go")
+
+
+def chart_loop_on(s):
+    s.tools.kubectl("scale", "deployment", CONTROLLER, "-n", tc.RELEASE_NS, "--replicas=2")
+    s.install(upgrade=True)
 
 
 class HangingProxy(FaultProxy):
@@ -106,7 +116,7 @@ def h03_hung_leader_never_writes_after_takeover(s):
     update, and the audit log shows no write from the old leader's identity once the new one holds the Lease —
     neither its renewals nor the loop's pod/Deployment writes, which its deadlines cut and the proxy then drops."""
     check(s.binary, "--binary is needed for this scenario")
-    s.install(extra=LOOP_OFF, upgrade=True, loop=False)
+    chart_loop_off(s)
     workdir = os.path.join(s.env.run, "h03")
     os.makedirs(workdir, exist_ok=True)
     token = chart_token(s, workdir)
@@ -176,7 +186,7 @@ def h03_hung_leader_never_writes_after_takeover(s):
             if p is not None:
                 stop(p)
         proxy.stop()
-        s.install(upgrade=True)
+        chart_loop_on(s)
 
 
 def h06_wrong_identity_refuses_to_run(s):
@@ -186,7 +196,7 @@ def h06_wrong_identity_refuses_to_run(s):
     nothing; the update it would have wedged (its unpause re-paused) is done by the right loop and the
     Deployment ends unpaused. A loop with the right identity, started the same way, runs."""
     check(s.binary, "--binary is needed for this scenario")
-    s.install(extra=LOOP_OFF, upgrade=True, loop=False)
+    chart_loop_off(s)
     workdir = os.path.join(s.env.run, "h06")
     os.makedirs(workdir, exist_ok=True)
     token = chart_token(s, workdir)
@@ -239,7 +249,7 @@ def h06_wrong_identity_refuses_to_run(s):
         for p in (wrong, good):
             if p is not None:
                 stop(p)
-        s.install(upgrade=True)
+        chart_loop_on(s)
 
 
 SCENARIOS = [h03_hung_leader_never_writes_after_takeover, h06_wrong_identity_refuses_to_run]
