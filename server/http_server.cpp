@@ -31,6 +31,9 @@ constexpr size_t kReserveStep = 1 << 20;
 constexpr size_t kKeepBuffer = 64 * 1024;  // larger buffers are freed after their request
 constexpr size_t kLingerBytes = 16 << 20;  // most bytes discarded after refusing a request
 constexpr auto kLingerTime = std::chrono::seconds(5);
+// A connection accepted (or answered) this recently is not closed to make room: a client gets that
+// long to send its request, however fast a flood churns the other connections.
+constexpr auto kEvictionGrace = std::chrono::milliseconds(3);
 
 std::string Errno(int err) {
   return std::strerror(err);
@@ -633,7 +636,8 @@ class Server::Worker {
   std::vector<Connection*> LongestIdle(size_t n) {
     std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
     for (auto& p : conns_) {
-      if (p->phase != Connection::Phase::kWriting && p->in.Size() == 0) {
+      if (p->phase != Connection::Phase::kWriting && p->in.Size() == 0 &&
+          now_ - p->lastActive >= kEvictionGrace) {
         candidates.push_back(p.get());
       }
     }
@@ -851,7 +855,7 @@ bool Server::MakeRoom() {
   lastEviction_ = now;
   if (workers_.size() == 1) {  // no one to compare with
     workers_.front()->Evict(evictBatch_);
-    return capacityCv_.wait_for(lock, std::chrono::milliseconds(50), hasRoom) && !stopping_;
+    return capacityCv_.wait_for(lock, std::chrono::milliseconds(5), hasRoom) && !stopping_;
   }
   // Every worker offers its longest-idle connection...
   offers_ = 0;
@@ -870,7 +874,7 @@ bool Server::MakeRoom() {
     }
   }
   if (oldest != nullptr) oldest->Evict(evictBatch_);
-  bool room = capacityCv_.wait_for(lock, std::chrono::milliseconds(50), hasRoom);
+  bool room = capacityCv_.wait_for(lock, std::chrono::milliseconds(5), hasRoom);
   return room && !stopping_;
 }
 

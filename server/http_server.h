@@ -115,7 +115,8 @@ class Server {
 
   void AcceptLoop();
   // Waits until a connection may be opened, asking the workers to close an idle one while the
-  // server is full. False when stopping, or when none was freed within 50 ms (all busy).
+  // server is full. False when stopping, or when none was freed within 5 ms (all busy, or all
+  // within their eviction grace): the caller tries again.
   bool MakeRoom();
   void ConnectionClosed();
   void OfferMade();
