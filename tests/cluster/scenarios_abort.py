@@ -7,7 +7,7 @@ import json
 import time
 
 import test_cluster as tc
-from kube import check, images, is_ready, wait_for
+from kube import check, images, is_ready, state_of, wait_for
 
 ABORT = "inplace-webhook.io/abort"
 IN_PROGRESS = "inplace-webhook.io/in-progress"
@@ -62,24 +62,46 @@ def h08_abort_with_no_loop_running(s):
         s.install(upgrade=True)
 
 
+def refuse_controller_deployment_writes(s, ns):
+    """A ValidatingAdmissionPolicy (a cluster's own, as a platform team might write) that refuses the controller's
+    writes to Deployments in `ns`; returns the names to delete."""
+    name = "h08b-refuse-controller"
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": name},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                               "operations": ["UPDATE"],
+                                                               "resources": ["deployments"]}]},
+                       "validations": [{"expression": "request.userInfo.username != '%s'" % tc.CONTROLLER_USER,
+                                        "message": "h08b: the controller may not write Deployments here"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": ["Deny"],
+                        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}}
+    for obj in (policy, binding):
+        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(obj))
+    return ["validatingadmissionpolicybinding/" + name, "validatingadmissionpolicy/" + name]
+
+
 def h08b_abort_the_loop_cannot_carry_out(s):
-    """A loop that runs (it holds the Lease) but cannot act (its ClusterRoleBinding removed): the abort is first left
-    to it and kubectl says to run it again after 60 s; it is then still held (the loop is refused); the same command
-    run again 60 s after the first ends the update in the webhook, and the native rollout takes over."""
+    """A loop that runs but whose Deployment writes a policy refuses: the abort is first left to it (kubectl says to
+    run it again after 60 s); the loop puts the held pod back in service but cannot unpause, so the update is still
+    held 15 s later and at a repeat before 60 s; the same command 61 s after the first ends the update in the
+    webhook, and the native rollout takes every pod to V2 (the loop, which may still write pods, sets the new pods'
+    gates)."""
     app, first, held = held_update(s, "h08b")
-    binding = tc.RELEASE
-    saved = json.loads(s.tools.kubectl("get", "clusterrolebinding", binding, "-o", "json").stdout)
-    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-        saved["metadata"].pop(k, None)
-    s.tools.kubectl("delete", "clusterrolebinding", binding)
+    created = refuse_controller_deployment_writes(s, app.ns)
     try:
+        time.sleep(2)  # the API server's policy informer
         _, warnings = app.kubectl("annotate", "deploy/web", ABORT + "=true")
         tc.expect_warning(warnings, "abort requested; if it still runs in 60 s, run the abort command again")
         asked = time.time()
-        time.sleep(15)
+        wait_for(lambda: all(state_of(p) == "Normal" and is_ready(p) for p in app.pods()), 30,
+                 "the loop to put pod %s back in service" % held, app)
+        time.sleep(max(0.0, asked + 15 - time.time()))
         d = app.deployment()
         check(IN_PROGRESS in annotations_of(d) and d["spec"].get("paused"),
-              "the powerless loop ended the update: %s" % annotations_of(d))
+              "the refused loop ended the update: %s" % annotations_of(d))
         _, warnings = app.kubectl("annotate", "--overwrite", "deploy/web", ABORT + "=true")
         tc.expect_warning(warnings, "abort pending since")
         check(IN_PROGRESS in annotations_of(app.deployment()), "the webhook ended the update before 60 s")
@@ -88,9 +110,8 @@ def h08b_abort_the_loop_cannot_carry_out(s):
         tc.expect_warning(warnings, "in-place update ended by the webhook (the loop did not act on the abort)")
         ended_natively(app)
     finally:
-        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(saved))
-    # The loop has its permissions back: the next write consumes the abort, the Deployment is as after a native
-    # rollout, and a new in-place update runs.
+        s.tools.kubectl("delete", "--ignore-not-found", *created)
+    # The next write consumes the abort.
     app.kubectl("annotate", "deploy/web", "note=one")
     check(ABORT not in annotations_of(app.deployment()), "the next write left the abort")
 

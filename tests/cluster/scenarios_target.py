@@ -2,14 +2,17 @@
 Deployment unpaused, or the update says it is stuck; never a half-updated Deployment reported complete
 (DESIGN.md §8.11)."""
 
+import base64
 import json
 import os
 import re
 import signal
+import subprocess
+import time
 
 import test_cluster as tc
-from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, snapshot, \
-    state_of, wait_for
+from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, openssl_cert, \
+    snapshot, state_of, wait_for
 
 GATE_POLICY = {"gracePeriodSeconds": 600}  # a drain that holds the first pod with its gate False
 
@@ -136,5 +139,55 @@ def r11d_retarget_between_finish_and_unpause(s):
 V201 = "localhost/httpd-demo:v2.0.1"  # the same image as :v2 under another tag
 
 
+def r11c_later_webhook_makes_the_change_native(s):
+    """Another mutating webhook, called after ours, turns an image change into one that is not eligible (it adds an
+    env var): the API server calls ours again (reinvocationPolicy IfNeeded), which takes back the pause and record
+    its first answer added, so the native rollout replaces the pods and the Deployment is never left paused."""
+    app = tc.App(s, "r11c")
+    before = snapshot(app.create(tc.deployment("web", replicas=2)))
+    workdir = os.path.join(s.env.run, "r11c")
+    os.makedirs(workdir, exist_ok=True)
+    crt, key = openssl_cert(workdir, "later", "later-webhook", san="IP:127.0.0.1",
+                            ca=(os.path.join(s.env.pki, "ca.crt"), os.path.join(s.env.pki, "ca.key")))
+    port_file = os.path.join(workdir, "port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    netns = "/run/netns/" + os.environ.get("INPLACE_CLUSTER_NETNS", "inplace-cluster")
+    server = subprocess.Popen(["nsenter", "--net=" + netns, "python3",
+                               os.path.join(os.path.dirname(os.path.abspath(__file__)), "later_webhook.py"),
+                               "--cert", crt, "--key", key, "--image", tc.V2, "--port-file", port_file])
+    name = "zz-r11c-later"  # sorts after ours: called after it
+    try:
+        wait_for(lambda: os.path.exists(port_file), 10, "the later webhook to listen")
+        with open(os.path.join(s.env.pki, "ca.crt"), "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                  "metadata": {"name": name},
+                  "webhooks": [{"name": "later.r11c.test", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                                "failurePolicy": "Fail", "timeoutSeconds": 5, "reinvocationPolicy": "Never",
+                                "clientConfig": {"url": "https://127.0.0.1:%s/mutate" % open(port_file).read(),
+                                                 "caBundle": ca},
+                                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": app.ns}},
+                                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                           "resources": ["deployments"]}]}]}
+        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(config))
+        time.sleep(2)  # the API server's webhook configuration informer
+        _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+        tc.expect_warning(warnings, "in-place update not possible (spec.template.spec.containers[0].env changed)")
+        d = app.deployment()
+        env = d["spec"]["template"]["spec"]["containers"][0].get("env")
+        check({"name": "ADDED_BY_LATER_WEBHOOK", "value": "1"} in (env or []), "the later webhook did not run: %s" % env)
+        check(not d["spec"].get("paused") and IN_PROGRESS not in annotations_of(d),
+              "left paused by our first answer: paused %s, %s" % (d["spec"].get("paused"), annotations_of(d)))
+        wait_for(lambda: app.rollout_complete() and all_at(app, tc.V2) and len(app.pods()) == 2
+                 and all(is_ready(p) for p in app.pods()), 120, "the native rollout", app)
+        after = snapshot(app.pods())
+        check(not set(after) & set(before), "pods kept: %s -> %s" % (sorted(before), sorted(after)))
+    finally:
+        s.tools.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found")
+        server.kill()
+        server.wait()
+
+
 SCENARIOS = [r11_unlabelled_pod_reaches_the_target, r11b_abort_releases_pods_and_waits_for_a_revert,
-             r11d_retarget_between_finish_and_unpause]
+             r11c_later_webhook_makes_the_change_native, r11d_retarget_between_finish_and_unpause]
