@@ -32,9 +32,9 @@ enum class ParseFailure { kNone, kSyntax, kTooDeep, kTooManyValues };
 // an error) and rejecting nesting deeper than kMaxDepth. Strings are copied into `out`'s
 // allocator; numbers convert exactly as RapidJSON converts them. A text of more than `maxValues`
 // values (member names included) is rejected before anything is built (only a text of more than
-// 2 * maxValues - 1 bytes can hold that many; such a text is counted first, in one scan). Returns an error
-// message (RapidJSON's wording, with the byte offset), or nullopt on success, and sets `*failure`
-// when given; on error `out` keeps its previous value.
+// 2 * maxValues - 1 bytes can hold that many; such a text is counted first, in one scan). Returns
+// an error message (RapidJSON's wording, with the byte offset), or nullopt on success, and sets
+// `*failure` when given; on error `out` keeps its previous value.
 std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
                                           ParseFailure* failure = nullptr,
                                           std::size_t maxValues = kMaxValues);

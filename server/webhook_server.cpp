@@ -49,8 +49,8 @@ std::string WebhookServer::Start() {
       ERR_clear_error();
       return "cannot create the TLS context";
     }
-    if (std::string err = certs_->ConfigureContext(*tls_, options_.clientCaFile,
-                                                   options_.ticketKeyRotation);
+    if (std::string err =
+            certs_->ConfigureContext(*tls_, options_.clientCaFile, options_.ticketKeyRotation);
         !err.empty()) {
       return err;
     }

@@ -4,7 +4,6 @@
 Both run the product binary on the host (as c13 does), as the chart's ServiceAccount (a token from the
 TokenRequest API), while the chart's webhook pods serve admission and its controller Deployment is scaled to 0."""
 
-import json
 import os
 import select
 import subprocess
