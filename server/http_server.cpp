@@ -313,7 +313,7 @@ class Server::Worker {
       if (uint64_t round = server_.evictRound_.load(); round != seenRound_) {
         seenRound_ = round;
         std::vector<Connection*> oldest = LongestIdle(1);
-        offer_ = oldest.empty() ? kNoOffer : oldest[0]->lastActive.time_since_epoch().count();
+        offer_ = oldest.empty() ? kNoOffer : EvictionRank(*oldest[0]);
         server_.OfferMade();
       }
       if (size_t n = evictCount_.exchange(0); n > 0) {
@@ -632,7 +632,17 @@ class Server::Worker {
     return false;
   }
 
-  // This worker's `n` connections idle longest (fewer when fewer are idle), longest first.
+  // The order in which idle connections make room, lowest first: those that never had a request
+  // answered (a flood of connections that send nothing) before the keep-alive connections of real
+  // clients, each class longest idle first. A client such as kube-apiserver reuses its keep-alive
+  // connection for a POST it does not retry: closing that connection as the client sends on it
+  // fails the admission call, so it goes only when no never-served connection is left.
+  static int64_t EvictionRank(const Connection& c) {
+    constexpr int64_t kServed = int64_t{1} << 62;  // above any steady-clock count since boot
+    return c.lastActive.time_since_epoch().count() + (c.served ? kServed : 0);
+  }
+
+  // This worker's `n` connections first in EvictionRank order (fewer when fewer are idle).
   std::vector<Connection*> LongestIdle(size_t n) {
     std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
     for (auto& p : conns_) {
@@ -642,7 +652,7 @@ class Server::Worker {
       }
     }
     std::sort(candidates.begin(), candidates.end(), [](const Connection* a, const Connection* b) {
-      return a->lastActive < b->lastActive;
+      return EvictionRank(*a) < EvictionRank(*b);
     });
     std::vector<Connection*> idle;
     for (Connection* c : candidates) {

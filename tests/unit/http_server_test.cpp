@@ -606,6 +606,30 @@ TEST_CASE("http server: at maxConnections the idle connection that waited longes
   CHECK(server->OpenConnections() == 2);
 }
 
+TEST_CASE(
+    "http server: a connection that never sent a request makes room before a keep-alive one") {
+  http::ServerOptions options;
+  options.maxConnections = 2;
+  TestServer server(options);
+  REQUIRE(server.StartError() == "");
+  Client client(server.Port());  // a real client: served, then idle the longest
+  REQUIRE(client.Send(Get("/first")));
+  REQUIRE(client.Read().has_value());
+  Client silent(server.Port());  // connects later and sends nothing
+  REQUIRE(WaitFor([&] { return server->OpenConnections() == 2; }));
+  std::this_thread::sleep_for(20ms);  // past the eviction grace
+  Client third(server.Port());
+  REQUIRE(third.Send(Get("/third")));
+  REQUIRE(third.Read(2s).has_value());
+  CHECK(silent.WaitClosed(2s));
+  CHECK(server->Stats().evictedIdle.load() == 1);
+  // The keep-alive client's connection was kept.
+  REQUIRE(client.Send(Get("/still")));
+  auto still = client.Read();
+  REQUIRE(still.has_value());
+  CHECK(still->status == 200);
+}
+
 TEST_CASE("http server: at maxConnections with every connection busy, a new one waits") {
   http::ServerOptions options;
   options.maxConnections = 2;
