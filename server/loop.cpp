@@ -815,6 +815,23 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
     return rollout::ControllerUid(rs->Value()) != uid;
   });
+  std::string error;
+  std::optional<kube::LabelSelector> selector;
+  if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
+    selector = kube::LabelSelector::FromJson(*s, error);
+  }
+  // The cached pods of the Deployment's selector, with its ReplicaSets, as the planner reads them.
+  const std::vector<const Value*> replicaSets = Values(owned);
+  std::vector<kube::ObjectPtr> pods;
+  auto cachedSnapshot = [&] {
+    pods = caches_->pods->List(ns, *selector);
+    rollout::Snapshot snapshot;
+    snapshot.deployment = &d->Value();
+    snapshot.replicaSets = replicaSets;
+    snapshot.pods = Values(pods);
+    snapshot.now = Now();
+    return snapshot;
+  };
   if (!InProgress(d)) {
     // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
     caches_->freshNext.erase(key);
@@ -833,38 +850,16 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     }
     // Pods an update that ended without the loop left out of service: released from a fresh read
     // (the cache may still show our own earlier release).
-    std::string selectorError;
-    if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
-      if (std::optional<kube::LabelSelector> selector =
-              kube::LabelSelector::FromJson(*s, selectorError)) {
-        std::vector<kube::ObjectPtr> pods = caches_->pods->List(ns, *selector);
-        rollout::Snapshot snapshot;
-        snapshot.deployment = &d->Value();
-        snapshot.replicaSets = Values(owned);
-        snapshot.pods = Values(pods);
-        snapshot.now = Now();
-        if (!rollout::PlanRollout(snapshot).actions.empty()) return Reconcile(ns, name);
-      }
+    if (selector && !rollout::PlanRollout(cachedSnapshot()).actions.empty()) {
+      return Reconcile(ns, name);
     }
     return res;
-  }
-  const std::vector<const Value*> replicaSets = Values(owned);
-  std::string error;
-  std::optional<kube::LabelSelector> selector;
-  if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
-    selector = kube::LabelSelector::FromJson(*s, error);
   }
   if (caches_->freshNext.erase(key) > 0 || !selector || !PodsCacheable(d->Value(), replicaSets)) {
     return Reconcile(ns, name);
   }
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
-  std::vector<kube::ObjectPtr> pods = caches_->pods->List(ns, *selector);
-  rollout::Snapshot snapshot;
-  snapshot.deployment = &d->Value();
-  snapshot.replicaSets = replicaSets;
-  snapshot.pods = Values(pods);
-  snapshot.now = Now();
-  return PlanAndApply(key, snapshot, /*cached=*/true);
+  return PlanAndApply(key, cachedSnapshot(), /*cached=*/true);
 }
 
 void Loop::SetGate(const std::string& podKey) {
