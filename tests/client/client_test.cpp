@@ -718,10 +718,51 @@ TEST_CASE("HTTPS: the server certificate is verified against the configured CA")
   CHECK(untrusting.Retries() == 0);
 }
 
+// For an in-process httplib::Server under TSan. Debian's libcpp-httplib (not built with TSan)
+// keeps Server::parse_request_line's method names in a function-local `static const std::set`:
+// the first request builds it under the static-init guard, later threads take the guard's fast
+// path inside the uninstrumented library, and TSan, which cannot see that acquire, reports their
+// lookups as racing with the build (once a request on one connection is still in its handler
+// while another connection's request is parsed). This supplies the order TSan cannot see: each
+// request's routing (after its parse) releases `parsed_`, each connection's task acquires it
+// before it runs, so every connection accepted after a request was routed is ordered after the
+// set was built. Install before listening.
+class ParseOrderedQueue {
+ public:
+  void Install(httplib::Server& server) {
+    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+      std::lock_guard lock(parsed_);
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    server.new_task_queue = [this]() -> httplib::TaskQueue* {
+      // httplib owns (and deletes) the queue it is given.
+      return std::make_unique<Queue>(parsed_).release();
+    };
+  }
+
+ private:
+  class Queue : public httplib::ThreadPool {
+   public:
+    explicit Queue(std::mutex& parsed) : httplib::ThreadPool(8), parsed_(parsed) {}
+    void enqueue(std::function<void()> fn) override {
+      httplib::ThreadPool::enqueue([this, fn = std::move(fn)] {
+        { std::lock_guard lock(parsed_); }
+        fn();
+      });
+    }
+
+   private:
+    std::mutex& parsed_;
+  };
+  std::mutex parsed_;
+};
+
 TEST_CASE(
     "A call under a DeadlineScope ends at its deadline, hung or retried, and tells the server") {
   // A local server that holds PATCHes until released, answers GET with 503 + Retry-After: 5.
   httplib::Server server;
+  ParseOrderedQueue ordered;
+  ordered.Install(server);
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
