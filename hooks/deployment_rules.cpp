@@ -445,6 +445,14 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
         "in-place update: maxUnavailable is 0, but pods are still updated one at a time and a "
         "changed container restarts"));
   }
+  // Started all the same (a leader change or a controller restart is a short gap), but said: the
+  // update waits for a loop, and the abort, which the webhook then carries out itself, ends it.
+  if (!ctx.loopAlive) {
+    d.warnings.push_back(
+        Warning("in-place update: no inplace-webhook controller is known to run; the update "
+                "waits until one does"));
+    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newD)));
+  }
   return d;
 }
 

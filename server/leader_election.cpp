@@ -305,12 +305,37 @@ void LeaderElector::Run() {
       return false;
     }
   };
+  // The loop stops first (its writes still bounded by the fence), then the fence closes, and only
+  // then is the Lease released: a successor never runs beside a loop still writing.
+  auto stepDown = [&] {
+    callback(options_.onStoppedLeading, "onStoppedLeading");
+    fence_.Close();
+    bool released = false;
+    {
+      kube::DeadlineScope scope(Steady::now() + t.renewDeadline);
+      try {
+        released = Release();
+      } catch (...) {
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      leading_ = false;
+    }
+    log::Info(released ? "leader election: loop stopped, released the lease"
+                       : "leader election: loop stopped, could not release the lease",
+              {{"identity", identity_}});
+  };
   while (true) {
     {
       std::lock_guard lock(mu_);
       if (stop_) break;
     }
     if (!leading) {
+      if (!MayLead()) {  // a replica that cannot act does not campaign (DESIGN.md §9.8)
+        if (!Sleep(t.retryPeriod)) break;
+        continue;
+      }
       const Steady::time_point now = Steady::now();
       if (attempt(now)) {
         leading = true;
@@ -332,6 +357,13 @@ void LeaderElector::Run() {
       continue;
     }
     if (!Sleep(t.retryPeriod)) break;
+    if (!MayLead()) {
+      log::Warn("leader election: this replica cannot act, stepping down",
+                {{"identity", identity_}});
+      stepDown();
+      leading = false;
+      continue;
+    }
     const Steady::time_point now = Steady::now();
     bool lost = false;
     if (attempt(now)) {
@@ -354,26 +386,15 @@ void LeaderElector::Run() {
       callback(options_.onStoppedLeading, "onStoppedLeading");
     }
   }
-  if (leading) {
-    // The loop stops first (its writes still bounded by the fence), then the fence closes, and
-    // only then is the Lease released: a successor never runs beside a loop still writing.
-    callback(options_.onStoppedLeading, "onStoppedLeading");
-    fence_.Close();
-    bool released = false;
-    {
-      kube::DeadlineScope scope(Steady::now() + t.renewDeadline);
-      try {
-        released = Release();
-      } catch (...) {
-      }
-    }
-    {
-      std::lock_guard lock(mu_);
-      leading_ = false;
-    }
-    log::Info(released ? "leader election: loop stopped, released the lease"
-                       : "leader election: loop stopped, could not release the lease",
-              {{"identity", identity_}});
+  if (leading) stepDown();
+}
+
+bool LeaderElector::MayLead() const {
+  if (!options_.mayLead) return true;
+  try {
+    return options_.mayLead();
+  } catch (...) {
+    return false;
   }
 }
 

@@ -127,6 +127,10 @@ struct Options {
   Timing timing;
   std::function<void()> onStartedLeading;
   std::function<void()> onStoppedLeading;
+  // Whether this replica may lead now (absent: always). Asked before each campaign attempt and
+  // before each renewal, on the elector's thread: false means do not campaign, and a leader steps
+  // down (loop stopped, fence closed, Lease released) so an able replica can take over.
+  std::function<bool()> mayLead;
   // Wall clock for the record's timestamps (default system_clock::now).
   std::function<std::chrono::system_clock::time_point()> clock;
 };
@@ -168,6 +172,7 @@ class LeaderElector {
 
  private:
   void Run();
+  bool MayLead() const;
   // Sleeps up to `d`; false when stopping.
   bool Sleep(std::chrono::milliseconds d);
   std::string Now() const;

@@ -18,6 +18,7 @@
 #include "hooks/admission.h"
 #include "hooks/identity_check.h"
 #include "hooks/rollout_plan.h"
+#include "server/access_monitor.h"
 #include "server/cert_controller.h"
 #include "server/kube_client.h"
 #include "server/leader_election.h"
@@ -96,12 +97,19 @@ class LoopRuntime {
     auto rt = std::make_unique<LoopRuntime>(std::move(*config), o.server.controllerUser, identity,
                                             eventNamespace);
     rt->loopDisabled_ = o.disableLoop;
+    rt->accessGatesReadiness_ = o.role == "controller";
     iw::loop::Options loopOptions;
     loopOptions.metrics = &rt->loopMetrics_;
     loopOptions.instance = identity;
     // Event-driven: --loop-resync-period-ms is only the safety resync (from the caches, no API
     // call).
     loopOptions.resyncPeriod = std::chrono::milliseconds(o.loopResyncPeriodMs);
+    LoopRuntime* self = rt.get();
+    rt->access_ = std::make_unique<iw::server::AccessMonitor>(
+        *rt->client_,
+        iw::server::AccessMonitor::Options{.onRefused = [self](const std::string& problem) {
+          self->RecordPodEvent("ControllerCannotAct", problem);
+        }});
     if (elect) {
       iw::leader::Options lo;
       lo.namespaceName = leaseNamespace;
@@ -110,9 +118,9 @@ class LoopRuntime {
         error = "leader election: " + bad;
         return nullptr;
       }
-      LoopRuntime* self = rt.get();
       lo.onStartedLeading = [self] { self->loop_->Start(); };
       lo.onStoppedLeading = [self] { self->loop_->Stop(); };
+      lo.mayLead = [self] { return self->access_->Able(); };
       rt->elector_ = std::make_unique<iw::leader::LeaderElector>(*rt->client_, lo);
     }
     // The loop writes only through the leader's fence (DESIGN.md §9.3): no write starts once this
@@ -147,11 +155,13 @@ class LoopRuntime {
     iw::loop::LoopMetrics* lm = &rt->loopMetrics_;
     iw::loop::Loop* lp = rt->loop_.get();
     iw::leader::LeaderElector* el = rt->elector_.get();
-    metrics.AddCollector([client, lm, lp, el](std::string& out) {
+    iw::server::AccessMonitor* am = rt->access_.get();
+    metrics.AddCollector([client, lm, lp, el, am](std::string& out) {
       client->RenderMetrics(out);
       lm->Render(out);
       lp->RenderMetrics(out);
       if (el != nullptr) el->RenderMetrics(out);
+      am->RenderMetrics(out);
     });
     iw::log::Info(
         "in-place loop configured",
@@ -161,9 +171,12 @@ class LoopRuntime {
     return rt;
   }
 
-  // Whether a loop is known to run: ours (leading, or without election), or the Lease holder's.
+  // Whether a loop is known to run: ours (leading, or without election), or the Lease holder's;
+  // never while this replica is refused a permission the loop needs (§9.8): its /loopz then
+  // answers "no loop" (and its /readyz fails).
   bool LoopAlive() const {
     if (loopDisabled_) return false;
+    if (access_->Known() && !access_->Able()) return false;
     if (elector_) return elector_->LeaderKnownAlive(std::chrono::steady_clock::now());
     return loop_->Running();
   }
@@ -177,10 +190,16 @@ class LoopRuntime {
     starter_ = std::jthread([this](std::stop_token stop) { VerifyThenRun(stop); });
   }
 
-  // "" once the identity is verified; else why the loop does not run (for /readyz).
+  // "" once the identity is verified; else why the loop does not run (for /readyz). A controller
+  // (--role=controller) is also not ready while it is refused a permission the loop needs, which
+  // `kubectl get pods` shows; with the webhook in the same process (--role=all) it stays ready,
+  // or the fail-closed webhooks would refuse every write for the loop's sake.
   std::string NotReady() const {
-    std::lock_guard lock(identityMu_);
-    return identityProblem_;
+    {
+      std::lock_guard lock(identityMu_);
+      if (!identityProblem_.empty()) return identityProblem_;
+    }
+    return accessGatesReadiness_ ? access_->Problem() : "";
   }
 
   // Stops the identity check, releases the Lease (which stops the loop), stops the loop, and fails
@@ -188,6 +207,7 @@ class LoopRuntime {
   void Stop() {
     starter_.request_stop();
     if (starter_.joinable()) starter_.join();
+    access_->Stop();
     if (elector_) elector_->Stop();
     loop_->Stop();
     if (certs_) certs_->Stop();
@@ -211,7 +231,7 @@ class LoopRuntime {
   }
 
   // A Warning Event on this pod (when POD_NAME names one): what `kubectl describe pod` shows.
-  void RecordIdentityEvent(const std::string& message) {
+  void RecordPodEvent(std::string_view reason, const std::string& message) {
     const char* pod = std::getenv("POD_NAME");
     if (pod == nullptr || *pod == '\0' || eventNamespace_.empty()) return;
     iw::json::Document involved(rapidjson::kObjectType);
@@ -219,15 +239,16 @@ class LoopRuntime {
     iw::json::Value& meta = iw::json::EnsureObject(involved, "metadata", a);
     iw::json::SetString(meta, "name", pod, a);
     iw::json::SetString(meta, "namespace", eventNamespace_, a);
-    iw::json::Document event = iw::rollout::MakeEvent(
-        involved, "v1", "Pod", "Warning", "WrongControllerIdentity", message,
-        iw::rollout::Clock::now(), iw::rollout::DedupEventName(pod, "identity"));
+    iw::json::Document event =
+        iw::rollout::MakeEvent(involved, "v1", "Pod", "Warning", reason, message,
+                               iw::rollout::Clock::now(), iw::rollout::DedupEventName(pod, reason));
     iw::json::SetString(event, "reportingInstance", identity_, event.GetAllocator());
     iw::kube::DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(10));
     iw::kube::Result r = client_->Create(iw::kube::EventsPath(eventNamespace_), event);
     if (!r.Ok() && r.code != 409) {
-      iw::log::Warn("could not record the identity Event",
-                    {{"code", std::to_string(r.code)}, {"error", r.message}});
+      iw::log::Warn("could not record the Event", {{"reason", std::string(reason)},
+                                                   {"code", std::to_string(r.code)},
+                                                   {"error", r.message}});
     }
   }
 
@@ -247,15 +268,12 @@ class LoopRuntime {
           iw::log::Error(
               "the in-place loop does not run: wrong identity",
               {{"user", v.username}, {"controllerUser", controllerUser_}, {"error", v.message}});
-          RecordIdentityEvent(v.message);
+          RecordPodEvent("WrongControllerIdentity", v.message);
           return;
         }
         iw::log::Info("loop identity verified", {{"user", v.username}});
-        SetProblem("");
-        if (elector_)
-          elector_->Start();
-        else
-          loop_->Start();
+        SetProblem("checking what the loop may do (SelfSubjectAccessReview)");
+        CheckAccessThenRun(stop);
         return;
       }
       const std::string why = "cannot verify the loop's API identity (SelfSubjectReview): HTTP " +
@@ -271,14 +289,37 @@ class LoopRuntime {
     }
   }
 
+  // The first access check (retried until the API server answers every question), then the
+  // periodic one, and the elector (or, without election, the loop). A replica refused some
+  // permission still starts its elector, which does not campaign until a later check finds it
+  // able (DESIGN.md §9.8).
+  void CheckAccessThenRun(std::stop_token stop) {
+    for (int attempt = 0; !access_->CheckNow(); ++attempt) {
+      auto delay = iw::kube::Backoff(std::min(attempt, 6), std::chrono::milliseconds(500),
+                                     std::chrono::seconds(30));
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      if (cv.wait_for(lock, stop, delay, [] { return false; }) || stop.stop_requested()) return;
+    }
+    SetProblem("");
+    access_->Start();
+    if (elector_)
+      elector_->Start();
+    else
+      loop_->Start();
+  }
+
   std::unique_ptr<iw::kube::Client> client_;
   const std::string controllerUser_;
   const std::string identity_;
   const std::string eventNamespace_;
   mutable std::mutex identityMu_;
   std::string identityProblem_;
-  bool loopDisabled_ = false;  // --disable-loop: only the certificate controller runs
+  bool loopDisabled_ = false;          // --disable-loop: only the certificate controller runs
+  bool accessGatesReadiness_ = false;  // --role=controller
   iw::loop::LoopMetrics loopMetrics_;
+  std::unique_ptr<iw::server::AccessMonitor> access_;
   std::unique_ptr<iw::leader::LeaderElector> elector_;
   std::unique_ptr<iw::leader::FencedApi> fenced_;
   std::unique_ptr<iw::loop::Loop> loop_;

@@ -511,6 +511,18 @@ class Handler(BaseHTTPRequestHandler):
             info = {k: v for k, v in self._user.items() if k in ("username", "uid", "groups", "extra")}
             return self.send_json(201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                                         "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            # May the caller do this? This server authorizes every authenticated request, so always yes, as
+            # kube-apiserver answers for a user whose RBAC grants it (nothing is stored).
+            if method != "POST":
+                raise ApiError.generic(405)
+            review = self.parse_json_body(body, {})
+            if not isinstance(review, dict):
+                raise ApiError.bad_request("Object 'Kind' is missing")
+            return self.send_json(201, {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                                        "metadata": {"creationTimestamp": None}, "spec": review.get("spec") or {},
+                                        "status": {"allowed": True, "reason": "this API server authorizes every "
+                                                                             "authenticated request"}})
         kind, r = self.route(path)
         if kind is None:
             raise ApiError.not_found_path()

@@ -305,6 +305,8 @@ def make_handler(fixture):
             body = json.loads(self.rfile.read(n) or b"{}")
             if self.path.startswith("/apis/authentication.k8s.io/v1/selfsubjectreviews"):
                 body["status"] = {"userInfo": {"username": fixture.user, "groups": ["system:authenticated"]}}
+            elif self.path.startswith("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"):
+                body["status"] = {"allowed": True}
             self.send(201, json.dumps(body).encode())
 
     return Handler

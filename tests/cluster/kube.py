@@ -273,11 +273,16 @@ class AuditLog:
         self._read_new()
         return [e for e in self.parsed if e["_time"] >= since]
 
+    # Questions asked by POST that the API server answers and stores nothing of: not writes.
+    REVIEWS = {"selfsubjectreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews",
+               "localsubjectaccessreviews", "tokenreviews"}
+
     def writes(self, since=0.0, user=None, ns=None, resource=None, subresource=None):
+        """Requests that may change stored state (create, update, patch, delete; not the review questions)."""
         out = []
         for e in self.entries(since):
             ref = e.get("objectRef") or {}
-            if e.get("verb") not in ("create", "update", "patch", "delete"):
+            if e.get("verb") not in ("create", "update", "patch", "delete") or ref.get("resource") in self.REVIEWS:
                 continue
             if user is not None and (e.get("user") or {}).get("username") != user:
                 continue

@@ -116,4 +116,79 @@ def h08b_abort_the_loop_cannot_carry_out(s):
     check(ABORT not in annotations_of(app.deployment()), "the next write left the abort")
 
 
-SCENARIOS = [h08_abort_with_no_loop_running, h08b_abort_the_loop_cannot_carry_out]
+def binding_without_server_fields(s, name):
+    """The ClusterRoleBinding `name` as it can be created again."""
+    binding = json.loads(s.tools.kubectl("get", "clusterrolebinding", name, "-o", "json").stdout)
+    meta = binding["metadata"]
+    binding["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    return binding
+
+
+def h08c_controller_without_rbac_is_no_loop(s):
+    """The controller's ClusterRoleBinding deleted (it may no longer watch or patch pods, set their gate or write
+    Deployments): within a check period it steps down, releasing the Lease, its pods fail /readyz and every webhook
+    replica reports inplace_webhook_loop_alive 0. So a pod created then gets no readiness gate and becomes Ready;
+    an image change starts an update whose warning says no controller runs, and alice's abort ends it at once, the
+    native rollout taking every pod to V2, none of them gated. With the binding restored a controller leads again
+    within a check period, and a new pod gets the gate, which the loop sets True."""
+    import scenarios_gate as gate
+    app = tc.App(s, "h08c")
+    before = app.create(tc.deployment("web", replicas=2))
+    check(all(gate.has_gate(p) and is_ready(p) for p in before), "the first pods: %s" % app.pod_table())
+    binding = binding_without_server_fields(s, tc.RELEASE)
+    t0 = time.time()
+    s.tools.kubectl("delete", "clusterrolebinding", tc.RELEASE)
+    restored = False
+    try:
+        wait_for(lambda: not s.lease_identity(), 60, "the controller to step down and release the Lease")
+        stepped_down = time.time() - t0
+        wait_for(lambda: s.controller_pods() and not any(is_ready(p) for p in s.controller_pods()), 30,
+                 "every controller pod to fail /readyz")
+        wait_for(lambda: all(gate.loop_alive_metric(s, p["metadata"]["name"]) == 0
+                             for p in s.webhook_pods() if is_ready(p)), 30, "every webhook replica to report no loop")
+        no_loop = time.time() - t0
+        logs = s.webhook_logs(tail=200)
+        check("the loop cannot act: the API server refuses it" in logs and "patch pods/status" in logs,
+              "no controller log names the refused permissions")
+        print("    binding deleted: Lease released after %.1f s, webhooks report no loop after %.1f s"
+              % (stepped_down, no_loop))
+        check(no_loop < 60, "the outage took %.0f s to show" % no_loop)
+
+        # A new pod is not held for a gate nothing would set.
+        app.kubectl("scale", "deploy/web", "--replicas=3")
+        wait_for(lambda: len(app.pods()) == 3 and all(is_ready(p) for p in app.pods()), 90,
+                 "the scaled-up pod to become Ready", app)
+        new = [p for p in app.pods() if p["metadata"]["name"] not in {q["metadata"]["name"] for q in before}]
+        check(len(new) == 1 and not gate.has_gate(new[0]), "the new pod: %s" % app.pod_table(new))
+
+        # An update says no controller runs; the abort ends it in the webhook at once.
+        _, warnings = app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+        tc.expect_warning(warnings, "no inplace-webhook controller is known to run; the update waits until one does")
+        tc.expect_warning(warnings, "to end it now: kubectl annotate deploy/web " + ABORT + "=true -n h08c")
+        check(IN_PROGRESS in annotations_of(app.deployment()), "no update started")
+        _, warnings = app.kubectl("annotate", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "in-place update ended by the webhook (no in-place loop runs)")
+        ended_natively(app)
+        check(not any(gate.has_gate(p) for p in app.pods()), "gated pods after the native rollout: %s"
+              % app.pod_table())
+        app.kubectl("annotate", "deploy/web", "note=one")  # consumes the abort
+    finally:
+        s.tools.kubectl("create", "-f", "-", stdin=json.dumps(binding))
+        restored = True
+    t1 = time.time()
+    if restored:
+        wait_for(lambda: s.lease_holder() in {p["metadata"]["name"] for p in s.controller_pods() if is_ready(p)},
+                 60, "a Ready controller to lead again")
+        wait_for(lambda: all(gate.loop_alive_metric(s, p["metadata"]["name"]) == 1
+                             for p in s.webhook_pods() if is_ready(p)), 30, "every webhook replica to see the loop")
+        print("    binding restored: a controller leads and the webhooks see it after %.1f s" % (time.time() - t1))
+        names = {p["metadata"]["name"] for p in app.pods()}
+        app.kubectl("scale", "deploy/web", "--replicas=4")
+        wait_for(lambda: len(app.pods()) == 4 and all(is_ready(p) for p in app.pods()), 90,
+                 "the pod created with the loop back to become Ready", app)
+        new = [p for p in app.pods() if p["metadata"]["name"] not in names]
+        check(len(new) == 1 and gate.has_gate(new[0]), "the pod created with the loop back: %s" % app.pod_table(new))
+
+
+SCENARIOS = [h08_abort_with_no_loop_running, h08b_abort_the_loop_cannot_carry_out,
+             h08c_controller_without_rbac_is_no_loop]

@@ -434,10 +434,11 @@ def s07_leader_election(env):
           % _writers(env, app.ns, t0, t_stop))
     b_before = [r for r in env.cluster.requests_log()
                 if r.get("userAgent", "").endswith("(iw-b)") and r["time"] < t_stop]
-    # Besides the Lease, a standby POSTs only its SelfSubjectReview at start (DESIGN.md §9.6: who am I; nothing
-    # is stored).
+    # Besides the Lease, a standby POSTs only its SelfSubjectReview at start (DESIGN.md §9.6: who am I) and its
+    # SelfSubjectAccessReviews (§9.8: may I act); nothing is stored.
     check(all(r["path"].startswith("/apis/coordination.k8s.io/")
-              or r["path"] == "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+              or r["path"] in ("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                               "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
               for r in b_before if r["method"] != "GET"),
           "the standby iw-b wrote something other than the Lease")
     wait_for(lambda: _lease(env).get("holderIdentity") == "iw-b", 8, "iw-b to take the released Lease")

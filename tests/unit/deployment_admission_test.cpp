@@ -332,6 +332,23 @@ TEST_CASE("an eligible change of a finished rollout starts an in-place update") 
 }
 
 TEST_CASE(
+    "with no controller known to run the update starts all the same, and says how to end it") {
+  json::Document old = Deployment();
+  json::Document obj = Deployment(kImage);
+  admission::Response alive = admission::MutateDeployment(Update(old, obj), Ctx(0, true));
+  admission::Response none = admission::MutateDeployment(Update(old, obj), Ctx(0, false));
+  REQUIRE(none.allowed);
+  CHECK(none.patch == alive.patch);  // the same start: paused, the same record
+  CHECK_FALSE(AnyContains(alive.warnings, "no inplace-webhook controller"));
+  REQUIRE(none.warnings.size() == alive.warnings.size() + 2);
+  CHECK(none.warnings[none.warnings.size() - 2] ==
+        "in-place update: no inplace-webhook controller is known to run; the update waits until "
+        "one does");
+  CHECK(none.warnings.back() ==
+        "to end it now: kubectl annotate deploy/web inplace-webhook.io/abort=true -n shop");
+}
+
+TEST_CASE(
     "maxUnavailable resolving to 0 adds a warning: one pod at a time, changed containers restart") {
   json::Document old = Deployment(
       R"([{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":0}])");
