@@ -115,7 +115,7 @@ TEST_CASE("eligible template changes, alone and combined, give the in-place plan
        R"([{"op":"replace","path":"/spec/containers/0/image","value":"nginx:1.27"},
            {"op":"replace","path":"/spec/containers/1/image","value":"busybox:1.37"}])",
        "eligible: image app=nginx:1.27; image sidecar=busybox:1.37"},
-      {"seed example: template label app changed", "",
+      {"template label app changed", "",
        R"([{"op":"replace","path":"/metadata/labels/app","value":"web-v2"}])",
        "eligible: label app=web-v2"},
       {"label added", "", R"([{"op":"add","path":"/metadata/labels/tier","value":"frontend"}])",
@@ -262,7 +262,8 @@ TEST_CASE("restartedAt is never eligible, even when the allow-list matches every
 }
 
 TEST_CASE("only the templates matter: changes outside them neither block nor count") {
-  // Kruise §3.1 #2 in spirit: identical labels outside the template; here they even differ.
+  // After case #2 of OpenKruise's TestCalculateInPlaceUpdateSpec (identical labels outside the
+  // template); here they even differ.
   json::Document oldD = Parse(R"({"metadata":{"name":"web","labels":{"a":"1"},"generation":4},
       "spec":{"replicas":3,"minReadySeconds":0,"template":{"metadata":{"labels":{"app":"web"}},
       "spec":{"containers":[{"name":"app","image":"nginx:1.25"}]}}},"status":{"replicas":3}})");
@@ -278,10 +279,12 @@ TEST_CASE("only the templates matter: changes outside them neither block nor cou
   CHECK(Outcome(eligibility::CompareDeployments(oldD, scaled, none)) == "no change");
 }
 
-// Kruise's own tables (research/kruise-semantics.md §3.1 and §3.2), ported with the gates our
+// OpenKruise's own unit-test tables for this rule (DESIGN.md §3), ported from its
+// pkg/util/inplaceupdate: TestCalculateInPlaceUpdateSpec (inplace_update_test.go) and
+// TestDefaultCalculateInPlaceUpdateSpec (inplace_update_defaults_test.go), with the gates our
 // product runs with: InPlaceUpdateEnvFromMetadata OFF (no node agent restarts a container whose env
 // reads a changed label) and InPlaceWorkloadVerticalScaling OFF (no resize).
-TEST_CASE("Kruise TestCalculateInPlaceUpdateSpec (§3.1), env-from-metadata off") {
+TEST_CASE("OpenKruise TestCalculateInPlaceUpdateSpec, env-from-metadata off") {
   struct KruiseRow {
     const char* kruiseCase;
     const char* oldT;  // nullptr: no old template
@@ -339,7 +342,8 @@ TEST_CASE("Kruise TestCalculateInPlaceUpdateSpec (§3.1), env-from-metadata off"
 
 namespace {
 
-// Kruise §3.2's base template: containers nginx and nginx2 with image nginx:stable-alpine22,
+// The base template of OpenKruise's TestDefaultCalculateInPlaceUpdateSpec
+// (getFakeControllerRevisionData): containers nginx and nginx2 with image nginx:stable-alpine22,
 // imagePullPolicy Always and resources; each change applies to the first `n` containers.
 std::string VerticalTemplate(int n, bool image, bool cpu, bool memory, bool pullPolicy) {
   std::string out = R"({"spec":{"containers":[)";
@@ -358,7 +362,7 @@ std::string VerticalTemplate(int n, bool image, bool cpu, bool memory, bool pull
 
 }  // namespace
 
-TEST_CASE("Kruise TestDefaultCalculateInPlaceUpdateSpec (§3.2), vertical scaling off") {
+TEST_CASE("OpenKruise TestDefaultCalculateInPlaceUpdateSpec, vertical scaling off") {
   // With the gate off Kruise itself answers nil for every resources diff; only the image-only
   // rows stay in place.
   struct VerticalRow {
@@ -382,8 +386,8 @@ TEST_CASE("Kruise TestDefaultCalculateInPlaceUpdateSpec (§3.2), vertical scalin
       {"qos, one container", 1, false, true, true, false, kResources},
       {"qos + image, one container", 1, true, true, true, false, kResources},
       {"qos + other, one container", 1, false, true, true, true, kPullPolicy},
-      {"image only, one container (also §3.3 VCT gate off)", 1, true, false, false, false,
-       "eligible: image nginx=nginx:stable-alpine23"},
+      {"image only, one container (as in Test_defaultCalculateInPlaceUpdateSpec_VCTHash, gate off)",
+       1, true, false, false, false, "eligible: image nginx=nginx:stable-alpine23"},
       {"image only, two containers", 2, true, false, false, false,
        "eligible: image nginx=nginx:stable-alpine23; image nginx2=nginx:stable-alpine23"},
   };
