@@ -11,6 +11,13 @@ void Soonest(int64_t& at, int64_t candidate, int64_t now) {
   if (at == 0 || candidate < at) at = candidate;
 }
 
+// Times are whole seconds, truncated: a stamp of T means the step happened in [T, T+1). The
+// overlap after a step has surely passed only once the clock reads T + overlap + 1 (at
+// T + overlap it may have run for overlap - 1 s and a little, h07's 19.4 s of a 20 s overlap).
+int64_t OverlapOver(int64_t stampedAt, const Policy& p) {
+  return stampedAt + p.overlap + 1;
+}
+
 }  // namespace
 
 int64_t ServingNotAfter(const Policy& policy, int64_t now, int64_t caNotAfter) {
@@ -23,14 +30,14 @@ Decision Decide(const State& s, const Policy& p, int64_t now) {
   int64_t recheck = 0;
   if (s.nextCa.present) {
     if (now >= s.nextCa.notAfter) return {Action::kStageNextCa, "the staged CA has expired", 0};
-    if (s.bundlePublished && now >= s.stagedAt + p.overlap)
+    if (s.bundlePublished && now >= OverlapOver(s.stagedAt, p))
       return {Action::kPromoteNextCa,
               "the bundle with the staged CA has been published for the overlap", 0};
-    Soonest(recheck, s.stagedAt + p.overlap, now);
+    Soonest(recheck, OverlapOver(s.stagedAt, p), now);
   } else if (s.previous.present) {
-    if (s.bundlePublished && now >= s.promotedAt + p.overlap)
+    if (s.bundlePublished && now >= OverlapOver(s.promotedAt, p))
       return {Action::kDropPrevious, "the overlap after the CA promotion has passed", 0};
-    Soonest(recheck, s.promotedAt + p.overlap, now);
+    Soonest(recheck, OverlapOver(s.promotedAt, p), now);
   } else if (!s.rotateRequested.empty() && s.rotateRequested != s.rotateDone) {
     return {Action::kStageNextCa, "CA rotation requested (inplace-webhook.io/rotate-ca)", 0};
   } else if (now >= s.ca.notAfter - p.caRenewBefore) {

@@ -63,9 +63,16 @@ TEST_CASE("certificate controller: one step at a time, CA rotation staged over t
          s.stagedAt = kNow - 3599;
        }),
        Action::kNone},
-      {"staged, overlap over: promote", with([](State& s) {
+      // Stamps are truncated seconds: staged at kNow - 3600 may mean kNow - 3599.9.
+      {"staged exactly an overlap ago by the truncated clock: wait one more second",
+       with([](State& s) {
          s.nextCa = {true, kNow - 3600, kNow + 999 * kDay};
          s.stagedAt = kNow - 3600;
+       }),
+       Action::kNone},
+      {"staged, overlap over: promote", with([](State& s) {
+         s.nextCa = {true, kNow - 3601, kNow + 999 * kDay};
+         s.stagedAt = kNow - 3601;
        }),
        Action::kPromoteNextCa},
       {"staged, overlap over but bundle not in the configurations: wait", with([](State& s) {
@@ -84,9 +91,14 @@ TEST_CASE("certificate controller: one step at a time, CA rotation staged over t
          s.promotedAt = kNow - 10;
        }),
        Action::kNone},
-      {"promoted, overlap over: drop previous", with([](State& s) {
+      {"promoted exactly an overlap ago by the truncated clock: keep previous", with([](State& s) {
          s.previous = {true, kNow - 900 * kDay, kNow + 99 * kDay};
          s.promotedAt = kNow - 3600;
+       }),
+       Action::kNone},
+      {"promoted, overlap over: drop previous", with([](State& s) {
+         s.previous = {true, kNow - 900 * kDay, kNow + 99 * kDay};
+         s.promotedAt = kNow - 3601;
        }),
        Action::kDropPrevious},
       {"rotation requested during the overlap: after the drop", with([](State& s) {
@@ -133,7 +145,7 @@ TEST_CASE("certificate controller: the recheck time is the soonest due step") {
   CHECK(Decide(s, p, kNow).recheckAt == kNow + 20 * kDay);  // CA renewal window first
   s.nextCa = {true, kNow, kNow + 999 * kDay};
   s.stagedAt = kNow - 100;
-  CHECK(Decide(s, p, kNow).recheckAt == kNow + 3500);  // the promotion
+  CHECK(Decide(s, p, kNow).recheckAt == kNow + 3501);  // the promotion (a whole second more)
 }
 
 TEST_CASE("a serving certificate never outlives its CA") {
