@@ -13,7 +13,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync soak fuzz demo chart-test format clean image
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image
 
 all: build
 
@@ -130,6 +130,14 @@ bench-first-sync: deps
 	@certs/gen-dev-certs.sh build-release/certs >/dev/null
 	@python3 tests/bench/first_sync_bench.py build-release/inplace-webhook build-release/certs \
 	  build-release/bench-first-sync --max-peak-mib $(BENCH_FIRST_SYNC_MAX_MIB)
+
+# The same first sync against the pinned kube-apiserver and etcd (started on 127.0.0.1, no controllers).
+bench-first-sync-apiserver: deps
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build-release -j $(JOBS) --target inplace-webhook
+	@certs/gen-dev-certs.sh build-release/certs >/dev/null
+	@python3 tests/bench/first_sync_apiserver.py build-release/inplace-webhook . build-release/certs \
+	  build-release/bench-first-sync-apiserver --max-peak-mib $(BENCH_FIRST_SYNC_MAX_MIB)
 
 demo: build certs
 	@python3 tests/e2e/demo.py $(BUILD)/inplace-webhook --certs $(CERT_DIR)
