@@ -50,6 +50,8 @@ std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Docume
 // process-wide budget), so steady traffic builds documents without malloc and without faulting
 // fresh pages in. Documents using allocator() must be destroyed before the arena: declare it first.
 // One arena per thread at a time gets the buffer; a nested one falls back to plain chunks.
+// Thread safety: an arena belongs to the thread that made it, which alone allocates from it and
+// must destroy it (the buffer is that thread's); the process-wide budget is an atomic.
 class RequestArena {
  public:
   RequestArena();

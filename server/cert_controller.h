@@ -9,6 +9,12 @@
 // (current CA), ca-next.crt/ca-next.key (staged), ca-previous.crt (kept after a promotion),
 // ca-bundle.crt (what the caBundle holds), tls.crt, tls.key. The Secret must exist (the chart
 // creates it empty): it is read and patched by name only.
+//
+// Thread safety: Start() at most once and Stop() (joins; idempotent; the destructor calls it)
+// from the owner's thread. Passes run on the controller's thread, which calls the API and
+// `options.now`; RunOnce() from one thread at a time (only that thread once started; tests call
+// it unstarted). DnsNames() and RenderMetrics() from any thread: `mu_` guards stopping_ and the
+// metrics.
 #pragma once
 
 #include <chrono>

@@ -23,6 +23,15 @@
 // of the process. A request that would take the budget over its limit is refused with 503 and
 // `Retry-After` (the client's further bytes are read and dropped), so request bytes held at once
 // stay within maxConnections * kFreeBufferBytes + the budget's limit.
+//
+// Thread safety: Start() once, then Shutdown() (idempotent; the destructor calls it), both from
+// the owner's thread and never from a handler (Shutdown() joins the workers). Port() once Start()
+// has returned; Accepting(), OpenConnections() and Stats() from any thread (atomics). The handler
+// and the error responder run on the worker threads, several at once: they must be thread-safe
+// and must not block. Inside, a connection belongs to one worker (a worker's `mu_` guards only
+// the sockets handed to it); `capacityMu_` guards offers_ and stopping_ and orders open_'s
+// decrements with the acceptor's wait; evictBatch_ and lastEviction_ are the acceptor's.
+// ByteBudget is lock-free and shared by every server of the process.
 #pragma once
 
 #include <openssl/ssl.h>

@@ -16,6 +16,13 @@
 // - Runs on its own thread from construction; the destructor stops it (cancelling the watch at
 //   once; an in-flight LIST stops after its current page, bounded by the client's timeouts) and
 //   joins. No exception leaves the thread: a throwing handler is logged and ignored.
+// - Thread safety: the readers (HasSynced, WaitForSync, Get, List, ListOwnedBy, Size,
+//   ApproxBytes, ResourceVersion, GetStats) from any thread; only the informer's thread writes
+//   the cache. `mu_` (shared) guards the objects and the resourceVersion, `syncMu_` the synced
+//   flag, `statsMu_` the stats; `dispatchMu_` serializes the handlers of the informer's thread
+//   and of the resync thread. An Object is immutable: read it from any thread, even after the
+//   cache has dropped it. onResync works from a snapshot of the cache, so its object may be older
+//   than one onUpdate has already delivered.
 #pragma once
 
 #include <atomic>

@@ -16,7 +16,18 @@
 // - A client-side token bucket (ClientConfig::qps / burst) limits every attempt, retries included.
 // - Results: API errors as the metav1.Status code/reason/message, transport errors as code 0 with
 //   a message; never an exception.
-// - Thread-safe: calls from any thread; idle keep-alive connections are pooled.
+// - Idle keep-alive connections are pooled.
+//
+// Thread safety: a Client's calls, Shutdown() and its metrics from any thread, concurrently; a
+// call blocks its caller (rate-limit and retry sleeps included), and a page or watch handler runs
+// on the calling thread. A watch is cancelled from any thread through its stop token. A
+// DeadlineScope is per thread: it governs the calls of the thread that made it, which must also
+// destroy it. A watchdog thread, started by the constructor and joined by the destructor, shuts
+// down connections past their deadline (`cutMu_` guards the attempts in flight); `poolMu_` guards
+// the idle connections, `countMu_` the call counts, `shutdownMu_` the shutdown flag. Shutdown()
+// ends retry sleeps at once and fails later calls; an attempt, a rate-limit wait or a watch under
+// way runs on (a watch until its stop token). No call may be in progress when the Client is
+// destroyed. RateLimiter and TokenFile are thread-safe; a JsonStreamSplitter serves one stream.
 #pragma once
 
 #include <atomic>

@@ -8,6 +8,15 @@
 // Only the leader runs the rollout loop: onStartedLeading starts it, onStoppedLeading stops it.
 // Callbacks run on the elector's thread and must not call Stop() on the elector.
 //
+// Thread safety: Start() and Stop() from one thread at a time, never from a callback (Stop()
+// joins; idempotent; the destructor calls it). Stop() waits for the attempt under way (cut at its
+// renew deadline), then, when leading, for onStoppedLeading and the release. onStartedLeading,
+// onStoppedLeading, mayLead and clock run on the elector's thread; so do TryAcquireOrRenew() and
+// Release() while it runs (tests call them unstarted). IsLeader(), LeaderKnownAlive(),
+// RenderMetrics() and the Fence from any thread: `mu_` guards stop_, leading_ and the observed
+// record, the Fence its own `mu_`. FencedApi takes calls from any thread, as the api it wraps
+// does; a write's deadline is a DeadlineScope on the calling thread.
+//
 // One loop at a time (DESIGN.md §9.3), which client-go does not promise (it has no fencing and
 // releases the Lease while OnStartedLeading's work may still run): every renewal is timed from
 // before its Get (`r`), and every other replica can take the Lease over no earlier than

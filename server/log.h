@@ -1,5 +1,9 @@
 // Structured logging to stderr: one line per event, JSON (default) or text, with key/value fields.
-// Thread-safe; a line is written with one write(2) so lines from threads never interleave.
+//
+// Thread safety: every function from any thread; a line is written with one write(2), so lines
+// from different threads never interleave. Configure() sets the level and the format as two
+// separate atomics: call it at startup, before other threads log (a line racing it may pair the
+// old level with the new format).
 #pragma once
 
 #include <initializer_list>

@@ -30,6 +30,18 @@
 //
 // RunOnce() and Reconcile() are the same decisions on the caller's thread, reading through the
 // API (tests and one-shot use). Run the thread only while leading (server/leader_election).
+//
+// Thread safety: Start() and Stop() from any thread but the loop's (serialized by
+// `lifecycleMu_`; Stop() joins the thread, then drops the caches, joining the informers).
+// Enqueue(), GetCacheStats() and RenderMetrics() from any thread; so is Running(), except that
+// Stop() joins thread_ outside `mu_` while Running() reads it under `mu_` (a race to fix).
+// RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the thread does
+// not run: they share its expectation, Event and phase state, which no lock guards. The informer
+// handlers run on the informers' threads and only read the caches and queue work. `mu_` guards
+// stop_, due_ and failures_; `cachesMu_` guards the caches pointer for other threads (the loop's
+// thread reads it unlocked: it changes only while that thread does not run); the pass counters
+// are atomic. `options.clock` and `options.metrics` are used on the loop's thread (or RunOnce's
+// caller).
 #pragma once
 
 #include <atomic>

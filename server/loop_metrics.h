@@ -1,6 +1,10 @@
 // Metrics of the in-place rollout loop: plain atomic counters, two histograms and a pods-by-state
 // gauge, rendered as Prometheus text lines (the /metrics handler appends them, e.g. through
 // metrics::Registry::AddCollector).
+//
+// Thread safety: every method from any thread (the loop's thread writes, /metrics reads). The
+// counters and histogram buckets are atomics read one at a time, so a scrape racing an Observe()
+// may see a bucket ahead of _count; `mu_` guards the pods-by-state map.
 #pragma once
 
 #include <array>

@@ -1,5 +1,11 @@
 // The webhook role's view of the loop (DESIGN.md §9.4): polls the controller Service's /loopz
 // over plain HTTP (no credentials) and answers "is a loop known to run" from the last answer.
+//
+// Thread safety: Start() and Stop() (joins; idempotent; the destructor calls it) from the owner's
+// thread; a Start() after Stop() polls again. Alive() and RenderMetrics() from any thread: `mu_`
+// guards stop_ and the last alive answer, the poll counters are atomic. Polls run on the poller's
+// thread; Stop() waits for the one under way (connect and answer are bounded by `timeout`, the
+// name lookup is not).
 #pragma once
 
 #include <atomic>

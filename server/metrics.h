@@ -1,5 +1,11 @@
 // Prometheus metrics of the webhook server, rendered in the text exposition format (0.0.4).
 // Counters and gauges are lock-free on the hot path except the per-(route, code) counter map.
+//
+// Thread safety: every method from any thread. `mu_` guards the per-route maps (their
+// histograms included) and the collectors; the public counters are atomic. Render() runs the
+// collectors on the caller's thread (a probe worker) with `mu_` held, so recording waits for
+// them: a collector must be thread-safe and quick, and must not call back into the registry.
+// Collectors are never removed: what one points to must outlive the last Render().
 #pragma once
 
 #include <array>

@@ -7,6 +7,15 @@
 // without one), and session tickets are encrypted with keys that rotate every
 // `ticketKeyRotation`: a ticket issued before one rotation still resumes (and is renewed),
 // after two it does not (DESIGN.md §9.7).
+//
+// Thread safety: LoadInitial() and ConfigureContext() from the owner's thread, before
+// StartWatching(); StartWatching() at most once; StopWatching() joins (idempotent; the destructor
+// calls it). ReloadIfChanged() from one thread at a time: the watcher's while it runs, else the
+// owner's (the file stamps and bytes it compares are unguarded). HasCertificate(), Fingerprint()
+// and RotateTicketKeys() from any thread. The certificate and ticket-key callbacks run on the
+// HTTP worker threads during handshakes: `mu_` guards the installed pair and client CA (a
+// handshake takes its own references), `ticketMu_` the ticket keys, `watchMu_` the watcher's
+// stop flag. A configured SSL_CTX points to the store, which must outlive it.
 #pragma once
 
 #include <openssl/ssl.h>

@@ -1,6 +1,14 @@
 // The process's two listeners: HTTPS for AdmissionReviews (the four routes of hooks/) and plain
 // HTTP for probes and metrics, both served by http::Server. Owns the certificate store and the
 // TLS context.
+//
+// Thread safety: Start() once and Shutdown() (idempotent; the destructor calls it) from the
+// owner's thread, never from a request. Reviews and probes are served on the worker threads of
+// both listeners at once: options.loopAlive and options.notReady are called there, concurrently,
+// and must be thread-safe and quick. Ready() from any thread; Port(), ProbePort() and (with a
+// webhook port) Certificates(), a thread-safe store, once Start() has returned. Start() adds
+// collectors to `metrics` that point into this server: the registry must not render once the
+// server is destroyed.
 #pragma once
 
 #include <atomic>
