@@ -391,6 +391,7 @@ void Loop::Start() {
   }
   std::lock_guard lock(mu_);
   stop_ = false;
+  started_ = true;
   thread_ = std::thread(&Loop::Run, this);
 }
 
@@ -416,7 +417,7 @@ void Loop::Stop() {
 
 bool Loop::Running() const {
   std::lock_guard lock(mu_);
-  return thread_.joinable() && !stop_;
+  return started_ && !stop_;  // not thread_: Stop() joins it outside mu_
 }
 
 void Loop::Queue(int kind, std::string key, Steady::time_point due) {

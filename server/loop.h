@@ -33,8 +33,8 @@
 //
 // Thread safety: Start() and Stop() from any thread but the loop's (serialized by
 // `lifecycleMu_`; Stop() joins the thread, then drops the caches, joining the informers).
-// Enqueue(), GetCacheStats() and RenderMetrics() from any thread; so is Running(), except that
-// Stop() joins thread_ outside `mu_` while Running() reads it under `mu_` (a race to fix).
+// Enqueue(), GetCacheStats(), RenderMetrics() and Running() from any thread (Running() reads
+// `started_` and `stop_` under `mu_`, never thread_, which Stop() joins outside it).
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the thread does
 // not run: they share its expectation, Event and phase state, which no lock guards. The informer
 // handlers run on the informers' threads and only read the caches and queue work. `mu_` guards
@@ -204,6 +204,7 @@ class Loop {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool started_ = false;  // Start() launched thread_ (with !stop_: Running())
   std::thread thread_;
   // Due work: {kind (0 Deployment, 1 pod gate), "namespace/name"} → when.
   std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> due_;
