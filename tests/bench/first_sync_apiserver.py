@@ -19,7 +19,7 @@ objects' encoding and the managedFields are the API server's own:
 - authentication by a static token (--token-auth-file), authorization AlwaysAllow: the loop's identity check
   (SelfSubjectReview) and access check (SelfSubjectAccessReview) get the API server's real answers.
 
-Then `serve --api-server https://127.0.0.1:PORT` (no leader election), as first_sync_bench.run_binary: the time
+Then first_sync_bench.run_binary with `--api-server https://127.0.0.1:PORT` (no leader election): the time
 from the process start to "caches synced", the peak RSS (VmHWM), the RSS after the loop's malloc_trim, and what
 the caches hold. A run before the objects are created gives the baseline. Exits 1 if the caches do not hold
 every object, or the peak exceeds --max-peak-mib. Writes OUT_DIR/results.md and results.json.
@@ -201,47 +201,6 @@ def stored_bytes(api, kind):
     return len(api.request("GET", path)[1])
 
 
-def run_binary(binary, cert_dir, out_dir, api, label, settle):
-    # first_sync_bench.run_binary, pointed at the real API server over TLS with the token.
-    port, probe = free_port(), free_port()
-    log_path = os.path.join(out_dir, label + ".log")
-    log = open(log_path, "wb")
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [binary, "serve", "--bind-address", "127.0.0.1", "--port", str(port), "--probe-port", str(probe),
-         "--tls-cert-file", os.path.join(cert_dir, "tls.crt"),
-         "--tls-private-key-file", os.path.join(cert_dir, "tls.key"), "--log-format", "json",
-         "--shutdown-delay-seconds", "0", "--api-server", api.url, "--token-file", api.token_file,
-         "--certificate-authority", os.path.join(api.pki, "ca.crt"),
-         "--leader-elect", "false", "--controller-user", fsb.USER],
-        stdout=log, stderr=log)
-    try:
-        deadline = t0 + 600
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError("%s exited with %s (see %s)" % (binary, proc.returncode, log_path))
-            if time.monotonic() > deadline:
-                raise RuntimeError("%s: no 'caches synced' within 600 s (see %s)" % (binary, log_path))
-            with open(log_path, "rb") as f:
-                if b"caches synced" in f.read():
-                    synced = time.monotonic() - t0
-                    break
-            time.sleep(0.02)
-        peak = fsb.memory_kib(proc.pid)["VmHWM"]
-        time.sleep(settle)
-        mem = fsb.memory_kib(proc.pid)
-        m = fsb.metrics(probe)
-        cached = {r: int(m.get('inplace_webhook_informer_objects{resource="%s"}' % r, -1))
-                  for r in ("deployments", "replicasets", "pods")}
-        held = {r: int(m.get('inplace_webhook_informer_bytes{resource="%s"}' % r, -1))
-                for r in ("deployments", "replicasets", "pods")}
-        return {"binary": binary, "firstSyncSeconds": round(synced, 2), "peakKiB": max(peak, mem["VmHWM"]),
-                "rssAfterKiB": mem["VmRSS"], "cached": cached, "cacheBytes": held}
-    finally:
-        stop_process(proc, 20)
-        log.close()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary")
@@ -259,13 +218,15 @@ def main():
     ok = True
     runs = []
     try:
-        base = run_binary(binary, args.cert_dir, args.out_dir, api, "baseline", args.settle_seconds)
+        api_args = ["--api-server", api.url, "--token-file", api.token_file,
+                    "--certificate-authority", os.path.join(api.pki, "ca.crt")]
+        base = fsb.run_binary(binary, args.cert_dir, args.out_dir, api_args, "baseline", args.settle_seconds)
         base["objects"] = {"deployments": 0, "replicasets": 0, "pods": 0}
         runs.append(base)
         print(json.dumps(base), flush=True)
         counts, created, took = populate(api, args.replicasets, args.pods)
         print("created %d objects in %.0f s (%.0f/s, status included)" % (created, took, created / took), flush=True)
-        big = run_binary(binary, args.cert_dir, args.out_dir, api, "big", args.settle_seconds)
+        big = fsb.run_binary(binary, args.cert_dir, args.out_dir, api_args, "big", args.settle_seconds)
         big["objects"] = counts
         big["listBytes"] = {k: stored_bytes(api, k) for k in counts}
         runs.append(big)

@@ -392,7 +392,8 @@ class FixtureProcess:
 USER = "system:serviceaccount:inplace-webhook:inplace-webhook"
 
 
-def run_binary(binary, cert_dir, out_dir, fixture, label, settle):
+def run_binary(binary, cert_dir, out_dir, api_args, label, settle):
+    """One first sync: `serve` with `api_args` (--api-server and its credentials), measured."""
     port, probe = free_port(), free_port()
     log_path = os.path.join(out_dir, f"{label}.log")
     log = open(log_path, "wb")
@@ -401,8 +402,7 @@ def run_binary(binary, cert_dir, out_dir, fixture, label, settle):
         [binary, "serve", "--bind-address", "127.0.0.1", "--port", str(port), "--probe-port", str(probe),
          "--tls-cert-file", os.path.join(cert_dir, "tls.crt"),
          "--tls-private-key-file", os.path.join(cert_dir, "tls.key"), "--log-format", "json",
-         "--shutdown-delay-seconds", "0", "--api-server", f"http://127.0.0.1:{fixture.port}",
-         "--leader-elect", "false", "--controller-user", USER],
+         "--shutdown-delay-seconds", "0", *api_args, "--leader-elect", "false", "--controller-user", USER],
         stdout=log, stderr=log)
     try:
         synced = None
@@ -458,7 +458,9 @@ def main():
             served = fixture.stats()
             for i, binary in enumerate(binaries):
                 before = fixture.stats()["lists"]
-                r = run_binary(binary, args.cert_dir, args.out_dir, fixture, f"{what}-{i}", args.settle_seconds)
+                r = run_binary(binary, args.cert_dir, args.out_dir,
+                               ["--api-server", f"http://127.0.0.1:{fixture.port}"], f"{what}-{i}",
+                               args.settle_seconds)
                 after = fixture.stats()
                 r["pages"] = {k: after["lists"][k] - before[k] for k in before}
                 r["fixture"] = what
