@@ -642,7 +642,8 @@ class Server::Worker {
     return c.lastActive.time_since_epoch().count() + (c.served ? kServed : 0);
   }
 
-  // This worker's `n` connections first in EvictionRank order (fewer when fewer are idle).
+  // This worker's `n` connections first in EvictionRank order (fewer when fewer are idle), all of
+  // them never served, or a single served one.
   std::vector<Connection*> LongestIdle(size_t n) {
     std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
     for (auto& p : conns_) {
@@ -657,6 +658,9 @@ class Server::Worker {
     std::vector<Connection*> idle;
     for (Connection* c : candidates) {
       if (idle.size() == n) break;
+      // A batch never reaches from the never-served into the served class, and takes one served
+      // connection at most: a flood's batch must not close the API server's pooled connections.
+      if (!idle.empty() && (c->served || idle.front()->served)) break;
       if (Idle(*c)) idle.push_back(c);
     }
     return idle;
