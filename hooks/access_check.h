@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 
 namespace iw::access {
 

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <ctime>
 
-#include "hooks/json_patch.h"
 #include "hooks/kube_api.h"
+#include "lib/json_patch.h"
 
 namespace iw::admission {
 
@@ -64,30 +64,6 @@ Response PatchedAt(std::string_view at, const json::Value& original, const json:
   }
   r.patch = json::Serialize(ops);
   return r;
-}
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  const int year = tm.tm_year + 1900;
-  if (year < 0 || year > 9999) {  // strftime writes such years with other widths
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-  }
-  std::string out = "0000-00-00T00:00:00Z";
-  auto put = [&out](std::size_t end, int value) {  // right-aligned digits ending before `end`
-    for (std::size_t i = end; value > 0; value /= 10)
-      out[--i] = static_cast<char>('0' + value % 10);
-  };
-  put(4, year);
-  put(7, tm.tm_mon + 1);
-  put(10, tm.tm_mday);
-  put(13, tm.tm_hour);
-  put(16, tm.tm_min);
-  put(19, tm.tm_sec);
-  return out;
 }
 
 }  // namespace iw::admission

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 
 namespace iw::admission {
 
@@ -75,9 +75,6 @@ Response Patched(const json::Value& original, const json::Value& mutated,
 // is copied and diffed; every operation's path starts with `at`.
 Response PatchedAt(std::string_view at, const json::Value& original, const json::Value& mutated,
                    std::vector<std::string> warnings = {});
-
-// Formats `t` as RFC 3339 in UTC with second precision: 2026-11-29T17:48:57Z.
-std::string Rfc3339(std::chrono::system_clock::time_point t);
 
 // One route of the webhook: path, whether it may patch, and its handler.
 struct Route {

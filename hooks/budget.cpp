@@ -1,4 +1,5 @@
 #include "hooks/budget.h"
+#include "lib/rfc3339.h"
 
 #include <algorithm>
 #include <charconv>
@@ -65,7 +66,7 @@ std::optional<std::chrono::system_clock::time_point> AvailableAt(const json::Val
   const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
   for (const auto& c : conditions->GetArray()) {
     if (json::StringOr(&c, "type") != "Ready") continue;
-    auto since = pod_update::ParseTime(json::StringOr(&c, "lastTransitionTime"));
+    auto since = rfc3339::Parse(json::StringOr(&c, "lastTransitionTime"));
     if (!since) return std::nullopt;
     return *since + std::chrono::seconds(minReadySeconds) + std::chrono::seconds(1);
   }

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <optional>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 
 namespace iw::budget {
 

@@ -20,12 +20,14 @@ bool Exempt(const Request& req, const Context& ctx, bool includeCreate) {
   return !(includeCreate && req.operation == Operation::kCreate);
 }
 
-// Shape of the request objects the rules read; a message for Errored(400) or nullopt.
-std::optional<std::string> CheckRequest(const Request& req) {
-  if (req.object == nullptr) return "request.object is missing";
-  if (auto err = deployment::CheckDeploymentShape(*req.object, "request.object")) return err;
-  if (req.operation != Operation::kUpdate) return std::nullopt;
-  if (req.oldObject == nullptr) return "request.oldObject is missing for UPDATE";
+// Shape of the request objects the rules read; a failure is answered with Errored(400).
+Status CheckRequest(const Request& req) {
+  if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
+  if (Status s = deployment::CheckDeploymentShape(*req.object, "request.object"); !s.ok()) return s;
+  if (req.operation != Operation::kUpdate) return Status::Ok();
+  if (req.oldObject == nullptr) {
+    return Status::InvalidArgument("request.oldObject is missing for UPDATE");
+  }
   return deployment::CheckDeploymentShape(*req.oldObject, "request.oldObject");
 }
 
@@ -89,7 +91,7 @@ std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
 
 Response MutateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/false)) return Allowed();
-  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   if (BeingDeleted(*req.object)) return Allowed();
   Decision d = deployment::Decide(*req.oldObject, *req.object, ctx);
   if (d.action == Decision::Action::kIgnore) return Allowed();
@@ -102,7 +104,7 @@ Response MutateDeployment(const Request& req, const Context& ctx) {
 
 Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
-  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   const json::Value& object = *req.object;
   if (BeingDeleted(object)) return Allowed();
   if (deployment::IsOptedIn(object)) {

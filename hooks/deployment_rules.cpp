@@ -1,4 +1,5 @@
 #include "hooks/deployment_rules.h"
+#include "lib/rfc3339.h"
 
 #include <array>
 #include <charconv>
@@ -27,17 +28,6 @@ std::optional<std::string_view> MapString(const json::Value& object, std::string
   const json::Value* v = json::Find(json::Path(&object, {"metadata", map}), key);
   if (v == nullptr || !v->IsString()) return std::nullopt;
   return json::View(*v);
-}
-
-// "2026-11-29T17:48:57Z", the only form admission::Rfc3339 writes.
-bool IsRfc3339Utc(std::string_view s) {
-  constexpr std::string_view kForm = "dddd-dd-ddTdd:dd:ddZ";
-  if (s.size() != kForm.size()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    bool ok = kForm[i] == 'd' ? (s[i] >= '0' && s[i] <= '9') : s[i] == kForm[i];
-    if (!ok) return false;
-  }
-  return true;
 }
 
 // ---- shape ----
@@ -87,12 +77,13 @@ std::string_view Expected(Kind kind) {
   return "";
 }
 
-// Why `v` at `path()` is not of `kind`, naming the offending member or element; nullopt if it is.
+// Why `v` at `path()` is not of `kind`, naming the offending member or element; OK if it is.
 // `path` is called only to word an error, so a well-formed object costs no string building.
 template <typename PathFn>
-std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const PathFn& path) {
+Status Mismatch(const json::Value& v, Kind kind, const PathFn& path) {
   auto wrong = [](const std::string& at, std::string_view expected, const json::Value& got) {
-    return at + " must be " + std::string(expected) + ", got " + std::string(TypeName(got));
+    return Status::InvalidArgument(at + " must be " + std::string(expected) + ", got " +
+                                   std::string(TypeName(got)));
   };
   const bool ok = [&] {
     switch (kind) {
@@ -122,7 +113,7 @@ std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const PathF
       }
     }
   }
-  if (!v.IsArray() || kind == Kind::kObject) return std::nullopt;
+  if (!v.IsArray() || kind == Kind::kObject) return Status::Ok();
   for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
     const json::Value& e = v[i];
     auto at = [&] { return path() + "[" + std::to_string(i) + "]"; };
@@ -133,13 +124,15 @@ std::optional<std::string> Mismatch(const json::Value& v, Kind kind, const PathF
     if (!e.IsObject()) return wrong(at(), "an object", e);
     if (kind != Kind::kNamedArray) continue;
     const json::Value* name = json::Find(&e, "name");
-    if (name == nullptr || !name->IsString()) return at() + ".name must be a string";
+    if (name == nullptr || !name->IsString()) {
+      return Status::InvalidArgument(at() + ".name must be a string");
+    }
     const json::Value* image = json::Find(&e, "image");
     if (image != nullptr && !image->IsNull() && !image->IsString()) {
       return wrong(at() + ".image", "a string", *image);
     }
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 struct Field {
@@ -147,8 +140,8 @@ struct Field {
   Kind kind;
 };
 
-std::optional<std::string> CheckFields(const json::Value& object, std::string_view name,
-                                       std::initializer_list<Field> fields) {
+Status CheckFields(const json::Value& object, std::string_view name,
+                   std::initializer_list<Field> fields) {
   // Consecutive fields share prefixes (metadata.*, spec.template.*): each path is resolved from
   // the deepest value it shares with the previous one. at[i] is the value at the previous path's
   // first i keys (nullptr once absent).
@@ -174,9 +167,9 @@ std::optional<std::string> CheckFields(const json::Value& object, std::string_vi
       }
       return p;
     };
-    if (auto err = Mismatch(*v, f.kind, path)) return err;
+    if (Status s = Mismatch(*v, f.kind, path); !s.ok()) return s;
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 // ---- deciding ----
@@ -256,15 +249,14 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json:
     return d;
   }
   if (record->abortRequestedAt.empty()) {
-    record->abortRequestedAt = admission::Rfc3339(ctx.now);
+    record->abortRequestedAt = rfc3339::Format(ctx.now);
     std::string error;
     std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
     std::optional<InProgress> w = written ? ParseInProgress(*written, error) : std::nullopt;
     if (w) {
       InProgress other = *w;
       other.abortRequestedAt = record->abortRequestedAt;
-      const std::optional<pod_update::Clock::time_point> at =
-          pod_update::ParseTime(w->abortRequestedAt);
+      const std::optional<pod_update::Clock::time_point> at = rfc3339::Parse(w->abortRequestedAt);
       if (other == *record && at && *at <= ctx.now + std::chrono::seconds(1) &&
           *at >= ctx.now - std::chrono::seconds(10)) {
         record->abortRequestedAt = w->abortRequestedAt;
@@ -277,8 +269,7 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json:
                                  " s, run the abort command again"));
     return d;
   }
-  const std::optional<pod_update::Clock::time_point> at =
-      pod_update::ParseTime(record->abortRequestedAt);
+  const std::optional<pod_update::Clock::time_point> at = rfc3339::Parse(record->abortRequestedAt);
   if (!at || ctx.now - *at >= kAbortTakeover) {
     end("the loop did not act on the abort within " + std::to_string(kAbortTakeover.count()) +
         " s");
@@ -419,13 +410,14 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
     return d;
   }
   InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !IsPaused(oldD),
-                    admission::Rfc3339(ctx.now), ""};
+                    rfc3339::Format(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then.
   if (std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation)) {
     std::optional<InProgress> w = ParseInProgress(*written, error);
     // (pausedByUs false with a pause issued in the starting write: the pause command's result.)
     if (w && w->from == record.from && w->to == record.to &&
-        (w->pausedByUs == record.pausedByUs || !w->pausedByUs) && IsRfc3339Utc(w->startedAt)) {
+        (w->pausedByUs == record.pausedByUs || !w->pausedByUs) &&
+        rfc3339::IsCanonical(w->startedAt)) {
       record.startedAt = w->startedAt;
       record.pausedByUs = w->pausedByUs;
     }
@@ -517,9 +509,11 @@ std::string AbortCommand(const json::Value& deployment) {
   return out;
 }
 
-std::optional<std::string> CheckMetadataShape(const json::Value& object, std::string_view name) {
-  if (!object.IsObject())
-    return std::string(name) + " must be an object, got " + std::string(TypeName(object));
+Status CheckMetadataShape(const json::Value& object, std::string_view name) {
+  if (!object.IsObject()) {
+    return Status::InvalidArgument(std::string(name) + " must be an object, got " +
+                                   std::string(TypeName(object)));
+  }
   return CheckFields(object, name,
                      {{{"metadata"}, Kind::kObject},
                       {{"metadata", "name"}, Kind::kString},
@@ -529,9 +523,8 @@ std::optional<std::string> CheckMetadataShape(const json::Value& object, std::st
                       {{"metadata", "finalizers"}, Kind::kStringArray}});
 }
 
-std::optional<std::string> CheckDeploymentShape(const json::Value& deployment,
-                                                std::string_view name) {
-  if (auto err = CheckMetadataShape(deployment, name)) return err;
+Status CheckDeploymentShape(const json::Value& deployment, std::string_view name) {
+  if (Status s = CheckMetadataShape(deployment, name); !s.ok()) return s;
   return CheckFields(deployment, name,
                      {{{"metadata", "generation"}, Kind::kInteger},
                       {{"spec"}, Kind::kObject},

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "hooks/admission.h"
-#include "hooks/json.h"
+#include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw::deployment {
 
@@ -47,15 +48,14 @@ std::string AbortCommand(const json::Value& deployment);
 inline constexpr std::chrono::seconds kAbortTakeover{60};
 
 // Shape checks of request objects: the fields the rules read must have the types Kubernetes
-// gives them (null counts as absent). Returns a message naming the first wrong field as
+// gives them (null counts as absent). InvalidArgument names the first wrong field as
 // `<name>.<path>` and the expected type, e.g. `object.metadata.labels must be an object of string
-// values, got array`, or nullopt when the shape is fine.
+// values, got array`; OK when the shape is fine.
 // CheckMetadataShape: the object and its metadata (labels, annotations, finalizers).
-std::optional<std::string> CheckMetadataShape(const json::Value& object, std::string_view name);
+Status CheckMetadataShape(const json::Value& object, std::string_view name);
 // CheckDeploymentShape: the above plus spec (paused, replicas, strategy, template with its
 // labels, annotations, containers' names and images, readinessGates) and status counters.
-std::optional<std::string> CheckDeploymentShape(const json::Value& deployment,
-                                                std::string_view name);
+Status CheckDeploymentShape(const json::Value& deployment, std::string_view name);
 
 // What the mutating decision wants of the two fields it owns: spec.paused and the in-progress
 // annotation.

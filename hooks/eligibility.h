@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "hooks/json.h"
 #include "hooks/lifecycle.h"
+#include "lib/json.h"
 
 namespace iw::eligibility {
 

@@ -40,8 +40,9 @@ std::string Sha256Hex(std::string_view data) {
 
 std::optional<InProgress> ParseInProgress(std::string_view text, std::string& error) {
   json::Document doc;
-  if (auto err = json::ParseUntrusted(text, doc)) {
-    error = "in-progress record is not valid JSON (" + *err + "); expected " + std::string(kShape);
+  if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
+    error = "in-progress record is not valid JSON (" + err.message() + "); expected " +
+            std::string(kShape);
     return std::nullopt;
   }
   const json::Value* from = json::Find(&doc, "from");

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 
 namespace iw {
 

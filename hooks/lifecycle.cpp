@@ -120,8 +120,9 @@ bool Policy::AllowsAnnotation(std::string_view key) const {
 std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& error) {
   const std::string_view a = keys::kLifecycleAnnotation;
   json::Document doc;
-  if (auto err = json::ParseUntrusted(text, doc)) {
-    Fail(error, a, "not valid JSON (" + *err + "); expected " + std::string(kLifecycleShape));
+  if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
+    Fail(error, a,
+         "not valid JSON (" + err.message() + "); expected " + std::string(kLifecycleShape));
     return std::nullopt;
   }
   if (!doc.IsObject()) {
@@ -155,8 +156,8 @@ std::optional<Policy> ParsePolicy(std::string_view text, std::string& error) {
   const std::string_view a = keys::kPolicyAnnotation;
   const std::string shape(kPolicyShape);
   json::Document doc;
-  if (auto err = json::ParseUntrusted(text, doc)) {
-    Fail(error, a, "not valid JSON (" + *err + "); expected " + shape);
+  if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
+    Fail(error, a, "not valid JSON (" + err.message() + "); expected " + shape);
     return std::nullopt;
   }
   if (!doc.IsObject()) {

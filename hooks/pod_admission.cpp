@@ -1,4 +1,5 @@
 #include "hooks/pod_admission.h"
+#include "lib/rfc3339.h"
 
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
@@ -22,11 +23,13 @@ std::optional<std::string_view> StateValue(const json::Value& pod, const StateKe
   return k.map == "labels" ? deployment::Label(pod, k.key) : deployment::Annotation(pod, k.key);
 }
 
-std::optional<std::string> CheckRequest(const Request& req) {
-  if (req.object == nullptr) return "request.object is missing";
-  if (auto err = deployment::CheckMetadataShape(*req.object, "request.object")) return err;
-  if (req.operation != Operation::kUpdate) return std::nullopt;
-  if (req.oldObject == nullptr) return "request.oldObject is missing for UPDATE";
+Status CheckRequest(const Request& req) {
+  if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
+  if (Status s = deployment::CheckMetadataShape(*req.object, "request.object"); !s.ok()) return s;
+  if (req.operation != Operation::kUpdate) return Status::Ok();
+  if (req.oldObject == nullptr) {
+    return Status::InvalidArgument("request.oldObject is missing for UPDATE");
+  }
   return deployment::CheckMetadataShape(*req.oldObject, "request.oldObject");
 }
 
@@ -70,7 +73,7 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
 
 Response MutatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
-  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   const json::Value& pod = *req.object;
   if (!deployment::IsOptedIn(pod)) return Allowed();
   // Only metadata changes: copy and diff that subtree (an object: IsOptedIn read its labels).
@@ -85,7 +88,7 @@ Response MutatePod(const Request& req, const Context& ctx) {
   }
   if (!hasState || !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
     json::SetString(json::EnsureObject(mutated, "annotations", alloc),
-                    keys::kStateTimestampAnnotation, Rfc3339(ctx.now), alloc);
+                    keys::kStateTimestampAnnotation, rfc3339::Format(ctx.now), alloc);
   }
   Response r = PatchedAt("/metadata", meta, mutated);
   if (ctx.loopAlive) AddReadinessGate(pod, r);
@@ -96,7 +99,7 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty()) return Allowed();
   if (req.operation != Operation::kCreate && req.operation != Operation::kUpdate) return Allowed();
   if (req.username == ctx.controllerUser) return Allowed();
-  if (auto err = CheckRequest(req)) return Errored(400, *err);
+  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   const json::Value& pod = *req.object;
   if (req.operation == Operation::kCreate) {
     std::optional<std::string_view> state = deployment::Label(pod, keys::kStateLabel);

@@ -1,4 +1,5 @@
 #include "hooks/pod_update.h"
+#include "lib/rfc3339.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -9,8 +10,8 @@
 
 #include "hooks/admission.h"
 #include "hooks/eligibility.h"
-#include "hooks/image_ref.h"
 #include "hooks/keys.h"
+#include "lib/image_ref.h"
 
 namespace iw::pod_update {
 
@@ -149,7 +150,7 @@ View Look(const Target& target, const Rules& rules, const Value& pod) {
   v.hasGate = HasGate(pod);
   v.gate = GateStatus(pod);
   v.stateTimestamp = PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or("");
-  v.stateTime = ParseTime(v.stateTimestamp);
+  v.stateTime = rfc3339::Parse(v.stateTimestamp);
   v.preHooked = rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod);
   v.grace = GraceSeconds(rules, v.hasGate);
   v.drainNeeded =
@@ -234,7 +235,7 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   const Value& pod = *v.pod;
   UpdateState next;
   next.revision = target.to;
-  next.updateTimestamp = admission::Rfc3339(now);
+  next.updateTimestamp = rfc3339::Format(now);
   next.changedLabels = target.changedLabels;
   next.changedAnnotations = target.changedAnnotations;
   if (v.inRun) {
@@ -331,7 +332,7 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   SetGate(v, step, true, now);
   if (restarted) {
     step.completed = true;
-    if (auto t = ParseTime(v.updateState->updateTimestamp)) {
+    if (auto t = rfc3339::Parse(v.updateState->updateTimestamp)) {
       step.updateSeconds = std::chrono::duration<double>(now - *t).count();
       if (step.updateSeconds < 0) step.updateSeconds = 0;
     }
@@ -402,7 +403,7 @@ long long GraceSeconds(const Rules& rules, bool podHasGate) {
 
 std::optional<UpdateState> ParseUpdateState(std::string_view text) {
   json::Document doc;
-  if (json::ParseUntrusted(text, doc) || !doc.IsObject()) return std::nullopt;
+  if (!json::ParseUntrusted(text, doc).ok() || !doc.IsObject()) return std::nullopt;
   const Value* revision = json::Find(&doc, "revision");
   if (revision == nullptr || !revision->IsString()) return std::nullopt;
   UpdateState s;
@@ -540,7 +541,7 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
       observed != nullptr && observed->IsInt64() && generation != nullptr && generation->IsInt64();
   if (reported && observed->GetInt64() < generation->GetInt64()) return false;
   // Whole seconds, as the kubelet's startedAt: a container started before the write never passes.
-  std::optional<Clock::time_point> written = ParseTime(state.updateTimestamp);
+  std::optional<Clock::time_point> written = rfc3339::Parse(state.updateTimestamp);
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
@@ -553,7 +554,7 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
     for (const char* st_ : {"running", "terminated"}) {
       const Value* started = json::Path(st, {"state", st_, "startedAt"});
       std::optional<Clock::time_point> t = started != nullptr && started->IsString()
-                                               ? ParseTime(json::View(*started))
+                                               ? rfc3339::Parse(json::View(*started))
                                                : std::nullopt;
       if (written && t && *t < *written) return false;
     }
@@ -576,7 +577,7 @@ json::Document StatePatch(const json::Value& pod, std::string_view state, Clock:
   Value& meta = json::EnsureObject(d, "metadata", a);
   json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, state, a);
   Value& annotations = json::EnsureObject(meta, "annotations", a);
-  json::SetString(annotations, keys::kStateTimestampAnnotation, admission::Rfc3339(now), a);
+  json::SetString(annotations, keys::kStateTimestampAnnotation, rfc3339::Format(now), a);
   if (PodAnnotation(pod, keys::kHookTimeoutAnnotation)) {
     json::Set(annotations, keys::kHookTimeoutAnnotation, Value(rapidjson::kNullType), a);
   }
@@ -597,7 +598,7 @@ std::optional<bool> GateStatus(const json::Value& pod) {
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
-  const std::string ts = admission::Rfc3339(now);
+  const std::string ts = rfc3339::Format(now);
   Value conditions(rapidjson::kArrayType);
 
   Value gate(rapidjson::kObjectType);
@@ -616,61 +617,6 @@ json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point n
   conditions.PushBack(gate, a);
   json::EnsureObject(d, "status", a).AddMember("conditions", conditions, a);
   return d;
-}
-
-std::optional<Clock::time_point> ParseTime(std::string_view s) {
-  // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
-  auto num = [&s](size_t pos, size_t len, int& out) {
-    if (pos + len > s.size()) return false;
-    auto [end, ec] = std::from_chars(s.data() + pos, s.data() + pos + len, out);
-    return ec == std::errc() && end == s.data() + pos + len;
-  };
-  int year, month, day, hour, minute, second;
-  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
-      s[13] != ':' || s[16] != ':' || !num(0, 4, year) || !num(5, 2, month) || !num(8, 2, day) ||
-      !num(11, 2, hour) || !num(14, 2, minute) || !num(17, 2, second)) {
-    return std::nullopt;
-  }
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
-    return std::nullopt;
-  }
-  size_t pos = 19;
-  long long nanos = 0;
-  if (pos < s.size() && s[pos] == '.') {
-    ++pos;
-    size_t digits = 0;
-    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-      if (digits < 9) nanos = nanos * 10 + (s[pos] - '0');
-      ++digits;
-      ++pos;
-    }
-    if (digits == 0) return std::nullopt;
-    for (size_t i = digits; i < 9; ++i) nanos *= 10;
-  }
-  long long offset = 0;
-  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
-    ++pos;
-  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
-    int oh, om;
-    if (pos + 6 != s.size() || s[pos + 3] != ':' || !num(pos + 1, 2, oh) || !num(pos + 4, 2, om)) {
-      return std::nullopt;
-    }
-    offset = (oh * 3600LL + om * 60LL) * (s[pos] == '+' ? 1 : -1);
-    pos += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (pos != s.size()) return std::nullopt;
-  std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  const std::time_t t = timegm(&tm);
-  return Clock::from_time_t(t - offset) +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanos));
 }
 
 bool WantsStart(const Target& target, const json::Value& pod) {
@@ -719,7 +665,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     std::optional<Clock::time_point> anchor = v.stateTime;
     if (v.hasGate && v.gate == false) {
       const Value* c = Condition(pod, keys::kReadyCondition);
-      if (auto t = ParseTime(json::StringOr(c, "lastTransitionTime"))) {
+      if (auto t = rfc3339::Parse(json::StringOr(c, "lastTransitionTime"))) {
         if (!anchor || *t > *anchor) anchor = t;
       }
     }

@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/json.h"
 #include "hooks/lifecycle.h"
+#include "lib/json.h"
 
 namespace iw::pod_update {
 
@@ -147,9 +147,6 @@ std::optional<bool> GateStatus(const json::Value& pod);
 // (kubelet HandlePodReconcile, NeedToReconcilePodReadiness) and would re-publish its own cached
 // Ready over any we wrote (DESIGN.md §8.3).
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now);
-
-// Parses RFC 3339 (`2026-11-29T17:48:57Z`, fractions and offsets accepted); nullopt otherwise.
-std::optional<Clock::time_point> ParseTime(std::string_view text);
 
 // An Event the decision asks for, about the pod (and also its Deployment when `onDeployment`).
 // A non-empty `dedupKey` makes the Event's name deterministic: creating it twice is a no-op.

@@ -1,4 +1,5 @@
 #include "hooks/progress.h"
+#include "lib/rfc3339.h"
 
 #include <algorithm>
 #include <climits>
@@ -70,7 +71,7 @@ Action StatusPatch(const Value& d, std::optional<Condition> ours,
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   Value list(rapidjson::kArrayType);
-  const std::string ts = admission::Rfc3339(now);
+  const std::string ts = rfc3339::Format(now);
   if (ours) list.PushBack(ConditionValue(keys::kProgressCondition, *ours, storedOurs, ts, a), a);
   if (progressing) {
     list.PushBack(ConditionValue("Progressing", *progressing, storedProgressing, ts, a), a);
@@ -153,7 +154,7 @@ void AddProgress(rollout::Plan& plan, const Value& d, Clock::time_point now) {
         ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState);
     const bool ended = ours && (ours->reason == kReasonCompleted || ours->reason == kReasonAborted);
     const std::optional<Clock::time_point> last =
-        ours ? pod_update::ParseTime(ours->lastUpdateTime) : std::nullopt;
+        ours ? rfc3339::Parse(ours->lastUpdateTime) : std::nullopt;
     if (!ours || ended || !last || ProgressPart(ours->message) != text) {
       // Progress (or the first report of this update).
       if (ours && !ended && last && ours->status == "True" && ours->reason == kReasonProgressing &&

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/json.h"
 #include "hooks/rollout_plan.h"
+#include "lib/json.h"
 
 namespace iw::progress {
 

@@ -1,4 +1,5 @@
 #include "hooks/rollout_plan.h"
+#include "lib/rfc3339.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -301,7 +302,7 @@ void AddPodStep(Plan& plan, const Value& d, const Value& pod, pod_update::Step s
 // Event timestamps are filled once per plan (the pure pod step does not know the clock's value
 // for Events; it does for everything else).
 void StampEvents(Plan& plan, Clock::time_point now) {
-  const std::string ts = admission::Rfc3339(now);
+  const std::string ts = rfc3339::Format(now);
   for (Action& a : plan.actions) {
     if (a.kind != WriteKind::kEvent) continue;
     auto& alloc = a.body.GetAllocator();
@@ -804,7 +805,7 @@ Plan PlanRollout(const Snapshot& s) {
     }
     p.phase = Phase::kCompleted;
     double seconds = 0;
-    if (auto started = pod_update::ParseTime(r.startedAt)) {
+    if (auto started = rfc3339::Parse(r.startedAt)) {
       seconds = std::max(0.0, std::chrono::duration<double>(s.now - *started).count());
     }
     Action end = EndPatch(d, r.pausedByUs, "in-place update to " + r.to + " completed");
@@ -884,7 +885,7 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
                          std::string_view message, Clock::time_point now, std::string_view name) {
   json::Document e(rapidjson::kObjectType);
   auto& a = e.GetAllocator();
-  const std::string ts = admission::Rfc3339(now);
+  const std::string ts = rfc3339::Format(now);
   e.AddMember("apiVersion", "v1", a);
   e.AddMember("kind", "Event", a);
   Value meta(rapidjson::kObjectType);

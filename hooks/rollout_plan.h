@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/json.h"
 #include "hooks/kube_api.h"
+#include "lib/json.h"
 
 namespace iw::rollout {
 

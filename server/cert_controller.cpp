@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "hooks/json.h"
 #include "hooks/keys.h"
+#include "lib/json.h"
 #include "server/cert_crypto.h"
 #include "server/log.h"
 

@@ -40,7 +40,7 @@
 #include <thread>
 #include <vector>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 #include "server/kube_client.h"
 
 namespace iw::kube {

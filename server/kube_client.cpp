@@ -303,7 +303,7 @@ Result ErrorResult(int code, std::string_view body) {
   Result r;
   r.code = code;
   json::Document d;
-  if (!body.empty() && !json::ParseUntrusted(body, d) && d.IsObject() &&
+  if (!body.empty() && json::ParseUntrusted(body, d).ok() && d.IsObject() &&
       json::StringOr(&d, "kind") == "Status") {
     r.reason = std::string(json::StringOr(&d, "reason"));
     r.message = std::string(json::StringOr(&d, "message"));
@@ -749,11 +749,11 @@ Result Client::Do(const Request& rq) {
         Result r;
         r.code = code;
         if (!body.empty()) {
-          if (auto err = json::ParseUntrusted(body, r.object)) {
+          if (Status err = json::ParseUntrusted(body, r.object); !err.ok()) {
             r.code = 0;
             r.reason = "InvalidResponse";
             r.message = rq.method + " " + rq.target + ": undecodable answer (HTTP " +
-                        std::to_string(code) + "): " + *err;
+                        std::to_string(code) + "): " + err.message();
             r.object.SetNull();
           }
         }
@@ -1006,10 +1006,10 @@ WatchResult Client::Watch(std::string_view path, const WatchOptions& options,
 
   auto onValue = [&](std::string_view text) -> bool {
     json::Document doc;
-    if (auto err = json::ParseUntrusted(text, doc)) {
+    if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
       out.code = 0;
       out.reason = "InvalidWatchEvent";
-      out.message = "undecodable watch event: " + *err;
+      out.message = "undecodable watch event: " + err.message();
       failed = true;
       return false;
     }

@@ -245,14 +245,13 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
   // `body` and the arena outlive `doc` and everything the handler derives from it.
   json::RequestArena arena;
   json::Document doc(&arena.allocator());
-  json::ParseFailure failure = json::ParseFailure::kNone;
-  if (auto err = json::ParseUntrustedBorrowing(body, doc, &failure)) {
-    if (failure == json::ParseFailure::kTooManyValues) {
-      Reply r = PlainError(413, "request body is too large to parse: " + *err);
+  if (Status err = json::ParseUntrustedBorrowing(body, doc); !err.ok()) {
+    if (err.IsTooLarge()) {
+      Reply r = PlainError(413, "request body is too large to parse: " + err.message());
       r.tooManyValues = true;
       return r;
     }
-    return PlainError(400, "request body is not valid JSON: " + *err);
+    return PlainError(400, "request body is not valid JSON: " + err.message());
   }
   if (!doc.IsObject())
     return PlainError(400, "request body is not an AdmissionReview: not a JSON object");

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 #include "server/kube_client.h"
 
 namespace iw::test {
@@ -86,7 +86,7 @@ class Control {
     INFO(method << " " << path << " -> " << r->status << " " << r->body);
     REQUIRE(r->status < 300);
     json::Document d;
-    if (!r->body.empty()) REQUIRE_FALSE(json::ParseUntrusted(r->body, d).has_value());
+    if (!r->body.empty()) REQUIRE(json::ParseUntrusted(r->body, d).ok());
     return d;
   }
   void Faults(const std::string& json) { Call("POST", "/_test/faults", json); }
@@ -148,8 +148,8 @@ class Control {
 
 inline json::Document ParseJson(std::string_view text) {
   json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), *err);
+  Status err = json::ParseUntrusted(text, d);
+  REQUIRE_MESSAGE(err.ok(), err.message());
   return d;
 }
 

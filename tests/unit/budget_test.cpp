@@ -4,6 +4,7 @@
 
 #include "hooks/budget.h"
 #include "hooks/pod_update.h"
+#include "lib/rfc3339.h"
 #include "tests/unit/rollout_fixtures.h"
 
 using namespace iw;
@@ -90,7 +91,7 @@ TEST_CASE("a pod is available when Normal (or unlabelled) and Ready") {
 TEST_CASE(
     "availability counts minReadySeconds from Ready's lastTransitionTime, as the controller") {
   using std::chrono::seconds;
-  const auto t0 = *pod_update::ParseTime("2026-05-01T10:00:00Z");
+  const auto t0 = *rfc3339::Parse("2026-05-01T10:00:00Z");
   struct Case {
     const char* what;
     std::string conditions;

@@ -10,8 +10,8 @@
 #include "hooks/deployment_admission.h"
 #include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
-#include "hooks/json.h"
-#include "hooks/json_patch.h"
+#include "lib/json.h"
+#include "lib/json_patch.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -53,8 +53,8 @@ json::Document With(const json::Value& base, std::string_view patch) {
   doc.CopyFrom(base, doc.GetAllocator());
   if (patch.empty()) return doc;
   json::Document ops = Parse(patch);
-  auto err = json_patch::Apply(ops, doc);
-  REQUIRE_MESSAGE(!err.has_value(), (std::string(patch) + ": " + err.value_or("")));
+  Status err = json_patch::Apply(ops, doc);
+  REQUIRE_MESSAGE(err.ok(), (std::string(patch) + ": " + err.message()));
   return doc;
 }
 
@@ -119,8 +119,8 @@ json::Document Patched(const json::Value& object, const admission::Response& r) 
   out.CopyFrom(object, out.GetAllocator());
   if (r.patch.empty()) return out;
   json::Document ops = Parse(r.patch);
-  auto err = json_patch::Apply(ops, out);
-  REQUIRE_MESSAGE(!err.has_value(), err.value_or(""));
+  Status err = json_patch::Apply(ops, out);
+  REQUIRE_MESSAGE(err.ok(), err.message());
   return out;
 }
 
@@ -287,15 +287,15 @@ TEST_CASE("CheckDeploymentShape names the first field with a type Kubernetes nev
   for (const Row& row : rows) {
     const std::string patch = row.patch;
     CAPTURE(patch);
-    auto err = deployment::CheckDeploymentShape(Deployment(row.patch), "object");
+    Status s = deployment::CheckDeploymentShape(Deployment(row.patch), "object");
     if (row.message == nullptr) {
-      CHECK_FALSE(err.has_value());
+      CHECK(s.ok());
     } else {
-      REQUIRE(err.has_value());
-      CHECK(*err == std::string(row.message));
+      REQUIRE_FALSE(s.ok());
+      CHECK(s.message() == std::string(row.message));
     }
   }
-  CHECK(deployment::CheckDeploymentShape(Parse("[]"), "request.object") ==
+  CHECK(deployment::CheckDeploymentShape(Parse("[]"), "request.object").message() ==
         "request.object must be an object, got array");
 }
 

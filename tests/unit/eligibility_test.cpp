@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "hooks/eligibility.h"
-#include "hooks/json.h"
-#include "hooks/json_patch.h"
+#include "lib/json.h"
+#include "lib/json_patch.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -48,8 +48,8 @@ json::Document Patch(std::string_view base, std::string_view patch) {
   json::Document doc = Parse(base);
   if (patch.empty()) return doc;
   json::Document ops = Parse(patch);
-  auto err = json_patch::Apply(ops, doc);
-  REQUIRE_MESSAGE(!err.has_value(), (std::string(patch) + ": " + err.value_or("")));
+  Status err = json_patch::Apply(ops, doc);
+  REQUIRE_MESSAGE(err.ok(), (std::string(patch) + ": " + err.message()));
   return doc;
 }
 

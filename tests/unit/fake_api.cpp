@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "hooks/image_ref.h"
 #include "hooks/in_progress.h"
-#include "hooks/json_patch.h"
 #include "hooks/keys.h"
+#include "lib/image_ref.h"
+#include "lib/json_patch.h"
 
 namespace iw::fake {
 
@@ -430,13 +430,15 @@ kube::Result FakeApi::Patch(std::string_view path, kube::PatchType type, std::st
   auto it = objects_.find(key);
   if (it == objects_.end()) return Error(404, "NotFound", key + " not found");
   json::Document patch;
-  if (json::ParseUntrusted(body, patch)) return Error(400, "BadRequest", "patch is not JSON");
+  if (!json::ParseUntrusted(body, patch).ok()) return Error(400, "BadRequest", "patch is not JSON");
   json::Document next;
   next.CopyFrom(it->second, next.GetAllocator());
   // The resourceVersion a patch carries is a precondition: apply it to a version-less copy.
   std::string sent;
   if (type == kube::PatchType::kJson) {
-    if (auto err = json_patch::Apply(patch, next)) return Error(422, "Invalid", *err);
+    if (Status err = json_patch::Apply(patch, next); !err.ok()) {
+      return Error(422, "Invalid", err.message());
+    }
   } else {
     sent = std::string(Meta(patch, "resourceVersion"));
     if (type == kube::PatchType::kMerge) {
@@ -470,8 +472,8 @@ kube::Result FakeApi::Delete(std::string_view path) {
 
 std::string FakeApi::Put(std::string_view collection, std::string_view objectJson) {
   json::Document doc;
-  if (auto err = json::ParseUntrusted(objectJson, doc)) {
-    throw std::runtime_error("FakeApi::Put: " + *err + " in " + std::string(objectJson));
+  if (Status err = json::ParseUntrusted(objectJson, doc); !err.ok()) {
+    throw std::runtime_error("FakeApi::Put: " + err.message() + " in " + std::string(objectJson));
   }
   kube::Result r = Create(collection, doc);
   if (!r.Ok()) throw std::runtime_error("FakeApi::Put: " + r.message);

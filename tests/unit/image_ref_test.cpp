@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "hooks/image_ref.h"
+#include "lib/image_ref.h"
 
 using namespace iw;
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "hooks/json.h"
-#include "hooks/json_patch.h"
+#include "lib/json.h"
+#include "lib/json_patch.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -20,8 +20,8 @@ using test::Parse;
 std::string ApplyText(std::string_view docText, std::string_view patchText) {
   json::Document doc = Parse(docText);
   json::Document patch = Parse(patchText);
-  auto err = json_patch::Apply(patch, doc);
-  if (err) return "ERROR: " + *err;
+  Status err = json_patch::Apply(patch, doc);
+  if (!err.ok()) return "ERROR: " + err.message();
   return json::SerializeCanonical(doc);
 }
 
@@ -229,9 +229,9 @@ TEST_CASE("Apply is atomic: a failing operation leaves the document unchanged") 
     {"op":"add","path":"/new","value":1},
     {"op":"remove","path":"/b/missing"}
   ])");
-  auto err = json_patch::Apply(patch, doc);
-  REQUIRE(err.has_value());
-  CHECK(err->find("operation 4 (remove at \"/b/missing\")") != std::string::npos);
+  Status err = json_patch::Apply(patch, doc);
+  REQUIRE_FALSE(err.ok());
+  CHECK(err.message().find("operation 4 (remove at \"/b/missing\")") != std::string::npos);
   CHECK(json::Serialize(doc) == before);
 }
 
@@ -240,7 +240,7 @@ TEST_CASE("Apply keeps a patch allocated in the document's allocator valid") {
   json::Document target = Parse(R"({"a":2,"b":[true]})");
   json::Value patch = json_patch::Diff(doc, target, doc.GetAllocator());
   const std::string patchText = json::Serialize(patch);
-  REQUIRE_FALSE(json_patch::Apply(patch, doc).has_value());
+  REQUIRE(json_patch::Apply(patch, doc).ok());
   CHECK(json::Serialize(patch) == patchText);
   CHECK(json::SerializeCanonical(doc) == json::SerializeCanonical(target));
 }
@@ -256,9 +256,9 @@ TEST_CASE("Apply bounds what an untrusted patch can build") {
     ops += "]";
     json::Document patch = Parse(ops);
     const std::string before = json::Serialize(doc);
-    auto err = json_patch::Apply(patch, doc);
-    REQUIRE(err.has_value());
-    CHECK(err->find("copy operations would duplicate") != std::string::npos);
+    Status err = json_patch::Apply(patch, doc);
+    REQUIRE_FALSE(err.ok());
+    CHECK(err.message().find("copy operations would duplicate") != std::string::npos);
     CHECK(json::Serialize(doc) == before);
   }
   SUBCASE("nesting stays within json::kMaxDepth") {
@@ -276,13 +276,13 @@ TEST_CASE("Apply bounds what an untrusted patch can build") {
     json::Document fits = Parse(text);
     json::Document ok = Parse(R"([{"op":"add","path":")" + path + R"(/x","value":)" +
                               nested(json::kMaxDepth - 501) + "}]");
-    CHECK_FALSE(json_patch::Apply(ok, fits).has_value());
+    CHECK(json_patch::Apply(ok, fits).ok());
     json::Document tooDeep = Parse(text);
     json::Document bad = Parse(R"([{"op":"add","path":")" + path + R"(/x","value":)" +
                                nested(json::kMaxDepth - 500) + "}]");
-    auto err = json_patch::Apply(bad, tooDeep);
-    REQUIRE(err.has_value());
-    CHECK(err->find("nested deeper than 512") != std::string::npos);
+    Status err = json_patch::Apply(bad, tooDeep);
+    REQUIRE_FALSE(err.ok());
+    CHECK(err.message().find("nested deeper than 512") != std::string::npos);
   }
 }
 
@@ -408,8 +408,8 @@ void CheckRoundTrip(const json::Value& a, const json::Value& b) {
     json::Value patch = json_patch::Diff(from, to, scratch.GetAllocator());
     json::Document doc;
     doc.CopyFrom(from, doc.GetAllocator());
-    auto err = json_patch::Apply(patch, doc);
-    REQUIRE_MESSAGE(!err.has_value(), *err);
+    Status err = json_patch::Apply(patch, doc);
+    REQUIRE_MESSAGE(err.ok(), err.message());
     REQUIRE(json::SerializeCanonical(doc) == json::SerializeCanonical(to));
   }
 }

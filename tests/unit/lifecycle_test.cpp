@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "hooks/json.h"
 #include "hooks/lifecycle.h"
+#include "lib/json.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;

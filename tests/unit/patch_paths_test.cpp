@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "hooks/admission.h"
-#include "hooks/json.h"
-#include "hooks/json_patch.h"
+#include "lib/json.h"
+#include "lib/json_patch.h"
+#include "lib/rfc3339.h"
 #include "server/review_codec.h"
 #include "tests/unit/test_json.h"
 
@@ -30,8 +31,8 @@ std::string Applied(const json::Value& from, const json::Value& to) {
   json::Value patch = json_patch::Diff(from, to, scratch.GetAllocator());
   json::Document doc;
   static_cast<json::Value&>(doc) = json::Copy(from, doc.GetAllocator());
-  auto err = json_patch::Apply(patch, doc);
-  REQUIRE_MESSAGE(!err.has_value(), *err);
+  Status err = json_patch::Apply(patch, doc);
+  REQUIRE_MESSAGE(err.ok(), err.message());
   return json::Serialize(doc);
 }
 
@@ -106,7 +107,7 @@ TEST_CASE("Diff: member matching with many members, in or out of order") {
     json::Value patch = json_patch::Diff(from, to, scratch.GetAllocator());
     json::Document applied;
     applied.CopyFrom(from, applied.GetAllocator());
-    REQUIRE_FALSE(json_patch::Apply(patch, applied).has_value());
+    REQUIRE(json_patch::Apply(patch, applied).ok());
     CHECK(json::SerializeCanonical(applied) == json::SerializeCanonical(to));
   }
   // Exactly the operations needed: one remove, one add, one replace.
@@ -167,7 +168,7 @@ TEST_CASE("PatchedAt: the operations of a subtree diff carry its pointer") {
       R"([{"op":"add","path":"/labels/b","value":"2"},{"op":"remove","path":"/annotations/x~1y"}])");
 }
 
-TEST_CASE("Rfc3339 writes UTC with second precision") {
+TEST_CASE("rfc3339::Format writes UTC with second precision") {
   using std::chrono::seconds;
   using std::chrono::system_clock;
   struct Case {
@@ -182,7 +183,7 @@ TEST_CASE("Rfc3339 writes UTC with second precision") {
   };
   for (const Case& c : cases) {
     CAPTURE(c.unixSeconds);
-    CHECK(admission::Rfc3339(system_clock::time_point(seconds(c.unixSeconds))) == c.text);
+    CHECK(rfc3339::Format(system_clock::time_point(seconds(c.unixSeconds))) == c.text);
   }
 }
 

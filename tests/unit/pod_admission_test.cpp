@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "hooks/json.h"
-#include "hooks/json_patch.h"
 #include "hooks/pod_admission.h"
+#include "lib/json.h"
+#include "lib/json_patch.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -43,8 +43,8 @@ json::Document With(std::string_view base, std::string_view patch) {
   json::Document doc = Parse(base);
   if (patch.empty()) return doc;
   json::Document ops = Parse(patch);
-  auto err = json_patch::Apply(ops, doc);
-  REQUIRE_MESSAGE(!err.has_value(), (std::string(patch) + ": " + err.value_or("")));
+  Status err = json_patch::Apply(ops, doc);
+  REQUIRE_MESSAGE(err.ok(), (std::string(patch) + ": " + err.message()));
   return doc;
 }
 
@@ -76,8 +76,8 @@ json::Document Patched(const json::Value& object, const admission::Response& r) 
   out.CopyFrom(object, out.GetAllocator());
   if (r.patch.empty()) return out;
   json::Document ops = Parse(r.patch);
-  auto err = json_patch::Apply(ops, out);
-  REQUIRE_MESSAGE(!err.has_value(), err.value_or(""));
+  Status err = json_patch::Apply(ops, out);
+  REQUIRE_MESSAGE(err.ok(), err.message());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
+#include "lib/rfc3339.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
 
@@ -684,13 +685,12 @@ TEST_CASE("update-state round-trips and reads Kruise's shape") {
   CHECK_FALSE(pod_update::ParseUpdateState(R"({"updateTimestamp":"x"})").has_value());
 }
 
-TEST_CASE("ParseTime reads RFC 3339") {
-  CHECK(pod_update::ParseTime("2026-03-01T12:00:00Z") == T0());
-  CHECK(pod_update::ParseTime("2026-03-01T13:00:00+01:00") == T0());
-  CHECK(pod_update::ParseTime("2026-03-01T12:00:00.500000Z") ==
-        T0() + std::chrono::milliseconds(500));
-  CHECK_FALSE(pod_update::ParseTime("2026-03-01 12:00:00").has_value());
-  CHECK_FALSE(pod_update::ParseTime("2026-13-01T12:00:00Z").has_value());
-  CHECK_FALSE(pod_update::ParseTime("").has_value());
-  CHECK_FALSE(pod_update::ParseTime("2026-03-01T12:00:00").has_value());
+TEST_CASE("rfc3339::Parse reads RFC 3339") {
+  CHECK(rfc3339::Parse("2026-03-01T12:00:00Z") == T0());
+  CHECK(rfc3339::Parse("2026-03-01T13:00:00+01:00") == T0());
+  CHECK(rfc3339::Parse("2026-03-01T12:00:00.500000Z") == T0() + std::chrono::milliseconds(500));
+  CHECK_FALSE(rfc3339::Parse("2026-03-01 12:00:00").has_value());
+  CHECK_FALSE(rfc3339::Parse("2026-13-01T12:00:00Z").has_value());
+  CHECK_FALSE(rfc3339::Parse("").has_value());
+  CHECK_FALSE(rfc3339::Parse("2026-03-01T12:00:00").has_value());
 }

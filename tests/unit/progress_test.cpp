@@ -8,6 +8,7 @@
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
+#include "lib/rfc3339.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -15,7 +16,7 @@ using rollout::Clock;
 
 namespace {
 
-const Clock::time_point kNow = *pod_update::ParseTime("2026-01-01T00:10:00Z");
+const Clock::time_point kNow = *rfc3339::Parse("2026-01-01T00:10:00Z");
 
 // A paused Deployment under an in-place update with `conditions` (JSON array text).
 json::Document Deployment(const std::string& conditions, const std::string& deadline = "30",
@@ -214,7 +215,7 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
     CHECK((prog ? Field(prog, "status") + " " + Field(prog, "reason") : "-") == c.progressing);
     if (ours != nullptr) {
       CHECK(Field(ours, "lastUpdateTime") ==
-            (c.lastUpdate == "now" ? admission::Rfc3339(kNow) : c.lastUpdate));
+            (c.lastUpdate == "now" ? rfc3339::Format(kNow) : c.lastUpdate));
     }
     for (const rollout::Action& a : p.actions) {
       CHECK(a.resourceVersion.empty());
@@ -250,7 +251,7 @@ TEST_CASE("a stall report names the deadline; the requeue is when it falls due")
         "in-place update has timed out progressing: 1/3 pods updated to template b; no progress "
         "for 30s (progressDeadlineSeconds)");
   CHECK(Field(Written(stalled, keys::kProgressCondition), "lastTransitionTime") ==
-        admission::Rfc3339(kNow));  // True → False
+        rfc3339::Format(kNow));  // True → False
 }
 
 TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the condition") {

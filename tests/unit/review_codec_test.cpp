@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 #include "server/review_codec.h"
 #include "tests/unit/test_json.h"
 

@@ -12,8 +12,9 @@
 
 #include "hooks/admission.h"
 #include "hooks/in_progress.h"
-#include "hooks/json.h"
 #include "hooks/keys.h"
+#include "lib/json.h"
+#include "lib/rfc3339.h"
 
 namespace iw::fixtures {
 
@@ -26,13 +27,13 @@ inline Clock::time_point T0() {
   return Clock::from_time_t(1772366400);
 }
 inline std::string Ts(Clock::time_point t) {
-  return admission::Rfc3339(t);
+  return rfc3339::Format(t);
 }
 
 inline json::Document Parse(std::string_view text) {
   json::Document d;
-  if (auto err = json::ParseUntrusted(text, d)) {
-    throw std::runtime_error("bad fixture JSON: " + *err + ": " + std::string(text));
+  if (Status err = json::ParseUntrusted(text, d); !err.ok()) {
+    throw std::runtime_error("bad fixture JSON: " + err.message() + ": " + std::string(text));
   }
   return d;
 }

@@ -9,15 +9,15 @@
 #include <string>
 #include <string_view>
 
-#include "hooks/json.h"
+#include "lib/json.h"
 
 namespace iw::test {
 
 // Parses `text`, failing the current test (with the text as message) when it does not parse.
 inline json::Document Parse(std::string_view text) {
   json::Document d;
-  auto err = json::ParseUntrusted(text, d);
-  REQUIRE_MESSAGE(!err.has_value(), std::string(text));
+  Status err = json::ParseUntrusted(text, d);
+  REQUIRE_MESSAGE(err.ok(), std::string(text));
   return d;
 }
 

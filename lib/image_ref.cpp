@@ -1,4 +1,4 @@
-#include "hooks/image_ref.h"
+#include "lib/image_ref.h"
 
 #include <optional>
 

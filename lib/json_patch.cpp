@@ -1,4 +1,4 @@
-#include "hooks/json_patch.h"
+#include "lib/json_patch.h"
 
 #include <algorithm>
 #include <bit>
@@ -565,8 +565,8 @@ bool IsProperPrefix(const std::vector<std::string>& prefix, const std::vector<st
 
 // Checks the shape of operation `op` and fills `out`. Members not used by the operation are
 // ignored (RFC 6902 §4); a member given twice is an error (RFC 6902 Appendix A.13).
-std::optional<std::string> ParseOperation(const Value& op, Operation& out) {
-  if (!op.IsObject()) return std::string("is not an object");
+Status ParseOperation(const Value& op, Operation& out) {
+  if (!op.IsObject()) return Status::InvalidArgument("is not an object");
   const Value* opName = nullptr;
   const Value* path = nullptr;
   const Value* from = nullptr;
@@ -578,35 +578,42 @@ std::optional<std::string> ParseOperation(const Value& op, Operation& out) {
                          : name == "value" ? &out.value
                                            : nullptr;
     if (slot == nullptr) continue;
-    if (*slot != nullptr) return "member " + Quote(name) + " is given more than once";
+    if (*slot != nullptr)
+      return Status::InvalidArgument("member " + Quote(name) + " is given more than once");
     *slot = &m.value;
   }
-  if (opName == nullptr || !opName->IsString()) return std::string("\"op\" must be a string");
+  if (opName == nullptr || !opName->IsString())
+    return Status::InvalidArgument("\"op\" must be a string");
   out.name = json::View(*opName);
   auto kind = ParseOpName(out.name);
-  if (!kind) return "unknown op " + Quote(out.name);
+  if (!kind) return Status::InvalidArgument("unknown op " + Quote(out.name));
   out.kind = *kind;
-  if (path == nullptr || !path->IsString()) return std::string("\"path\" must be a string");
+  if (path == nullptr || !path->IsString())
+    return Status::InvalidArgument("\"path\" must be a string");
   out.path = json::View(*path);
   auto pathTokens = ParsePointer(out.path);
-  if (!pathTokens) return "\"path\" " + Quote(out.path) + " is not a JSON pointer";
+  if (!pathTokens)
+    return Status::InvalidArgument("\"path\" " + Quote(out.path) + " is not a JSON pointer");
   out.pathTokens = std::move(*pathTokens);
   if (out.kind == OpKind::kMove || out.kind == OpKind::kCopy) {
-    if (from == nullptr || !from->IsString()) return std::string("\"from\" must be a string");
+    if (from == nullptr || !from->IsString())
+      return Status::InvalidArgument("\"from\" must be a string");
     out.from = json::View(*from);
     auto fromTokens = ParsePointer(out.from);
-    if (!fromTokens) return "\"from\" " + Quote(out.from) + " is not a JSON pointer";
+    if (!fromTokens)
+      return Status::InvalidArgument("\"from\" " + Quote(out.from) + " is not a JSON pointer");
     out.fromTokens = std::move(*fromTokens);
   }
   if (out.kind == OpKind::kAdd || out.kind == OpKind::kReplace || out.kind == OpKind::kTest) {
-    if (out.value == nullptr) return std::string("\"value\" is missing");
+    if (out.value == nullptr) return Status::InvalidArgument("\"value\" is missing");
     if (Depth(*out.value, json::kMaxDepth) > json::kMaxDepth) {
-      return "\"value\" is nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+      return Status::InvalidArgument("\"value\" is nested deeper than " +
+                                     std::to_string(json::kMaxDepth) + " levels");
     }
   } else {
     out.value = nullptr;
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 // Fails when a value of bracket depth `valueDepth` placed at `tokens` would nest too deep.
@@ -692,17 +699,18 @@ json::Value Diff(const json::Value& from, const json::Value& to, json::Allocator
   return patch;
 }
 
-std::optional<std::string> Apply(const json::Value& patch, json::Document& doc) {
-  if (!patch.IsArray()) return std::string("JSON Patch must be an array of operations");
+Status Apply(const json::Value& patch, json::Document& doc) {
+  if (!patch.IsArray()) return Status::InvalidArgument("JSON Patch must be an array of operations");
   std::vector<Operation> ops(patch.Size());
   for (rapidjson::SizeType i = 0; i < patch.Size(); ++i) {
-    if (auto err = ParseOperation(patch[i], ops[i])) {
+    if (Status err = ParseOperation(patch[i], ops[i]); !err.ok()) {
       const Operation* named = ops[i].path.data() != nullptr ? &ops[i] : nullptr;
-      return OperationError(i, named, *err);
+      return Status::InvalidArgument(OperationError(i, named, err.message()));
     }
   }
   if (Depth(doc, json::kMaxDepth) > json::kMaxDepth) {
-    return "document is nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+    return Status::InvalidArgument("document is nested deeper than " +
+                                   std::to_string(json::kMaxDepth) + " levels");
   }
   std::size_t copyBudget = CountValues(doc);
   for (const auto& op : ops) {
@@ -715,10 +723,12 @@ std::optional<std::string> Apply(const json::Value& patch, json::Document& doc) 
   Value work(doc, alloc);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     std::string error;
-    if (!Run(ops[i], work, alloc, copyBudget, error)) return OperationError(i, &ops[i], error);
+    if (!Run(ops[i], work, alloc, copyBudget, error)) {
+      return Status::InvalidArgument(OperationError(i, &ops[i], error));
+    }
   }
   static_cast<Value&>(doc) = work;  // moves
-  return std::nullopt;
+  return Status::Ok();
 }
 
 }  // namespace iw::json_patch

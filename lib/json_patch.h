@@ -5,7 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "hooks/json.h"
+#include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw::json_patch {
 
@@ -16,8 +17,8 @@ namespace iw::json_patch {
 json::Value Diff(const json::Value& from, const json::Value& to, json::Allocator& alloc);
 
 // Applies `patch` (an array of operations: add, remove, replace, move, copy, test) to `doc` in
-// place, atomically: on error `doc` is left unchanged and the message names the failing
-// operation's index and path.
-std::optional<std::string> Apply(const json::Value& patch, json::Document& doc);
+// place, atomically: on failure (InvalidArgument) `doc` is left unchanged and the message names
+// the failing operation's index and path.
+Status Apply(const json::Value& patch, json::Document& doc);
 
 }  // namespace iw::json_patch

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "lib/status.h"
+
 namespace iw::json {
 
 using Value = rapidjson::Value;
@@ -24,26 +26,20 @@ inline constexpr int kMaxDepth = 512;
 // the API server's 1.5 MiB object limit holds ~100,000 values in practice.
 inline constexpr std::size_t kMaxValues = 500000;
 
-// Why ParseUntrusted failed.
-enum class ParseFailure { kNone, kSyntax, kTooDeep, kTooManyValues };
-
 // Parses `text` (after a UTF-8 byte order mark, if any) into `out` in one forward pass without
 // recursion, validating UTF-8 (RFC 3629; also what \u escapes decode to: an unpaired surrogate is
 // an error) and rejecting nesting deeper than kMaxDepth. Strings are copied into `out`'s
 // allocator; numbers convert exactly as RapidJSON converts them. A text of more than `maxValues`
 // values (member names included) is rejected before anything is built (only a text of more than
-// 2 * maxValues - 1 bytes can hold that many; such a text is counted first, in one scan). Returns
-// an error message (RapidJSON's wording, with the byte offset), or nullopt on success, and sets
-// `*failure` when given; on error `out` keeps its previous value.
-std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
-                                          ParseFailure* failure = nullptr,
-                                          std::size_t maxValues = kMaxValues);
+// 2 * maxValues - 1 bytes can hold that many; such a text is counted first, in one scan).
+// Failure: TooLarge for too many values, InvalidArgument otherwise (RapidJSON's wording, with the
+// byte offset); on failure `out` keeps its previous value.
+Status ParseUntrusted(std::string_view text, Document& out, std::size_t maxValues = kMaxValues);
 // As ParseUntrusted, but strings without escapes point into `text` instead of being copied (as
 // constant strings, which Value(v, alloc) copies by reference too): `text` must outlive `out` and
 // every value copied from it. For a request body answered before it is released.
-std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out,
-                                                   ParseFailure* failure = nullptr,
-                                                   std::size_t maxValues = kMaxValues);
+Status ParseUntrustedBorrowing(std::string_view text, Document& out,
+                               std::size_t maxValues = kMaxValues);
 
 // Memory for the documents of one request, kept by the thread between requests: a pool allocator
 // whose first chunk is a per-thread buffer sized to the largest recent request (within a

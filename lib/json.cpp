@@ -1,4 +1,4 @@
-#include "hooks/json.h"
+#include "lib/json.h"
 
 #include <rapidjson/error/en.h>
 #include <rapidjson/internal/dtoa.h>
@@ -815,44 +815,38 @@ std::size_t ValueBoundPassedAt(std::string_view text, std::size_t limit) {
   return std::string_view::npos;
 }
 
-std::optional<std::string> Parse(std::string_view text, Document& out, bool borrow,
-                                 ParseFailure* failure, std::size_t maxValues) {
-  if (failure != nullptr) *failure = ParseFailure::kNone;
+Status Parse(std::string_view text, Document& out, bool borrow, std::size_t maxValues) {
   // A text of L bytes holds at most (L + 1) / 2 values: only longer ones can pass the bound, and
   // they are counted before anything is built (the parser's own loop stays as fast as it was).
   if ((text.size() + 1) / 2 > maxValues) {
     if (std::size_t at = ValueBoundPassedAt(text, maxValues); at != std::string_view::npos) {
-      if (failure != nullptr) *failure = ParseFailure::kTooManyValues;
-      return "JSON has more than " + std::to_string(maxValues) + " values (at offset " +
-             std::to_string(at) + ")";
+      return Status::TooLarge("JSON has more than " + std::to_string(maxValues) +
+                              " values (at offset " + std::to_string(at) + ")");
     }
   }
   Parser parser(text, out, borrow);
   auto generate = [&parser](Document&) { return parser.Run(); };
   out.Populate(generate);
   const ParseError& e = parser.error();
-  if (failure != nullptr && e.tooDeep) *failure = ParseFailure::kTooDeep;
-  if (failure != nullptr && !e.tooDeep && e.code != rapidjson::kParseErrorNone) {
-    *failure = ParseFailure::kSyntax;
+  if (e.tooDeep) {
+    return Status::InvalidArgument("JSON nested deeper than " + std::to_string(kMaxDepth) +
+                                   " levels");
   }
-  if (e.tooDeep) return "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels";
   if (e.code != rapidjson::kParseErrorNone) {
-    return std::string(rapidjson::GetParseError_En(e.code)) + " at offset " +
-           std::to_string(e.offset);
+    return Status::InvalidArgument(std::string(rapidjson::GetParseError_En(e.code)) +
+                                   " at offset " + std::to_string(e.offset));
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 }  // namespace
 
-std::optional<std::string> ParseUntrusted(std::string_view text, Document& out,
-                                          ParseFailure* failure, std::size_t maxValues) {
-  return Parse(text, out, /*borrow=*/false, failure, maxValues);
+Status ParseUntrusted(std::string_view text, Document& out, std::size_t maxValues) {
+  return Parse(text, out, /*borrow=*/false, maxValues);
 }
 
-std::optional<std::string> ParseUntrustedBorrowing(std::string_view text, Document& out,
-                                                   ParseFailure* failure, std::size_t maxValues) {
-  return Parse(text, out, /*borrow=*/true, failure, maxValues);
+Status ParseUntrustedBorrowing(std::string_view text, Document& out, std::size_t maxValues) {
+  return Parse(text, out, /*borrow=*/true, maxValues);
 }
 
 Value Copy(const Value& value, Allocator& alloc) {

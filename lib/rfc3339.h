@@ -1,0 +1,24 @@
+// RFC 3339 timestamps as Kubernetes writes them (metav1.Time: UTC, second precision) and reads them
+// (fractions and offsets accepted).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace iw::rfc3339 {
+
+using Clock = std::chrono::system_clock;
+
+// Formats `t` in UTC with second precision: 2026-11-29T17:48:57Z.
+std::string Format(Clock::time_point t);
+
+// Parses `2026-11-29T17:48:57Z`, with an optional fraction and a `Z` or `±HH:MM` offset; nullopt
+// for anything else.
+std::optional<Clock::time_point> Parse(std::string_view text);
+
+// Exactly the form Format writes (`dddd-dd-ddTdd:dd:ddZ`).
+bool IsCanonical(std::string_view text);
+
+}  // namespace iw::rfc3339
