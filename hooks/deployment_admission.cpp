@@ -73,10 +73,8 @@ std::string DenialMessage(const Decision& d, const json::Value& object) {
 
 // The lifecycle/policy annotations parse (opted-in objects). Drain (markPodNotReady, a grace
 // period) needs no readiness gate in the template: the pod webhook adds it to new pods.
-std::optional<std::string> CheckSettings(const json::Value& object) {
-  std::string error;
-  if (!lifecycle::ReadSettings(object, error)) return error;
-  return std::nullopt;
+Status CheckSettings(const json::Value& object) {
+  return lifecycle::ReadSettings(object).status();
 }
 
 // A template that declares the readiness gate itself gives it to pods created when nothing of ours
@@ -108,7 +106,7 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   const json::Value& object = *req.object;
   if (BeingDeleted(object)) return Allowed();
   if (deployment::IsOptedIn(object)) {
-    if (auto err = CheckSettings(object)) return Denied(*err);
+    if (Status s = CheckSettings(object); !s.ok()) return Denied(s.message());
   }
   auto allowed = [&object] {
     Response r = Allowed();

@@ -201,6 +201,12 @@ std::string DeploymentRef(const json::Value& deployment) {
          std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME"));
 }
 
+// The in-progress record the write carries, when it parses (the written record is never trusted;
+// it is only compared with the stored one).
+std::optional<InProgress> WrittenRecord(const json::Value& newD) {
+  return ParseInProgressOrNone(Annotation(newD, keys::kInProgressAnnotation));
+}
+
 // Who holds the pause of a running update after this write (DESIGN.md §8.5): `record`'s
 // pausedByUs as stored (with `to` already decided), changed only by the user's pause command, a
 // written record that differs from `record` in pausedByUs alone (the command's own result, seen
@@ -209,9 +215,7 @@ std::string DeploymentRef(const json::Value& deployment) {
 bool DecidePause(Decision& d, InProgress& record, const json::Value& oldD,
                  const json::Value& newD) {
   const bool before = record.pausedByUs;
-  std::string error;
-  std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
-  std::optional<InProgress> w = written ? ParseInProgress(*written, error) : std::nullopt;
+  const std::optional<InProgress> w = WrittenRecord(newD);
   if (Annotation(newD, keys::kPauseAnnotation)) {
     d.dropPauseCommand = true;
     if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) record.pausedByUs = false;
@@ -250,10 +254,7 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json:
   }
   if (record->abortRequestedAt.empty()) {
     record->abortRequestedAt = rfc3339::Format(ctx.now);
-    std::string error;
-    std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
-    std::optional<InProgress> w = written ? ParseInProgress(*written, error) : std::nullopt;
-    if (w) {
+    if (const std::optional<InProgress> w = WrittenRecord(newD)) {
       InProgress other = *w;
       other.abortRequestedAt = record->abortRequestedAt;
       const std::optional<pod_update::Clock::time_point> at = rfc3339::Parse(w->abortRequestedAt);
@@ -292,8 +293,9 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
   d.action = Action::kKeep;
   d.paused = true;
   d.inProgress = std::string(stored);
-  std::string error;
-  std::optional<InProgress> record = ParseInProgress(stored, error);
+  StatusOr<InProgress> parsed = ParseInProgress(stored);
+  std::optional<InProgress> record;
+  if (parsed.ok()) record = *std::move(parsed);
   auto end = [&](std::string why) {
     d.action = Action::kEnd;
     // A malformed record: pausedByUs is unknown; leave paused as the user wrote it.
@@ -318,7 +320,8 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
     return d;
   }
   if (!record) {
-    d.reason = "the stored in-progress record is malformed (" + error + "); the loop aborts it";
+    d.reason = "the stored in-progress record is malformed (" + parsed.status().message() +
+               "); the loop aborts it";
     return d;
   }
   auto notEligible = [&](const eligibility::Result& r) {
@@ -329,9 +332,9 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
     return d;
   };
   if (!IsOptedIn(newD)) return end("Deployment label inplace-webhook.io/enabled removed");
-  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(newD, error);
-  if (!settings) {
-    d.reason = error + " (the validator denies this write)";
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
+  if (!settings.ok()) {
+    d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
   eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
@@ -382,10 +385,9 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
         Warning("in-place update not possible (" + why + "): a normal rollout follows"));
     return d;
   };
-  std::string error;
-  std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(newD, error);
-  if (!settings) {
-    d.reason = error + " (the validator denies this write)";
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
+  if (!settings.ok()) {
+    d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
   eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
@@ -412,10 +414,9 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
   InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !IsPaused(oldD),
                     rfc3339::Format(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then.
-  if (std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation)) {
-    std::optional<InProgress> w = ParseInProgress(*written, error);
+  if (const std::optional<InProgress> w = WrittenRecord(newD)) {
     // (pausedByUs false with a pause issued in the starting write: the pause command's result.)
-    if (w && w->from == record.from && w->to == record.to &&
+    if (w->from == record.from && w->to == record.to &&
         (w->pausedByUs == record.pausedByUs || !w->pausedByUs) &&
         rfc3339::IsCanonical(w->startedAt)) {
       record.startedAt = w->startedAt;
@@ -573,9 +574,7 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
     d.dropPauseCommand = true;
     if (pause == keys::kTrue) {
       d.paused = true;
-      std::string error;
-      std::optional<InProgress> record =
-          d.inProgress ? ParseInProgress(*d.inProgress, error) : std::nullopt;
+      std::optional<InProgress> record = ParseInProgressOrNone(d.inProgress);
       if (record && record->pausedByUs) {
         record->pausedByUs = false;
         d.inProgress = SerializeInProgress(*record);

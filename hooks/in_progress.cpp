@@ -38,12 +38,11 @@ std::string Sha256Hex(std::string_view data) {
 
 }  // namespace
 
-std::optional<InProgress> ParseInProgress(std::string_view text, std::string& error) {
+StatusOr<InProgress> ParseInProgress(std::string_view text) {
   json::Document doc;
   if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
-    error = "in-progress record is not valid JSON (" + err.message() + "); expected " +
-            std::string(kShape);
-    return std::nullopt;
+    return Status::InvalidArgument("in-progress record is not valid JSON (" + err.message() +
+                                   "); expected " + std::string(kShape));
   }
   const json::Value* from = json::Find(&doc, "from");
   const json::Value* to = json::Find(&doc, "to");
@@ -52,13 +51,11 @@ std::optional<InProgress> ParseInProgress(std::string_view text, std::string& er
   if (from == nullptr || !from->IsString() || from->GetStringLength() == 0 || to == nullptr ||
       !to->IsString() || to->GetStringLength() == 0 || pausedByUs == nullptr ||
       !pausedByUs->IsBool() || startedAt == nullptr || !startedAt->IsString()) {
-    error = "in-progress record must be " + std::string(kShape);
-    return std::nullopt;
+    return Status::InvalidArgument("in-progress record must be " + std::string(kShape));
   }
   const json::Value* abortAt = json::Find(&doc, "abortRequestedAt");
   if (abortAt != nullptr && !abortAt->IsString()) {
-    error = "in-progress record's abortRequestedAt must be a string";
-    return std::nullopt;
+    return Status::InvalidArgument("in-progress record's abortRequestedAt must be a string");
   }
   return InProgress{std::string(json::View(*from)), std::string(json::View(*to)),
                     pausedByUs->GetBool(), std::string(json::View(*startedAt)),
@@ -86,15 +83,21 @@ std::string SerializeInProgress(const InProgress& record) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-std::optional<InProgress> ReadInProgress(const json::Value& deployment, std::string& error) {
+StatusOr<std::optional<InProgress>> ReadInProgress(const json::Value& deployment) {
   const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
   const json::Value* v = json::Find(annotations, keys::kInProgressAnnotation);
-  if (v == nullptr) return std::nullopt;
-  if (!v->IsString()) {
-    error = "in-progress annotation must be a string";
-    return std::nullopt;
-  }
-  return ParseInProgress(json::View(*v), error);
+  if (v == nullptr) return std::optional<InProgress>();
+  if (!v->IsString()) return Status::InvalidArgument("in-progress annotation must be a string");
+  StatusOr<InProgress> parsed = ParseInProgress(json::View(*v));
+  if (!parsed.ok()) return parsed.status();
+  return std::optional<InProgress>(*std::move(parsed));
+}
+
+std::optional<InProgress> ParseInProgressOrNone(std::optional<std::string_view> text) {
+  if (!text) return std::nullopt;
+  StatusOr<InProgress> parsed = ParseInProgress(*text);
+  if (!parsed.ok()) return std::nullopt;
+  return *std::move(parsed);
 }
 
 std::string TemplateHash(const json::Value& podTemplate) {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw {
 
@@ -23,14 +24,17 @@ struct InProgress {
   bool operator==(const InProgress&) const = default;
 };
 
-// Parses the annotation text; nullopt (with `error`) when it is not the shape above.
-std::optional<InProgress> ParseInProgress(std::string_view text, std::string& error);
+// Parses the annotation text; InvalidArgument when it is not the shape above.
+StatusOr<InProgress> ParseInProgress(std::string_view text);
+// The record in `text` when there is one and it parses; nullopt otherwise (for a decision that
+// treats a malformed record written by someone else as absent).
+std::optional<InProgress> ParseInProgressOrNone(std::optional<std::string_view> text);
 // Serialises with keys in the order above, so equal records give equal text.
 std::string SerializeInProgress(const InProgress& record);
 
-// Reads the annotation from a Deployment; nullopt when absent. `error` is set when present but
+// Reads the annotation from a Deployment: nullopt when absent, InvalidArgument when present but
 // malformed (the caller decides: the mutator treats it as absent-and-restored, the loop aborts).
-std::optional<InProgress> ReadInProgress(const json::Value& deployment, std::string& error);
+StatusOr<std::optional<InProgress>> ReadInProgress(const json::Value& deployment);
 
 // The stable hash of a pod template (spec.template of a Deployment or ReplicaSet), ignoring the
 // `pod-template-hash` label. Algorithm: copy the template; delete metadata.labels

@@ -12,10 +12,9 @@ constexpr std::string_view kLifecycleShape =
 constexpr std::string_view kPolicyShape =
     R"({"annotations":["prefix/*","exact-key"],"gracePeriodSeconds":0})";
 
-// Sets `error` to "<annotation key>: <message>" and returns false.
-bool Fail(std::string& error, std::string_view annotation, std::string_view message) {
-  error = std::string(annotation) + ": " + std::string(message);
-  return false;
+// InvalidArgument "<annotation key>: <message>".
+Status Fail(std::string_view annotation, std::string_view message) {
+  return Status::InvalidArgument(std::string(annotation) + ": " + std::string(message));
 }
 
 // A whole number within `long long`, written as a JSON integer (or a float with no fraction).
@@ -31,51 +30,49 @@ std::optional<long long> WholeNumber(const json::Value& v) {
   return std::nullopt;
 }
 
-bool ParseHook(const json::Value& v, std::string_view field, Hook& out, std::string& error) {
+Status ParseHook(const json::Value& v, std::string_view field, Hook& out) {
   const std::string_view a = keys::kLifecycleAnnotation;
   const std::string f(field);
   if (!v.IsObject())
-    return Fail(error, a, f + " must be an object; expected " + std::string(kLifecycleShape));
+    return Fail(a, f + " must be an object; expected " + std::string(kLifecycleShape));
   for (const auto& m : v.GetObject()) {
     const std::string_view name = json::View(m.name);
     const json::Value& value = m.value;
     if (name == "labelsHandler") {
       if (value.IsNull()) continue;
       if (!value.IsObject())
-        return Fail(error, a, f + ".labelsHandler must be an object of string values");
+        return Fail(a, f + ".labelsHandler must be an object of string values");
       for (const auto& l : value.GetObject()) {
         if (!l.value.IsString()) {
-          return Fail(error, a, f + ".labelsHandler must be an object of string values");
+          return Fail(a, f + ".labelsHandler must be an object of string values");
         }
         out.labelsHandler[std::string(json::View(l.name))] = std::string(json::View(l.value));
       }
     } else if (name == "finalizersHandler") {
       if (value.IsNull()) continue;
-      if (!value.IsArray())
-        return Fail(error, a, f + ".finalizersHandler must be an array of strings");
+      if (!value.IsArray()) return Fail(a, f + ".finalizersHandler must be an array of strings");
       for (const auto& e : value.GetArray()) {
         if (!e.IsString() || e.GetStringLength() == 0) {
-          return Fail(error, a, f + ".finalizersHandler must be an array of non-empty strings");
+          return Fail(a, f + ".finalizersHandler must be an array of non-empty strings");
         }
         out.finalizersHandler.emplace_back(json::View(e));
       }
     } else if (name == "markPodNotReady") {
       if (value.IsNull()) continue;
-      if (!value.IsBool()) return Fail(error, a, f + ".markPodNotReady must be true or false");
+      if (!value.IsBool()) return Fail(a, f + ".markPodNotReady must be true or false");
       out.markPodNotReady = value.GetBool();
     } else if (name == "timeoutSeconds") {
       if (value.IsNull()) continue;
       std::optional<long long> n = WholeNumber(value);
-      if (!n || *n <= 0) return Fail(error, a, f + ".timeoutSeconds must be a positive integer");
+      if (!n || *n <= 0) return Fail(a, f + ".timeoutSeconds must be a positive integer");
       out.timeoutSeconds = *n;
     } else {
       return Fail(
-          error, a,
-          "unknown field " + f + "." + std::string(name) +
-              "; a hook has labelsHandler, finalizersHandler, markPodNotReady, timeoutSeconds");
+          a, "unknown field " + f + "." + std::string(name) +
+                 "; a hook has labelsHandler, finalizersHandler, markPodNotReady, timeoutSeconds");
     }
   }
-  return true;
+  return Status::Ok();
 }
 
 bool HasLabel(const json::Value& pod, const std::string& key, const std::string& value) {
@@ -117,17 +114,15 @@ bool Policy::AllowsAnnotation(std::string_view key) const {
   return false;
 }
 
-std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& error) {
+StatusOr<Lifecycle> ParseLifecycle(std::string_view text) {
   const std::string_view a = keys::kLifecycleAnnotation;
   json::Document doc;
   if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
-    Fail(error, a,
-         "not valid JSON (" + err.message() + "); expected " + std::string(kLifecycleShape));
-    return std::nullopt;
+    return Fail(a,
+                "not valid JSON (" + err.message() + "); expected " + std::string(kLifecycleShape));
   }
   if (!doc.IsObject()) {
-    Fail(error, a, "must be a JSON object; expected " + std::string(kLifecycleShape));
-    return std::nullopt;
+    return Fail(a, "must be a JSON object; expected " + std::string(kLifecycleShape));
   }
   Lifecycle out;
   for (const auto& m : doc.GetObject()) {
@@ -140,29 +135,26 @@ std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& erro
     } else if (name == "postUpdate") {
       slot = &out.postUpdate;
     } else {
-      Fail(error, a,
-           "unknown field " + std::string(name) + "; expected " + std::string(kLifecycleShape));
-      return std::nullopt;
+      return Fail(
+          a, "unknown field " + std::string(name) + "; expected " + std::string(kLifecycleShape));
     }
     if (m.value.IsNull()) continue;
     Hook hook;
-    if (!ParseHook(m.value, name, hook, error)) return std::nullopt;
+    if (Status st = ParseHook(m.value, name, hook); !st.ok()) return st;
     *slot = std::move(hook);
   }
   return out;
 }
 
-std::optional<Policy> ParsePolicy(std::string_view text, std::string& error) {
+StatusOr<Policy> ParsePolicy(std::string_view text) {
   const std::string_view a = keys::kPolicyAnnotation;
   const std::string shape(kPolicyShape);
   json::Document doc;
   if (Status err = json::ParseUntrusted(text, doc); !err.ok()) {
-    Fail(error, a, "not valid JSON (" + err.message() + "); expected " + shape);
-    return std::nullopt;
+    return Fail(a, "not valid JSON (" + err.message() + "); expected " + shape);
   }
   if (!doc.IsObject()) {
-    Fail(error, a, "must be a JSON object; expected " + shape);
-    return std::nullopt;
+    return Fail(a, "must be a JSON object; expected " + shape);
   }
   Policy out;
   for (const auto& m : doc.GetObject()) {
@@ -171,18 +163,15 @@ std::optional<Policy> ParsePolicy(std::string_view text, std::string& error) {
     if (name == "annotations") {
       if (value.IsNull()) continue;
       if (!value.IsArray()) {
-        Fail(error, a, "annotations must be an array of annotation keys or prefix/* patterns");
-        return std::nullopt;
+        return Fail(a, "annotations must be an array of annotation keys or prefix/* patterns");
       }
       for (const auto& e : value.GetArray()) {
         if (!e.IsString() || e.GetStringLength() == 0) {
-          Fail(error, a, "annotations must be an array of non-empty strings");
-          return std::nullopt;
+          return Fail(a, "annotations must be an array of non-empty strings");
         }
         std::string pattern(json::View(e));
         if (pattern.find('*') < pattern.size() - 1) {
-          Fail(error, a, "annotations pattern \"" + pattern + "\": only a trailing * is supported");
-          return std::nullopt;
+          return Fail(a, "annotations pattern \"" + pattern + "\": only a trailing * is supported");
         }
         out.annotations.push_back(std::move(pattern));
       }
@@ -190,37 +179,33 @@ std::optional<Policy> ParsePolicy(std::string_view text, std::string& error) {
       if (value.IsNull()) continue;
       std::optional<long long> n = WholeNumber(value);
       if (!n || *n < 0) {
-        Fail(error, a, "gracePeriodSeconds must be an integer >= 0");
-        return std::nullopt;
+        return Fail(a, "gracePeriodSeconds must be an integer >= 0");
       }
       out.gracePeriodSeconds = *n;
     } else {
-      Fail(error, a, "unknown field " + std::string(name) + "; expected " + shape);
-      return std::nullopt;
+      return Fail(a, "unknown field " + std::string(name) + "; expected " + shape);
     }
   }
   return out;
 }
 
-std::optional<Settings> ReadSettings(const json::Value& deployment, std::string& error) {
+StatusOr<Settings> ReadSettings(const json::Value& deployment) {
   const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
   Settings out;
   if (const json::Value* v = json::Find(annotations, keys::kLifecycleAnnotation)) {
     if (!v->IsString()) {
-      Fail(error, keys::kLifecycleAnnotation, "annotation value must be a string");
-      return std::nullopt;
+      return Fail(keys::kLifecycleAnnotation, "annotation value must be a string");
     }
-    auto parsed = ParseLifecycle(json::View(*v), error);
-    if (!parsed) return std::nullopt;
+    StatusOr<Lifecycle> parsed = ParseLifecycle(json::View(*v));
+    if (!parsed.ok()) return parsed.status();
     out.lifecycle = std::move(*parsed);
   }
   if (const json::Value* v = json::Find(annotations, keys::kPolicyAnnotation)) {
     if (!v->IsString()) {
-      Fail(error, keys::kPolicyAnnotation, "annotation value must be a string");
-      return std::nullopt;
+      return Fail(keys::kPolicyAnnotation, "annotation value must be a string");
     }
-    auto parsed = ParsePolicy(json::View(*v), error);
-    if (!parsed) return std::nullopt;
+    StatusOr<Policy> parsed = ParsePolicy(json::View(*v));
+    if (!parsed.ok()) return parsed.status();
     out.policy = std::move(*parsed);
   }
   return out;

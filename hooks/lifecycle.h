@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw::lifecycle {
 
@@ -48,18 +49,19 @@ struct Policy {
   bool AllowsAnnotation(std::string_view key) const;
 };
 
-// Parses the annotation text. On error returns nullopt and sets `error` to a message naming the
-// offending field and the expected shape, e.g.
-// `inplace-webhook.io/lifecycle: inPlaceUpdate.labelsHandler must be an object of string values`.
-std::optional<Lifecycle> ParseLifecycle(std::string_view text, std::string& error);
-std::optional<Policy> ParsePolicy(std::string_view text, std::string& error);
+// Parses the annotation text. InvalidArgument names the offending field and the expected shape,
+// e.g. `inplace-webhook.io/lifecycle: inPlaceUpdate.labelsHandler must be an object of string
+// values`.
+StatusOr<Lifecycle> ParseLifecycle(std::string_view text);
+StatusOr<Policy> ParsePolicy(std::string_view text);
 
-// Reads both annotations from a Deployment's metadata.annotations (absent → defaults).
+// Reads both annotations from a Deployment's metadata.annotations (absent → defaults); fails as
+// ParseLifecycle/ParsePolicy do.
 struct Settings {
   Lifecycle lifecycle;
   Policy policy;
 };
-std::optional<Settings> ReadSettings(const json::Value& deployment, std::string& error);
+StatusOr<Settings> ReadSettings(const json::Value& deployment);
 
 // Kruise's IsPodHooked: any handler label matches exactly or any handler finalizer is present.
 // An empty hook is never hooked.

@@ -342,9 +342,8 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
 
 }  // namespace
 
-std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
-                                 const lifecycle::Policy& policy, std::string from, std::string to,
-                                 std::string& error) {
+StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+                            const lifecycle::Policy& policy, std::string from, std::string to) {
   // The base comes from a ReplicaSet: its hash label is not part of the template's meaning.
   json::Document base;
   base.CopyFrom(baseTemplate, base.GetAllocator());
@@ -353,8 +352,8 @@ std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Va
   }
   eligibility::Result r = eligibility::CompareTemplates(&base, &targetTemplate, policy);
   if (r.verdict == eligibility::Verdict::kNotEligible) {
-    error = "the change of " + r.blockingPath + " cannot be applied in place (" + r.reason + ")";
-    return std::nullopt;
+    return Status::InvalidArgument("the change of " + r.blockingPath +
+                                   " cannot be applied in place (" + r.reason + ")");
   }
   Target t;
   t.from = std::move(from);

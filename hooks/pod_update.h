@@ -58,11 +58,10 @@ struct Target {
   lifecycle::Policy policy;
 };
 
-// Builds the Target. `error` is set (and nullopt returned) when the difference is not one that
-// can be applied in place (a non-eligible change reached the loop, e.g. past a failed webhook).
-std::optional<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
-                                 const lifecycle::Policy& policy, std::string from, std::string to,
-                                 std::string& error);
+// Builds the Target; InvalidArgument when the difference is not one that can be applied in place
+// (a non-eligible change reached the loop, e.g. past a failed webhook).
+StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+                            const lifecycle::Policy& policy, std::string from, std::string to);
 
 // The hook rules of the Deployment, resolved for the two phases.
 struct Rules {

@@ -167,10 +167,9 @@ void AddProgress(rollout::Plan& plan, const Value& d, Clock::time_point now) {
     } else {
       // No progress since lastUpdateTime.
       // A user's pause holds the update: no deadline, as the controller has none while paused.
-      std::string error;
-      const std::optional<InProgress> record = ReadInProgress(d, error);
-      const std::optional<int> deadline =
-          record && !record->pausedByUs ? std::nullopt : ProgressDeadline(d);
+      const StatusOr<std::optional<InProgress>> record = ReadInProgress(d);
+      const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
+      const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
       const auto due = *last + std::chrono::seconds(deadline.value_or(0));
       if (deadline && now >= due) {
         stalled = true;

@@ -594,11 +594,13 @@ Plan PlanRollout(const Snapshot& s) {
   const Value& d = *s.deployment;
   if (json::Find(json::Find(&d, "metadata"), "deletionTimestamp") != nullptr) return plan;
 
-  std::string error;
-  std::optional<InProgress> record = ReadInProgress(d, error);
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(d);
+  if (!read.ok()) {
+    return Abort(s, d, std::nullopt, "malformed in-progress record: " + read.status().message(),
+                 s.now);
+  }
+  const std::optional<InProgress> record = *std::move(read);
   if (!record) {
-    if (!error.empty())
-      return Abort(s, d, std::nullopt, "malformed in-progress record: " + error, s.now);
     // No in-place update; pods it left out of service when it ended without us (the webhook ends
     // an abort no loop acted on, DESIGN.md §9.8) go back in service.
     ReleasePods(plan, s, d, "update ended without the loop");
@@ -619,8 +621,8 @@ Plan PlanRollout(const Snapshot& s) {
                    "webhook); the native rollout takes over",
                    s.now);
     }
-    std::optional<lifecycle::Settings> settings = lifecycle::ReadSettings(d, error);
-    if (!settings) return Abort(s, d, record, error, s.now);
+    StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d);
+    if (!settings.ok()) return Abort(s, d, record, settings.status().message(), s.now);
 
     // The Deployment's ReplicaSets and live pods.
     const std::string_view uid = Meta(d, "uid");
@@ -685,9 +687,9 @@ Plan PlanRollout(const Snapshot& s) {
     if (AnnotationOr(d, keys::kUndoAnnotation) == keys::kTrue) {
       return Undo(d, baseTemplate, r, s.now);
     }
-    std::optional<pod_update::Target> target =
-        pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to, error);
-    if (!target) return Abort(s, d, record, error, s.now);
+    StatusOr<pod_update::Target> target =
+        pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to);
+    if (!target.ok()) return Abort(s, d, record, target.status().message(), s.now);
     const pod_update::Rules rules = pod_update::MakeRules(*settings);
     const std::vector<const Value*> pods = podsOf(*base);
     const bool finishBegun = TemplateHash(TemplateOf(*base)) == r.to;

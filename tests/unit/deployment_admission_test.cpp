@@ -129,10 +129,10 @@ std::string InProgressText(const json::Value& d) {
 }
 
 InProgress RecordOf(const json::Value& d) {
-  std::string error;
-  auto r = ReadInProgress(d, error);
-  REQUIRE_MESSAGE(r.has_value(), error);
-  return *r;
+  StatusOr<std::optional<InProgress>> r = ReadInProgress(d);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  REQUIRE(r->has_value());
+  return **r;
 }
 
 bool AnyContains(const std::vector<std::string>& list, std::string_view part) {
@@ -152,16 +152,18 @@ TEST_CASE("in-progress record: serialise in a fixed key order, parse back, rejec
   CHECK(
       text ==
       R"({"from":"4d21772ec1","to":"0123456789","pausedByUs":false,"startedAt":"2026-11-29T18:00:00Z"})");
-  std::string error;
-  CHECK(ParseInProgress(text, error) == r);
+  StatusOr<InProgress> parsed = ParseInProgress(text);
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == r);
   for (const char* bad :
        {"", "{", "[]", R"({"from":"a","to":"b","pausedByUs":"yes","startedAt":"t"})",
         R"({"from":"","to":"b","pausedByUs":true,"startedAt":"t"})",
         R"({"to":"b","pausedByUs":true,"startedAt":"t"})"}) {
     const std::string text2 = bad;
     CAPTURE(text2);
-    CHECK_FALSE(ParseInProgress(text2, error).has_value());
-    CHECK_FALSE(error.empty());
+    const Status st = ParseInProgress(text2).status();
+    CHECK_FALSE(st.ok());
+    CHECK_FALSE(st.message().empty());
   }
 }
 

@@ -18,12 +18,10 @@ using test::Parse;
 }  // namespace
 
 TEST_CASE("ParseLifecycle reads the Kruise hook shape plus timeoutSeconds") {
-  std::string error;
   auto l = ParseLifecycle(
       R"({"inPlaceUpdate":{"labelsHandler":{"lb.example.com/registered":"true","b":"2"},
-          "finalizersHandler":["lb.example.com/drain"],"markPodNotReady":true,"timeoutSeconds":600}})",
-      error);
-  REQUIRE_MESSAGE(l.has_value(), error);
+          "finalizersHandler":["lb.example.com/drain"],"markPodNotReady":true,"timeoutSeconds":600}})");
+  REQUIRE_MESSAGE(l.ok(), l.status().message());
   REQUIRE(l->inPlaceUpdate.has_value());
   const Hook& h = *l->inPlaceUpdate;
   CHECK(h.labelsHandler ==
@@ -38,27 +36,24 @@ TEST_CASE("ParseLifecycle reads the Kruise hook shape plus timeoutSeconds") {
 }
 
 TEST_CASE("preUpdate and postUpdate override one phase each; no hook means straight through") {
-  std::string error;
   auto l = ParseLifecycle(R"({"inPlaceUpdate":{"labelsHandler":{"a":"1"}},
-                              "postUpdate":{"finalizersHandler":["f"]}})",
-                          error);
-  REQUIRE(l.has_value());
+                              "postUpdate":{"finalizersHandler":["f"]}})");
+  REQUIRE(l.ok());
   CHECK(l->PreHook() == &*l->inPlaceUpdate);
   CHECK(l->PostHook() == &*l->postUpdate);
 
-  auto pre = ParseLifecycle(R"({"preUpdate":{"labelsHandler":{"a":"1"}}})", error);
-  REQUIRE(pre.has_value());
+  auto pre = ParseLifecycle(R"({"preUpdate":{"labelsHandler":{"a":"1"}}})");
+  REQUIRE(pre.ok());
   CHECK(pre->PreHook() == &*pre->preUpdate);
   CHECK(pre->PostHook() == nullptr);
 
-  auto none = ParseLifecycle(R"({})", error);
-  REQUIRE(none.has_value());
+  auto none = ParseLifecycle(R"({})");
+  REQUIRE(none.ok());
   CHECK(none->PreHook() == nullptr);
   CHECK(none->PostHook() == nullptr);
 
-  auto nulls =
-      ParseLifecycle(R"({"inPlaceUpdate":null,"preUpdate":{"labelsHandler":null}})", error);
-  REQUIRE(nulls.has_value());
+  auto nulls = ParseLifecycle(R"({"inPlaceUpdate":null,"preUpdate":{"labelsHandler":null}})");
+  REQUIRE(nulls.ok());
   CHECK_FALSE(nulls->inPlaceUpdate.has_value());
   CHECK(nulls->preUpdate->Empty());
   CHECK_FALSE(nulls->preUpdate->timeoutSeconds.has_value());
@@ -100,25 +95,23 @@ TEST_CASE("ParseLifecycle names the field and the expected shape on every malfor
   for (const Row& row : rows) {
     const std::string text = row.text;
     CAPTURE(text);
-    std::string error;
-    CHECK_FALSE(ParseLifecycle(text, error).has_value());
-    CHECK_MESSAGE(error.find(row.messageContains) != std::string::npos, error);
+    const Status st = ParseLifecycle(text).status();
+    CHECK_FALSE(st.ok());
+    CHECK_MESSAGE(st.message().find(row.messageContains) != std::string::npos, st.message());
   }
-  std::string error;
-  auto whole = ParseLifecycle(R"({"inPlaceUpdate":{"timeoutSeconds":60.0}})", error);
-  REQUIRE(whole.has_value());
+  auto whole = ParseLifecycle(R"({"inPlaceUpdate":{"timeoutSeconds":60.0}})");
+  REQUIRE(whole.ok());
   CHECK(whole->inPlaceUpdate->timeoutSeconds == 60);
 }
 
 TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
-  std::string error;
-  auto p = ParsePolicy(R"({"annotations":["example.com/*","exact.io/key"],"gracePeriodSeconds":5})",
-                       error);
-  REQUIRE_MESSAGE(p.has_value(), error);
+  auto p =
+      ParsePolicy(R"({"annotations":["example.com/*","exact.io/key"],"gracePeriodSeconds":5})");
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
   CHECK(p->annotations == std::vector<std::string>{"example.com/*", "exact.io/key"});
   CHECK(p->gracePeriodSeconds == 5);
-  auto empty = ParsePolicy("{}", error);
-  REQUIRE(empty.has_value());
+  auto empty = ParsePolicy("{}");
+  REQUIRE(empty.ok());
   CHECK(empty->annotations.empty());
   CHECK_FALSE(empty->gracePeriodSeconds.has_value());  // unset: the default drain
 
@@ -141,8 +134,9 @@ TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
   for (const Row& row : rows) {
     const std::string text = row.text;
     CAPTURE(text);
-    CHECK_FALSE(ParsePolicy(text, error).has_value());
-    CHECK_MESSAGE(error.find(row.messageContains) != std::string::npos, error);
+    const Status st = ParsePolicy(text).status();
+    CHECK_FALSE(st.ok());
+    CHECK_MESSAGE(st.message().find(row.messageContains) != std::string::npos, st.message());
   }
 }
 
@@ -178,26 +172,28 @@ TEST_CASE("Policy::AllowsAnnotation: exact keys and trailing-star prefixes, neve
 
 TEST_CASE(
     "ReadSettings: absent annotations give defaults, malformed ones an error naming the key") {
-  std::string error;
-  auto none = ReadSettings(Parse(R"({"metadata":{"name":"web"}})"), error);
-  REQUIRE(none.has_value());
+  auto none = ReadSettings(Parse(R"({"metadata":{"name":"web"}})"));
+  REQUIRE(none.ok());
   CHECK_FALSE(none->lifecycle.inPlaceUpdate.has_value());
   CHECK(none->policy.annotations.empty());
 
   auto both = ReadSettings(Parse(R"({"metadata":{"annotations":{
       "inplace-webhook.io/lifecycle":"{\"inPlaceUpdate\":{\"labelsHandler\":{\"a\":\"1\"}}}",
-      "inplace-webhook.io/policy":"{\"gracePeriodSeconds\":3}"}}})"),
-                           error);
-  REQUIRE_MESSAGE(both.has_value(), error);
+      "inplace-webhook.io/policy":"{\"gracePeriodSeconds\":3}"}}})"));
+  REQUIRE_MESSAGE(both.ok(), both.status().message());
   CHECK(both->lifecycle.inPlaceUpdate->labelsHandler.at("a") == "1");
   CHECK(both->policy.gracePeriodSeconds == 3);
 
-  CHECK_FALSE(ReadSettings(
-      Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/lifecycle":"{"}}})"), error));
-  CHECK(error.starts_with("inplace-webhook.io/lifecycle: "));
-  CHECK_FALSE(ReadSettings(
-      Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/policy":"[]"}}})"), error));
-  CHECK(error.starts_with("inplace-webhook.io/policy: "));
+  const Status badLifecycle =
+      ReadSettings(Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/lifecycle":"{"}}})"))
+          .status();
+  CHECK_FALSE(badLifecycle.ok());
+  CHECK(badLifecycle.message().starts_with("inplace-webhook.io/lifecycle: "));
+  const Status badPolicy =
+      ReadSettings(Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/policy":"[]"}}})"))
+          .status();
+  CHECK_FALSE(badPolicy.ok());
+  CHECK(badPolicy.message().starts_with("inplace-webhook.io/policy: "));
 }
 
 // Kruise's IsPodHooked / IsPodAllHooked tables (pkg/util/lifecycle), the asymmetric rule: a

@@ -36,18 +36,17 @@ struct Env {
     target = Template({{"app", "web"}, {"version", "v2"}, {"new", "x"}},
                       {{"app", "nginx:1.27"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}},
                       gate);
-    std::string error;
     if (!lifecycleJson.empty()) {
-      auto l = lifecycle::ParseLifecycle(lifecycleJson, error);
-      REQUIRE_MESSAGE(l.has_value(), error);
+      auto l = lifecycle::ParseLifecycle(lifecycleJson);
+      REQUIRE_MESSAGE(l.ok(), l.status().message());
       settings.lifecycle = *l;
     }
-    auto p = lifecycle::ParsePolicy(policyJson, error);
-    REQUIRE_MESSAGE(p.has_value(), error);
+    auto p = lifecycle::ParsePolicy(policyJson);
+    REQUIRE_MESSAGE(p.ok(), p.status().message());
     settings.policy = *p;
     auto made = pod_update::MakeTarget(Parse(base), Parse(target), settings.policy, Hash(base),
-                                       Hash(target), error);
-    REQUIRE_MESSAGE(made.has_value(), error);
+                                       Hash(target));
+    REQUIRE_MESSAGE(made.ok(), made.status().message());
     t = *made;
     rules = pod_update::MakeRules(settings);
   }
@@ -122,10 +121,8 @@ TEST_CASE("the pod write carries only the template difference") {
     Env hooked(false);
     std::string base = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.25"}});
     std::string target = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.27"}});
-    std::string error;
-    auto t =
-        pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target), error);
-    REQUIRE(t.has_value());
+    auto t = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
+    REQUIRE(t.ok());
     json::Document p = Pod("web-b", "uid-rs", base);
     SetLabel(p, "lb", std::nullopt);  // released by the LB controller
     pod_update::Changes changes = pod_update::ComputeChanges(*t, p);
@@ -145,9 +142,9 @@ TEST_CASE("the pod write carries only the template difference") {
 TEST_CASE("MakeTarget refuses a difference that is not in-place eligible") {
   std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
   std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.25"}, {"extra", "x:1"}});
-  std::string error;
-  CHECK_FALSE(pod_update::MakeTarget(Parse(base), Parse(target), {}, "a", "b", error).has_value());
-  CHECK(error.find("cannot be applied in place") != std::string::npos);
+  const Status st = pod_update::MakeTarget(Parse(base), Parse(target), {}, "a", "b").status();
+  CHECK_FALSE(st.ok());
+  CHECK(st.message().find("cannot be applied in place") != std::string::npos);
 }
 
 TEST_CASE("Normal → Updating in one write when nothing holds the pod") {
@@ -582,10 +579,9 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
   std::string t3 =
       Template({{"app", "web"}, {"version", "v1"}, {"new", "x"}},
                {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
-  std::string error;
   auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
-                                        Hash(env.base), Hash(t3), error);
-  REQUIRE(target3.has_value());
+                                        Hash(env.base), Hash(t3));
+  REQUIRE(target3.ok());
   CHECK_FALSE(pod_update::AtTarget(*target3, pod));
 
   pod_update::Step s = pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(3));
@@ -601,8 +597,8 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
   SUBCASE("a re-target that asks nothing more only re-stamps the revision") {
     std::string t4 = t3;
     auto target4 = pod_update::MakeTarget(Parse(env.base), Parse(t4), env.settings.policy,
-                                          Hash(env.base), "t4hash", error);
-    REQUIRE(target4.has_value());
+                                          Hash(env.base), "t4hash");
+    REQUIRE(target4.ok());
     pod_update::Step r = pod_update::Decide(*target4, env.rules, pod, false, T0() + seconds(4));
     REQUIRE(r.ops.size() == 1);
     ApplyStep(pod, r);
@@ -613,8 +609,8 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
     json::Document waiting = env.NewPod("web-w");
     Enter(waiting, keys::kStatePreparingUpdate, T0());
     auto back = pod_update::MakeTarget(Parse(env.base), Parse(env.base), env.settings.policy,
-                                       Hash(env.base), Hash(env.base), error);
-    REQUIRE(back.has_value());
+                                       Hash(env.base), Hash(env.base));
+    REQUIRE(back.ok());
     pod_update::Step b = pod_update::Decide(*back, env.rules, waiting, false, T0());
     ApplyStep(waiting, b);
     CHECK(State(waiting) == "Normal");
@@ -634,10 +630,9 @@ TEST_CASE("a pod in Updated targeted by a newer template waits in the pre-update
   std::string t3 =
       Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
                {{"app", "nginx:1.27"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
-  std::string error;
   auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
-                                        Hash(env.base), Hash(t3), error);
-  REQUIRE(target3.has_value());
+                                        Hash(env.base), Hash(t3));
+  REQUIRE(target3.ok());
   SetLabel(pod, "lb", "on");  // re-registered meanwhile: the pre-update hook holds it again
   ApplyStep(pod, pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(1)));
   CHECK(State(pod) == "PreparingUpdate");

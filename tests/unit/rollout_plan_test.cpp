@@ -763,8 +763,9 @@ TEST_CASE("the undo command re-targets the update to the template the pods start
   fake::MergePatch(d, body, d.GetAllocator());
   CHECK(TemplateHash(d["spec"]["template"]) == s.From());
   CHECK_FALSE(Annotation(d, keys::kUndoAnnotation).has_value());
-  std::string error;
-  std::optional<InProgress> next = ReadInProgress(d, error);
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(d);
+  REQUIRE(read.ok());
+  const std::optional<InProgress> next = *read;
   REQUIRE(next);
   CHECK(next->to == s.From());
   CHECK(next->from == s.From());
