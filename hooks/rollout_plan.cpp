@@ -926,48 +926,6 @@ std::string DedupEventName(std::string_view involvedName, std::string_view key) 
   return prefix + "." + hex;
 }
 
-std::string LabelSelector(const json::Value& selector) {
-  std::string out;
-  auto add = [&out](const std::string& term) {
-    if (!out.empty()) out += ',';
-    out += term;
-  };
-  const Value* labels = json::Find(&selector, "matchLabels");
-  if (labels != nullptr && labels->IsObject()) {
-    for (const auto& m : labels->GetObject()) {
-      if (m.value.IsString()) {
-        add(std::string(json::View(m.name)) + "=" + std::string(json::View(m.value)));
-      }
-    }
-  }
-  const Value* exprs = json::Find(&selector, "matchExpressions");
-  if (exprs != nullptr && exprs->IsArray()) {
-    for (const auto& e : exprs->GetArray()) {
-      std::string key(json::StringOr(&e, "key"));
-      std::string_view op = json::StringOr(&e, "operator");
-      std::string values;
-      const Value* vs = json::Find(&e, "values");
-      if (vs != nullptr && vs->IsArray()) {
-        for (const auto& v : vs->GetArray()) {
-          if (!v.IsString()) continue;
-          if (!values.empty()) values += ',';
-          values += json::View(v);
-        }
-      }
-      if (op == "In") {
-        add(key + " in (" + values + ")");
-      } else if (op == "NotIn") {
-        add(key + " notin (" + values + ")");
-      } else if (op == "Exists") {
-        add(key);
-      } else if (op == "DoesNotExist") {
-        add("!" + key);
-      }
-    }
-  }
-  return out;
-}
-
 std::string_view ControllerUid(const json::Value& object) {
   const Value* refs = json::Path(&object, {"metadata", "ownerReferences"});
   if (refs == nullptr || !refs->IsArray()) return {};

@@ -130,10 +130,6 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
 // characters, so creating the same Event twice fails with AlreadyExists.
 std::string DedupEventName(std::string_view involvedName, std::string_view key);
 
-// The label selector string for a LabelSelector object (matchLabels and matchExpressions with
-// In, NotIn, Exists, DoesNotExist), e.g. `app=web,tier in (a,b),!legacy`.
-std::string LabelSelector(const json::Value& selector);
-
 // The uid of the object's controller owner (ownerReferences with controller: true), or "".
 std::string_view ControllerUid(const json::Value& object);
 

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "lib/json.h"
+#include "lib/label_selector.h"
 #include "server/kube_client.h"
 
 namespace iw::kube {
@@ -93,33 +94,6 @@ Projection DropFields(const std::vector<std::string>& paths);
 // spec.containers[name,image], spec.readinessGates, status.phase, status.conditions,
 // status.containerStatuses[name,image,imageID,containerID,restartCount,ready].
 const std::vector<std::string>& PodFields();
-
-// A Kubernetes label selector (the string syntax of `?labelSelector=` and metav1.LabelSelector).
-class LabelSelector {
- public:
-  struct Requirement {
-    enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist };
-    std::string key;
-    Op op = Op::kExists;
-    std::vector<std::string> values;
-  };
-
-  LabelSelector() = default;  // matches everything
-
-  // "a=b,c!=d,e in (x,y),f notin (z),g,!h" ("==" as "="). nullopt with `error` when malformed.
-  static std::optional<LabelSelector> Parse(std::string_view text, std::string& error);
-  // A metav1.LabelSelector object: matchLabels and matchExpressions (In, NotIn, Exists,
-  // DoesNotExist). An empty object matches everything.
-  static std::optional<LabelSelector> FromJson(const json::Value& selector, std::string& error);
-
-  // Whether a labels object (nullptr or not an object: no labels) satisfies every requirement.
-  bool Matches(const json::Value* labels) const;
-  bool Empty() const { return requirements_.empty(); }
-  const std::vector<Requirement>& Requirements() const { return requirements_; }
-
- private:
-  std::vector<Requirement> requirements_;
-};
 
 struct InformerHandlers {
   std::function<void(const ObjectPtr&)> onAdd;

@@ -675,7 +675,16 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
   if (!d.Ok()) return fail(d, "get Deployment");
   kube::ListOptions list;
   if (const Value* selector = json::Path(&d.object, {"spec", "selector"})) {
-    list.labelSelector = rollout::LabelSelector(*selector);
+    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
+    if (!parsed.ok()) {
+      res.ok = false;
+      res.error = "spec.selector: " + parsed.status().message();
+      if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+      log::Warn("in-place update: unreadable selector",
+                {{"deployment", key}, {"error", res.error}});
+      return res;
+    }
+    list.labelSelector = parsed->ToString();
   }
   kube::Result rs = api_.List(kube::ReplicaSetsPath(ns), list);
   if (!rs.Ok()) return fail(rs, "list ReplicaSets");
@@ -816,10 +825,12 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
     return rollout::ControllerUid(rs->Value()) != uid;
   });
-  std::string error;
+  // A selector that does not read is left to the fresh read, which reports it.
   std::optional<kube::LabelSelector> selector;
   if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
-    selector = kube::LabelSelector::FromJson(*s, error);
+    if (StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*s); parsed.ok()) {
+      selector = *std::move(parsed);
+    }
   }
   // The cached pods of the Deployment's selector, with its ReplicaSets, as the planner reads them.
   const std::vector<const Value*> replicaSets = Values(owned);

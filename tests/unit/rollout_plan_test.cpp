@@ -659,17 +659,6 @@ TEST_CASE("deterministic Event names are valid and distinct") {
   CHECK(n.find("-.") == std::string::npos);
 }
 
-TEST_CASE("label selectors") {
-  CHECK(rollout::LabelSelector(Parse(R"({"matchLabels":{"app":"web","tier":"fe"}})")) ==
-        "app=web,tier=fe");
-  CHECK(
-      rollout::LabelSelector(Parse(
-          R"({"matchLabels":{"app":"web"},"matchExpressions":[{"key":"env","operator":"In","values":["a","b"]},
-            {"key":"x","operator":"NotIn","values":["c"]},{"key":"y","operator":"Exists"},
-            {"key":"z","operator":"DoesNotExist"}]})")) == "app=web,env in (a,b),x notin (c),y,!z");
-  CHECK(rollout::LabelSelector(Parse("{}")).empty());
-}
-
 TEST_CASE(
     "finish of a rollback: the older ReplicaSet at the target becomes the history of the "
     "template the pods leave; a duplicate of the target is deleted") {
