@@ -6,17 +6,9 @@
 #include <limits>
 #include <string_view>
 
-#include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
-#include "hooks/pod_update.h"
 
 namespace iw::budget {
-
-int Replicas(const json::Value& workload) {
-  const json::Value* r = json::Path(&workload, {"spec", "replicas"});
-  if (r == nullptr || !r->IsInt()) return 1;
-  return r->GetInt() < 0 ? 0 : r->GetInt();
-}
 
 std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool roundUp) {
   if (value.IsInt()) {
@@ -38,45 +30,38 @@ std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool
   return static_cast<int>(result);
 }
 
-int MaxUnavailable(const json::Value& deployment) {
-  // The Deployment controller's value (deployment_rules), where in-place reads 0 as one at a time.
-  const long long resolved = deployment::ResolveMaxUnavailable(deployment);
-  return static_cast<int>(std::clamp<long long>(resolved, 1, std::numeric_limits<int>::max()));
+int ResolveMaxUnavailable(const kube::Deployment& deployment) {
+  const int replicas = deployment.replicas();
+  const json::Value* strategy = deployment.strategy();
+  if (json::StringOr(strategy, "type") == "Recreate") return replicas;
+  const json::Value* v = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
+  const json::Value defaultValue("25%");
+  return ResolveIntOrPercent(v != nullptr && !v->IsNull() ? *v : defaultValue, replicas,
+                             /*roundUp=*/false)
+      .value_or(0);
 }
 
-bool IsReady(const json::Value& pod) {
-  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
-  if (conditions == nullptr || !conditions->IsArray()) return false;
-  for (const auto& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") == "Ready") return json::StringOr(&c, "status") == "True";
-  }
-  return false;
+int MaxUnavailable(const kube::Deployment& deployment) {
+  // The Deployment controller's value, where in-place reads 0 as one at a time.
+  return std::max(1, ResolveMaxUnavailable(deployment));
 }
 
-int MinReadySeconds(const json::Value& workload) {
-  const json::Value* m = json::Path(&workload, {"spec", "minReadySeconds"});
-  if (m == nullptr || !m->IsInt() || m->GetInt() < 0) return 0;
-  return m->GetInt();
+bool IsReady(const kube::Pod& pod) {
+  return pod.conditionTrue("Ready");
 }
 
-std::optional<std::chrono::system_clock::time_point> AvailableAt(const json::Value& pod,
+std::optional<std::chrono::system_clock::time_point> AvailableAt(const kube::Pod& pod,
                                                                  int minReadySeconds) {
   if (!IsReady(pod)) return std::nullopt;
   if (minReadySeconds <= 0) return std::chrono::system_clock::time_point{};
-  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
-  for (const auto& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") != "Ready") continue;
-    auto since = rfc3339::Parse(json::StringOr(&c, "lastTransitionTime"));
-    if (!since) return std::nullopt;
-    return *since + std::chrono::seconds(minReadySeconds) + std::chrono::seconds(1);
-  }
-  return std::nullopt;
+  auto since = rfc3339::Parse(json::StringOr(pod.condition("Ready"), "lastTransitionTime"));
+  if (!since) return std::nullopt;
+  return *since + std::chrono::seconds(minReadySeconds) + std::chrono::seconds(1);
 }
 
-bool IsAvailable(const json::Value& pod, int minReadySeconds,
+bool IsAvailable(const kube::Pod& pod, int minReadySeconds,
                  std::chrono::system_clock::time_point now) {
-  std::string_view state =
-      json::StringOr(json::Path(&pod, {"metadata", "labels"}), keys::kStateLabel);
+  std::string_view state = pod.label(keys::kStateLabel).value_or("");
   const bool inUpdate = state == keys::kStatePreparingUpdate || state == keys::kStateUpdating ||
                         state == keys::kStateUpdated;
   if (inUpdate) return false;

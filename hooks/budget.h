@@ -6,28 +6,28 @@
 #include <optional>
 
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::budget {
-
-// spec.replicas of a Deployment (or ReplicaSet); 1 when absent, as the API server defaults it.
-int Replicas(const json::Value& workload);
 
 // Resolves an IntOrString against `total` like intstr.GetScaledValueFromIntOrPercent: an integer
 // as is; "N%" (N a whole number) → N*total/100, rounded down, or up when `roundUp`. Anything else
 // (negative, "N" without %, "1.5%", not a number or string) → nullopt.
 std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool roundUp);
 
-// The number of pods an in-place update may have unavailable at once: spec.strategy.rollingUpdate
-// .maxUnavailable (default 25%) resolved against spec.replicas, rounded down. In-place never
-// surges, so maxSurge is ignored, and a result of 0 (the common `maxUnavailable: 0`) is 1: one
-// pod at a time. A Recreate strategy allows every replica at once. An invalid value → 1.
-int MaxUnavailable(const json::Value& deployment);
+// How many pods may be unavailable at once, as the Deployment controller resolves maxUnavailable
+// (ResolveFenceposts): spec.strategy.rollingUpdate.maxUnavailable (default 25%) resolved against
+// spec.replicas, an integer as is, a percentage rounded down. Strategy Recreate → spec.replicas
+// (all at once). A malformed value → 0. maxSurge is ignored: in-place never surges.
+int ResolveMaxUnavailable(const kube::Deployment& deployment);
+
+// The number of pods an in-place update may have unavailable at once: ResolveMaxUnavailable,
+// where a result of 0 (the common `maxUnavailable: 0`, or an invalid value) is 1: one pod at a
+// time.
+int MaxUnavailable(const kube::Deployment& deployment);
 
 // The pod's Ready condition is True.
-bool IsReady(const json::Value& pod);
-
-// spec.minReadySeconds of a Deployment (or ReplicaSet); 0 when absent or not a whole number >= 0.
-int MinReadySeconds(const json::Value& workload);
+bool IsReady(const kube::Pod& pod);
 
 // When a Ready pod counts as available for the Deployment controller (podutil.IsPodAvailable):
 // its Ready condition's lastTransitionTime + minReadySeconds, plus a second of margin so that the
@@ -35,13 +35,13 @@ int MinReadySeconds(const json::Value& workload);
 // minReadySeconds 0: the epoch (at once). nullopt when the pod is not Ready, or when
 // minReadySeconds > 0 and Ready has no readable lastTransitionTime (never counted by the controller
 // either).
-std::optional<std::chrono::system_clock::time_point> AvailableAt(const json::Value& pod,
+std::optional<std::chrono::system_clock::time_point> AvailableAt(const kube::Pod& pod,
                                                                  int minReadySeconds);
 
 // A pod is available when it is not in an update (state label Normal, absent, or not one of
 // PreparingUpdate / Updating / Updated) and available as the Deployment controller counts it at
 // `now`: Ready for minReadySeconds (AvailableAt <= now).
-bool IsAvailable(const json::Value& pod, int minReadySeconds,
+bool IsAvailable(const kube::Pod& pod, int minReadySeconds,
                  std::chrono::system_clock::time_point now);
 
 // Hands out starts of pod updates within the budget. `unavailable` counts the pods that are

@@ -20,31 +20,39 @@ bool Exempt(const Request& req, const Context& ctx, bool includeCreate) {
   return !(includeCreate && req.operation == Operation::kCreate);
 }
 
-// Shape of the request objects the rules read; a failure is answered with Errored(400).
-Status CheckRequest(const Request& req) {
+// The request's Deployments as views: `object`, and `old` for an UPDATE.
+struct Deployments {
+  std::optional<kube::Deployment> object;
+  std::optional<kube::Deployment> old;
+};
+
+// The request objects through their shape check; a failure is answered with Errored(400).
+StatusOr<Deployments> ReadRequest(const Request& req) {
   if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
-  if (Status s = deployment::CheckDeploymentShape(*req.object, "request.object"); !s.ok()) return s;
-  if (req.operation != Operation::kUpdate) return Status::Ok();
+  Deployments out;
+  StatusOr<kube::Deployment> object = kube::Deployment::From(*req.object, "request.object");
+  if (!object.ok()) return object.status();
+  out.object = *object;
+  if (req.operation != Operation::kUpdate) return out;
   if (req.oldObject == nullptr) {
     return Status::InvalidArgument("request.oldObject is missing for UPDATE");
   }
-  return deployment::CheckDeploymentShape(*req.oldObject, "request.oldObject");
+  StatusOr<kube::Deployment> old = kube::Deployment::From(*req.oldObject, "request.oldObject");
+  if (!old.ok()) return old.status();
+  out.old = *old;
+  return out;
 }
 
-// A Deployment being deleted (deletionTimestamp set): whatever still changes on it is the
+// A Deployment being deleted (deletionTimestamp set) passes whatever changes on it: that is the
 // deletion's own bookkeeping (the garbage collector removing the foregroundDeletion finalizer, a
 // controller removing its finalizer, a metadata edit), and admission must never stand in the way of
 // a deletion, whatever the object's settings; there is nothing to start or to hold on a Deployment
 // that is going away.
-bool BeingDeleted(const json::Value& object) {
-  const json::Value* ts = json::Path(&object, {"metadata", "deletionTimestamp"});
-  return ts != nullptr && !ts->IsNull();
-}
 
 // The user-facing reason why `object` is not a fixed point of `d`.
-std::string DenialMessage(const Decision& d, const json::Value& object) {
+std::string DenialMessage(const Decision& d, const kube::Deployment& object) {
   const std::string abort = "to stop the in-place update and let the normal rollout run: " +
-                            deployment::AbortCommand(object);
+                            deployment::AbortCommand(object.json());
   const std::string key(keys::kInProgressAnnotation);
   switch (d.action) {
     case Decision::Action::kNone:
@@ -59,7 +67,7 @@ std::string DenialMessage(const Decision& d, const json::Value& object) {
              (d.paused ? " and restores spec.paused=false" : "") + ": retry the write, or " + abort;
     case Decision::Action::kKeep:
     case Decision::Action::kRetarget:
-      if (d.paused && deployment::IsPaused(object) != *d.paused) {
+      if (d.paused && object.paused() != *d.paused) {
         return "spec.paused must stay true while an in-place update is running (" + key + "); " +
                abort;
       }
@@ -89,9 +97,10 @@ std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
 
 Response MutateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/false)) return Allowed();
-  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
-  if (BeingDeleted(*req.object)) return Allowed();
-  Decision d = deployment::Decide(*req.oldObject, *req.object, ctx);
+  StatusOr<Deployments> read = ReadRequest(req);
+  if (!read.ok()) return Errored(400, read.status().message());
+  if (read->object->deleting()) return Allowed();
+  Decision d = deployment::Decide(*read->old, *read->object, ctx);
   if (d.action == Decision::Action::kIgnore) return Allowed();
   json::Document mutated(req.scratch);
   static_cast<json::Value&>(mutated) =
@@ -102,9 +111,10 @@ Response MutateDeployment(const Request& req, const Context& ctx) {
 
 Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
-  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
+  StatusOr<Deployments> read = ReadRequest(req);
+  if (!read.ok()) return Errored(400, read.status().message());
   const json::Value& object = *req.object;
-  if (BeingDeleted(object)) return Allowed();
+  if (read->object->deleting()) return Allowed();
   if (deployment::IsOptedIn(object)) {
     if (Status s = CheckSettings(object); !s.ok()) return Denied(s.message());
   }
@@ -121,9 +131,9 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
     }
     return allowed();
   }
-  Decision d = deployment::Decide(*req.oldObject, object, ctx);
-  if (deployment::Conforms(d, object)) return allowed();
-  return Denied(DenialMessage(d, object));
+  Decision d = deployment::Decide(*read->old, *read->object, ctx);
+  if (deployment::Conforms(d, *read->object)) return allowed();
+  return Denied(DenialMessage(d, *read->object));
 }
 
 }  // namespace iw::admission

@@ -11,166 +11,11 @@
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
+#include "lib/kube_objects.h"
 
 namespace iw::deployment {
 
 namespace {
-
-// ---- reading ----
-
-long long IntOr(const json::Value* v, long long fallback) {
-  if (v == nullptr || !v->IsInt64()) return fallback;
-  return v->GetInt64();
-}
-
-std::optional<std::string_view> MapString(const json::Value& object, std::string_view map,
-                                          std::string_view key) {
-  const json::Value* v = json::Find(json::Path(&object, {"metadata", map}), key);
-  if (v == nullptr || !v->IsString()) return std::nullopt;
-  return json::View(*v);
-}
-
-// ---- shape ----
-
-enum class Kind {
-  kObject,
-  kString,
-  kBool,
-  kInteger,
-  kIntOrString,
-  kStringMap,
-  kStringArray,
-  kNamedArray,
-  kObjectArray
-};
-
-std::string_view TypeName(const json::Value& v) {
-  if (v.IsObject()) return "object";
-  if (v.IsArray()) return "array";
-  if (v.IsString()) return "string";
-  if (v.IsBool()) return "boolean";
-  if (v.IsNull()) return "null";
-  return "number";
-}
-
-std::string_view Expected(Kind kind) {
-  switch (kind) {
-    case Kind::kObject:
-      return "an object";
-    case Kind::kString:
-      return "a string";
-    case Kind::kBool:
-      return "a boolean";
-    case Kind::kInteger:
-      return "an integer";
-    case Kind::kIntOrString:
-      return "an integer or a string";
-    case Kind::kStringMap:
-      return "an object of string values";
-    case Kind::kStringArray:
-      return "an array of strings";
-    case Kind::kNamedArray:
-      return "an array of containers";
-    case Kind::kObjectArray:
-      return "an array of objects";
-  }
-  return "";
-}
-
-// Why `v` at `path()` is not of `kind`, naming the offending member or element; OK if it is.
-// `path` is called only to word an error, so a well-formed object costs no string building.
-template <typename PathFn>
-Status Mismatch(const json::Value& v, Kind kind, const PathFn& path) {
-  auto wrong = [](const std::string& at, std::string_view expected, const json::Value& got) {
-    return Status::InvalidArgument(at + " must be " + std::string(expected) + ", got " +
-                                   std::string(TypeName(got)));
-  };
-  const bool ok = [&] {
-    switch (kind) {
-      case Kind::kObject:
-      case Kind::kStringMap:
-        return v.IsObject();
-      case Kind::kString:
-        return v.IsString();
-      case Kind::kBool:
-        return v.IsBool();
-      case Kind::kInteger:
-        return v.IsInt64();
-      case Kind::kIntOrString:
-        return v.IsInt64() || v.IsString();
-      case Kind::kStringArray:
-      case Kind::kNamedArray:
-      case Kind::kObjectArray:
-        return v.IsArray();
-    }
-    return false;
-  }();
-  if (!ok) return wrong(path(), Expected(kind), v);
-  if (kind == Kind::kStringMap) {
-    for (const auto& m : v.GetObject()) {
-      if (!m.value.IsString()) {
-        return wrong(path() + "[\"" + std::string(json::View(m.name)) + "\"]", "a string", m.value);
-      }
-    }
-  }
-  if (!v.IsArray() || kind == Kind::kObject) return Status::Ok();
-  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
-    const json::Value& e = v[i];
-    auto at = [&] { return path() + "[" + std::to_string(i) + "]"; };
-    if (kind == Kind::kStringArray) {
-      if (!e.IsString()) return wrong(at(), "a string", e);
-      continue;
-    }
-    if (!e.IsObject()) return wrong(at(), "an object", e);
-    if (kind != Kind::kNamedArray) continue;
-    const json::Value* name = json::Find(&e, "name");
-    if (name == nullptr || !name->IsString()) {
-      return Status::InvalidArgument(at() + ".name must be a string");
-    }
-    const json::Value* image = json::Find(&e, "image");
-    if (image != nullptr && !image->IsNull() && !image->IsString()) {
-      return wrong(at() + ".image", "a string", *image);
-    }
-  }
-  return Status::Ok();
-}
-
-struct Field {
-  std::initializer_list<std::string_view> path;
-  Kind kind;
-};
-
-Status CheckFields(const json::Value& object, std::string_view name,
-                   std::initializer_list<Field> fields) {
-  // Consecutive fields share prefixes (metadata.*, spec.template.*): each path is resolved from
-  // the deepest value it shares with the previous one. at[i] is the value at the previous path's
-  // first i keys (nullptr once absent).
-  constexpr std::size_t kMaxKeys = 8;
-  std::array<const json::Value*, kMaxKeys + 1> at{&object};
-  const std::string_view* previous = nullptr;
-  std::size_t previousSize = 0;
-  for (const Field& f : fields) {
-    const std::string_view* keys = f.path.begin();
-    const std::size_t size = std::min(f.path.size(), kMaxKeys);
-    std::size_t common = 0;
-    while (common < size && common < previousSize && keys[common] == previous[common]) ++common;
-    for (std::size_t i = common; i < size; ++i) at[i + 1] = json::Find(at[i], keys[i]);
-    previous = keys;
-    previousSize = size;
-    const json::Value* v = at[size];
-    if (v == nullptr || v->IsNull()) continue;
-    auto path = [&] {
-      std::string p(name);
-      for (std::string_view k : f.path) {
-        p += '.';
-        p += k;
-      }
-      return p;
-    };
-    if (Status s = Mismatch(*v, f.kind, path); !s.ok()) return s;
-  }
-  return Status::Ok();
-}
 
 // ---- deciding ----
 
@@ -192,19 +37,22 @@ std::string PodApiRefuses(const eligibility::Result& r) {
   return "the pod API refuses to change " + r.podApiRefuses;
 }
 
-bool AbortRequested(const json::Value& deployment) {
-  return Annotation(deployment, keys::kAbortAnnotation) == keys::kTrue;
+bool AbortRequested(const kube::Deployment& deployment) {
+  return deployment.annotation(keys::kAbortAnnotation) == keys::kTrue;
 }
 
 std::string DeploymentRef(const json::Value& deployment) {
   return "deploy/" +
          std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME"));
 }
+std::string DeploymentRef(const kube::Deployment& deployment) {
+  return DeploymentRef(deployment.json());
+}
 
 // The in-progress record the write carries, when it parses (the written record is never trusted;
 // it is only compared with the stored one).
-std::optional<InProgress> WrittenRecord(const json::Value& newD) {
-  return ParseInProgressOrNone(Annotation(newD, keys::kInProgressAnnotation));
+std::optional<InProgress> WrittenRecord(const kube::Deployment& newD) {
+  return ParseInProgressOrNone(newD.annotation(keys::kInProgressAnnotation));
 }
 
 // Who holds the pause of a running update after this write (DESIGN.md §8.5): `record`'s
@@ -212,19 +60,19 @@ std::optional<InProgress> WrittenRecord(const json::Value& newD) {
 // written record that differs from `record` in pausedByUs alone (the command's own result, seen
 // again on re-invocation and by the validator), or the user's unpause of a pause the user holds
 // (kubectl rollout resume: the update goes on, the Deployment stays paused until its end).
-bool DecidePause(Decision& d, InProgress& record, const json::Value& oldD,
-                 const json::Value& newD) {
+bool DecidePause(Decision& d, InProgress& record, const kube::Deployment& oldD,
+                 const kube::Deployment& newD) {
   const bool before = record.pausedByUs;
   const std::optional<InProgress> w = WrittenRecord(newD);
-  if (Annotation(newD, keys::kPauseAnnotation)) {
+  if (newD.annotation(keys::kPauseAnnotation)) {
     d.dropPauseCommand = true;
-    if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) record.pausedByUs = false;
+    if (newD.annotation(keys::kPauseAnnotation) == keys::kTrue) record.pausedByUs = false;
   } else if (w) {
     InProgress other = *w;
     other.pausedByUs = record.pausedByUs;
     if (other == record) record.pausedByUs = w->pausedByUs;
   }
-  if (!IsPaused(newD) && IsPaused(oldD) && !before) record.pausedByUs = true;
+  if (!newD.paused() && oldD.paused() && !before) record.pausedByUs = true;
   if (record.pausedByUs == before) return false;
   d.warnings.push_back(
       Warning(record.pausedByUs
@@ -240,7 +88,7 @@ bool DecidePause(Decision& d, InProgress& record, const json::Value& oldD,
 // admitted kAbortTakeover ago. The first admission stamps abortRequestedAt into the record (our own
 // earlier stamp, seen again on re-invocation or by the validator, is taken as written).
 template <typename End>
-Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json::Value& newD,
+Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const kube::Deployment& newD,
                      const admission::Context& ctx, End& end) {
   if (!ctx.loopAlive) {
     end("aborted while no in-place loop runs");
@@ -287,8 +135,8 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const json:
 }
 
 // The decision while an in-place update runs (the stored object has `in-progress`).
-Decision DecideRunning(std::string_view stored, const json::Value& oldD, const json::Value& newD,
-                       const admission::Context& ctx) {
+Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
+                       const kube::Deployment& newD, const admission::Context& ctx) {
   Decision d;
   d.action = Action::kKeep;
   d.paused = true;
@@ -300,11 +148,11 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
     d.action = Action::kEnd;
     // A malformed record: pausedByUs is unknown; leave paused as the user wrote it.
     d.paused = record && record->pausedByUs ? std::optional<bool>(false) : std::nullopt;
-    if (Annotation(newD, keys::kPauseAnnotation)) {
+    if (newD.annotation(keys::kPauseAnnotation)) {
       d.dropPauseCommand = true;
-      if (Annotation(newD, keys::kPauseAnnotation) == keys::kTrue) d.paused = true;
+      if (newD.annotation(keys::kPauseAnnotation) == keys::kTrue) d.paused = true;
     }
-    d.dropUndoCommand = Annotation(newD, keys::kUndoAnnotation).has_value();
+    d.dropUndoCommand = newD.annotation(keys::kUndoAnnotation).has_value();
     d.inProgress.reset();
     d.reason = "in-place update ended: " + why;
     d.warnings.push_back(Warning("in-place update ended (" + why + "): a normal rollout follows"));
@@ -331,13 +179,14 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
         Warning(PodApiRefuses(r) + ": the in-place update ends, a normal rollout follows");
     return d;
   };
-  if (!IsOptedIn(newD)) return end("Deployment label inplace-webhook.io/enabled removed");
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
+  if (!IsOptedIn(newD.json())) return end("Deployment label inplace-webhook.io/enabled removed");
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
+  eligibility::Result r =
+      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy);
   switch (r.verdict) {
     case eligibility::Verdict::kNoChange:
       d.reason = "in-place update running; template unchanged";
@@ -345,52 +194,53 @@ Decision DecideRunning(std::string_view stored, const json::Value& oldD, const j
     case eligibility::Verdict::kNotEligible:
       return notEligible(r);
     case eligibility::Verdict::kEligible: {
-      const json::Value& tmpl = *json::Path(&newD, {"spec", "template"});
+      const json::Value& tmpl = newD.podTemplate();
       if (!IsOptedIn(tmpl)) return end("template label inplace-webhook.io/enabled removed");
       record->to = TemplateHash(tmpl);
       d.action = Action::kRetarget;
       d.inProgress = SerializeInProgress(*record);
       d.reason = "in-place update re-targeted to " + record->to;
-      d.warnings.push_back(Warning("in-place update re-targeted: " + Pods(DesiredReplicas(newD)) +
+      d.warnings.push_back(Warning("in-place update re-targeted: " + Pods(newD.replicas()) +
                                    " will be updated to the new template; rollout stays paused"));
       break;
     }
   }
   if (DecidePause(d, *record, oldD, newD)) d.inProgress = SerializeInProgress(*record);
-  if (Annotation(newD, keys::kUndoAnnotation) == keys::kTrue) {
+  if (newD.annotation(keys::kUndoAnnotation) == keys::kTrue) {
     d.warnings.push_back(
         Warning("in-place update: undo requested; the pods return to their template in place"));
   }
   // The user's write dropped, edited or unpaused ours (not: it is our own earlier answer).
-  std::optional<std::string_view> written = Annotation(newD, keys::kInProgressAnnotation);
-  if ((!IsPaused(newD) && record->pausedByUs && !d.dropPauseCommand) ||
+  std::optional<std::string_view> written = newD.annotation(keys::kInProgressAnnotation);
+  if ((!newD.paused() && record->pausedByUs && !d.dropPauseCommand) ||
       (written != stored && written != std::string_view(*d.inProgress))) {
     d.warnings.push_back(Warning(
         "in-place update in progress: spec.paused=true and inplace-webhook.io/in-progress kept"));
-    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD)));
+    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD.json())));
   }
   return d;
 }
 
 // The decision when no in-place update runs: start one, or leave everything to the native rollout.
-Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
+Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
                     const admission::Context& ctx) {
   Decision d;
   d.action = Action::kNone;
-  const json::Value* oldT = json::Path(&oldD, {"spec", "template"});
-  const json::Value* newT = json::Path(&newD, {"spec", "template"});
+  const json::Value* oldT = &oldD.podTemplate();
+  const json::Value* newT = &newD.podTemplate();
   auto skip = [&](std::string why) {
     d.reason = "no in-place update: " + why;
     d.warnings.push_back(
         Warning("in-place update not possible (" + why + "): a normal rollout follows"));
     return d;
   };
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy);
+  eligibility::Result r =
+      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy);
   if (r.verdict == eligibility::Verdict::kNoChange) {
     d.reason = "no template change";
     return d;
@@ -406,12 +256,12 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");
   }
-  if (!RolloutComplete(oldD)) return skip("the previous rollout is not complete");
-  if (DesiredReplicas(oldD) == 0) {
+  if (!oldD.ControllerCaughtUp()) return skip("the previous rollout is not complete");
+  if (oldD.replicas() == 0) {
     d.reason = "no in-place update: no pods";
     return d;
   }
-  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !IsPaused(oldD),
+  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !oldD.paused(),
                     rfc3339::Format(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then.
   if (const std::optional<InProgress> w = WrittenRecord(newD)) {
@@ -427,13 +277,13 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
   d.paused = true;
   d.inProgress = SerializeInProgress(record);
   d.reason = "in-place update started: " + record.from + " -> " + record.to;
-  d.warnings.push_back(Warning("in-place update: " + Pods(DesiredReplicas(newD)) +
+  d.warnings.push_back(Warning("in-place update: " + Pods(newD.replicas()) +
                                " will be updated without restart of unchanged containers; "
                                "rollout paused until done"));
   d.warnings.push_back(
       Warning("kubectl rollout undo refuses a paused Deployment; to undo: kubectl annotate " +
               DeploymentRef(newD) + " " + std::string(keys::kUndoAnnotation) + "=true"));
-  if (ResolveMaxUnavailable(newD) == 0) {
+  if (budget::ResolveMaxUnavailable(newD) == 0) {
     d.warnings.push_back(Warning(
         "in-place update: maxUnavailable is 0, but pods are still updated one at a time and a "
         "changed container restarts"));
@@ -444,7 +294,7 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
     d.warnings.push_back(
         Warning("in-place update: no inplace-webhook controller is known to run; the update "
                 "waits until one does"));
-    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newD)));
+    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newD.json())));
   }
   return d;
 }
@@ -453,35 +303,6 @@ Decision DecideIdle(const json::Value& oldD, const json::Value& newD,
 
 bool IsOptedIn(const json::Value& object) {
   return Label(object, keys::kEnabledLabel) == keys::kTrue;
-}
-
-bool IsPaused(const json::Value& deployment) {
-  const json::Value* v = json::Path(&deployment, {"spec", "paused"});
-  return v != nullptr && v->IsBool() && v->GetBool();
-}
-
-long long DesiredReplicas(const json::Value& deployment) {
-  return IntOr(json::Path(&deployment, {"spec", "replicas"}), 1);
-}
-
-bool RolloutComplete(const json::Value& deployment) {
-  const json::Value* status = json::Find(&deployment, "status");
-  long long generation = IntOr(json::Path(&deployment, {"metadata", "generation"}), 0);
-  long long observed = IntOr(json::Find(status, "observedGeneration"), 0);
-  long long replicas = IntOr(json::Find(status, "replicas"), 0);
-  long long updated = IntOr(json::Find(status, "updatedReplicas"), 0);
-  return observed >= generation && updated == replicas && replicas == DesiredReplicas(deployment);
-}
-
-long long ResolveMaxUnavailable(const json::Value& deployment) {
-  const int replicas = budget::Replicas(deployment);
-  const json::Value* strategy = json::Path(&deployment, {"spec", "strategy"});
-  if (json::StringOr(strategy, "type") == "Recreate") return replicas;
-  const json::Value* v = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
-  const json::Value defaultValue("25%");
-  return budget::ResolveIntOrPercent(v != nullptr && !v->IsNull() ? *v : defaultValue, replicas,
-                                     /*roundUp=*/false)
-      .value_or(0);
 }
 
 bool HasReadinessGate(const json::Value& deployment) {
@@ -494,14 +315,6 @@ bool HasReadinessGate(const json::Value& deployment) {
   return false;
 }
 
-std::optional<std::string_view> Annotation(const json::Value& object, std::string_view key) {
-  return MapString(object, "annotations", key);
-}
-
-std::optional<std::string_view> Label(const json::Value& object, std::string_view key) {
-  return MapString(object, "labels", key);
-}
-
 std::string AbortCommand(const json::Value& deployment) {
   std::string out = "kubectl annotate " + DeploymentRef(deployment) + " " +
                     std::string(keys::kAbortAnnotation) + "=true";
@@ -510,52 +323,13 @@ std::string AbortCommand(const json::Value& deployment) {
   return out;
 }
 
-Status CheckMetadataShape(const json::Value& object, std::string_view name) {
-  if (!object.IsObject()) {
-    return Status::InvalidArgument(std::string(name) + " must be an object, got " +
-                                   std::string(TypeName(object)));
-  }
-  return CheckFields(object, name,
-                     {{{"metadata"}, Kind::kObject},
-                      {{"metadata", "name"}, Kind::kString},
-                      {{"metadata", "namespace"}, Kind::kString},
-                      {{"metadata", "labels"}, Kind::kStringMap},
-                      {{"metadata", "annotations"}, Kind::kStringMap},
-                      {{"metadata", "finalizers"}, Kind::kStringArray}});
-}
-
-Status CheckDeploymentShape(const json::Value& deployment, std::string_view name) {
-  if (Status s = CheckMetadataShape(deployment, name); !s.ok()) return s;
-  return CheckFields(deployment, name,
-                     {{{"metadata", "generation"}, Kind::kInteger},
-                      {{"spec"}, Kind::kObject},
-                      {{"spec", "paused"}, Kind::kBool},
-                      {{"spec", "replicas"}, Kind::kInteger},
-                      {{"spec", "strategy"}, Kind::kObject},
-                      {{"spec", "strategy", "type"}, Kind::kString},
-                      {{"spec", "strategy", "rollingUpdate"}, Kind::kObject},
-                      {{"spec", "strategy", "rollingUpdate", "maxUnavailable"}, Kind::kIntOrString},
-                      {{"spec", "template"}, Kind::kObject},
-                      {{"spec", "template", "metadata"}, Kind::kObject},
-                      {{"spec", "template", "metadata", "labels"}, Kind::kStringMap},
-                      {{"spec", "template", "metadata", "annotations"}, Kind::kStringMap},
-                      {{"spec", "template", "spec"}, Kind::kObject},
-                      {{"spec", "template", "spec", "containers"}, Kind::kNamedArray},
-                      {{"spec", "template", "spec", "initContainers"}, Kind::kNamedArray},
-                      {{"spec", "template", "spec", "readinessGates"}, Kind::kObjectArray},
-                      {{"status"}, Kind::kObject},
-                      {{"status", "observedGeneration"}, Kind::kInteger},
-                      {{"status", "replicas"}, Kind::kInteger},
-                      {{"status", "updatedReplicas"}, Kind::kInteger}});
-}
-
-Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
+Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
                 const admission::Context& ctx) {
   if (std::optional<std::string_view> stored =
-          Annotation(oldDeployment, keys::kInProgressAnnotation)) {
+          oldDeployment.annotation(keys::kInProgressAnnotation)) {
     return DecideRunning(*stored, oldDeployment, newDeployment, ctx);
   }
-  if (!IsOptedIn(newDeployment)) {
+  if (!IsOptedIn(newDeployment.json())) {
     Decision d;
     d.reason = "not opted in (label inplace-webhook.io/enabled=true)";
     return d;
@@ -564,13 +338,13 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
   // Our own earlier answer, seen again after a later webhook made the change one that does not
   // start an update (reinvocationPolicy IfNeeded): take back the pause it added with its record,
   // or the Deployment would stay paused with nothing to unpause it (DESIGN.md §8.11).
-  if (d.action == Action::kNone && Annotation(newDeployment, keys::kInProgressAnnotation) &&
-      IsPaused(newDeployment) && !IsPaused(oldDeployment)) {
+  if (d.action == Action::kNone && newDeployment.annotation(keys::kInProgressAnnotation) &&
+      newDeployment.paused() && !oldDeployment.paused()) {
     d.paused = false;
   }
   // The commands with no update running: pause is spec.paused (and a start the user holds);
   // undo has nothing to undo (kubectl rollout undo does it natively).
-  if (std::optional<std::string_view> pause = Annotation(newDeployment, keys::kPauseAnnotation)) {
+  if (std::optional<std::string_view> pause = newDeployment.annotation(keys::kPauseAnnotation)) {
     d.dropPauseCommand = true;
     if (pause == keys::kTrue) {
       d.paused = true;
@@ -581,11 +355,11 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
       }
     }
   }
-  if (Annotation(oldDeployment, keys::kAbortAnnotation) &&
-      Annotation(newDeployment, keys::kAbortAnnotation)) {
+  if (oldDeployment.annotation(keys::kAbortAnnotation) &&
+      newDeployment.annotation(keys::kAbortAnnotation)) {
     d.dropAbortCommand = true;
   }
-  if (Annotation(newDeployment, keys::kUndoAnnotation)) {
+  if (newDeployment.annotation(keys::kUndoAnnotation)) {
     d.dropUndoCommand = true;
     d.warnings.push_back(
         Warning("no in-place update runs: nothing to undo in place; use "
@@ -595,15 +369,27 @@ Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployme
   return d;
 }
 
-bool Conforms(const Decision& decision, const json::Value& deployment) {
+Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
+                const admission::Context& ctx) {
+  StatusOr<kube::Deployment> oldD = kube::Deployment::From(oldDeployment, "oldObject");
+  StatusOr<kube::Deployment> newD = kube::Deployment::From(newDeployment, "object");
+  if (!oldD.ok() || !newD.ok()) {
+    Decision d;
+    d.reason = (oldD.ok() ? newD.status() : oldD.status()).message();
+    return d;
+  }
+  return Decide(*oldD, *newD, ctx);
+}
+
+bool Conforms(const Decision& decision, const kube::Deployment& deployment) {
   if (decision.action == Action::kIgnore) return true;
-  if (decision.dropPauseCommand && Annotation(deployment, keys::kPauseAnnotation)) return false;
-  if (decision.dropUndoCommand && Annotation(deployment, keys::kUndoAnnotation)) return false;
-  if (decision.dropAbortCommand && Annotation(deployment, keys::kAbortAnnotation)) return false;
-  if (decision.paused && IsPaused(deployment) != *decision.paused) return false;
-  std::optional<std::string_view> written = Annotation(deployment, keys::kInProgressAnnotation);
+  if (decision.dropPauseCommand && deployment.annotation(keys::kPauseAnnotation)) return false;
+  if (decision.dropUndoCommand && deployment.annotation(keys::kUndoAnnotation)) return false;
+  if (decision.dropAbortCommand && deployment.annotation(keys::kAbortAnnotation)) return false;
+  if (decision.paused && deployment.paused() != *decision.paused) return false;
+  std::optional<std::string_view> written = deployment.annotation(keys::kInProgressAnnotation);
   if (decision.inProgress) return written == std::string_view(*decision.inProgress);
-  return !json::Find(json::Path(&deployment, {"metadata", "annotations"}),
+  return !json::Find(json::Path(&deployment.json(), {"metadata", "annotations"}),
                      keys::kInProgressAnnotation);
 }
 
@@ -615,7 +401,7 @@ void Apply(const Decision& decision, json::Value& deployment, json::Allocator& a
     if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
     if (decision.dropAbortCommand) json::Remove(*annotations, keys::kAbortAnnotation);
   }
-  if (decision.paused && IsPaused(deployment) != *decision.paused) {
+  if (decision.paused) {  // replaces an equal value with itself: the diff then has no operation
     json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",
               json::Value(*decision.paused), alloc);
   }

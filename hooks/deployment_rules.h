@@ -11,31 +11,23 @@
 
 #include "hooks/admission.h"
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 #include "lib/status.h"
 
 namespace iw::deployment {
 
 // metadata.labels["inplace-webhook.io/enabled"] == "true" on a Deployment, a pod template or a pod.
 bool IsOptedIn(const json::Value& object);
-// spec.paused; absent is false.
-bool IsPaused(const json::Value& deployment);
-// spec.replicas; absent is 1 (the API default).
-long long DesiredReplicas(const json::Value& deployment);
-// The previous rollout finished: status.observedGeneration >= metadata.generation and
-// status.updatedReplicas == status.replicas == spec.replicas (absent counts are 0, absent
-// spec.replicas is 1).
-bool RolloutComplete(const json::Value& deployment);
-// How many pods may be unavailable at once, as the Deployment controller resolves maxUnavailable
-// (ResolveFenceposts): an integer as is, a percentage of spec.replicas rounded down, absent → 25%.
-// Strategy Recreate → spec.replicas (all at once). A malformed value → 0. maxSurge is ignored:
-// in-place never surges. The result may be 0; the loop then updates one pod at a time.
-long long ResolveMaxUnavailable(const json::Value& deployment);
 // spec.template.spec.readinessGates holds {conditionType: inplace-webhook.io/ready}.
 bool HasReadinessGate(const json::Value& deployment);
 // A string map value of metadata.annotations / metadata.labels, nullopt when absent or not a
-// string.
-std::optional<std::string_view> Annotation(const json::Value& object, std::string_view key);
-std::optional<std::string_view> Label(const json::Value& object, std::string_view key);
+// string (kube::AnnotationOf / LabelOf).
+inline std::optional<std::string_view> Annotation(const json::Value& object, std::string_view key) {
+  return kube::AnnotationOf(object, key);
+}
+inline std::optional<std::string_view> Label(const json::Value& object, std::string_view key) {
+  return kube::LabelOf(object, key);
+}
 
 // The command that stops a running in-place update of `deployment`, for messages:
 // `kubectl annotate deploy/NAME inplace-webhook.io/abort=true -n NAMESPACE`.
@@ -46,16 +38,6 @@ std::string AbortCommand(const json::Value& deployment);
 // an abort admitted while no loop is known to run), so a lost or powerless loop cannot keep a
 // Deployment paused.
 inline constexpr std::chrono::seconds kAbortTakeover{60};
-
-// Shape checks of request objects: the fields the rules read must have the types Kubernetes
-// gives them (null counts as absent). InvalidArgument names the first wrong field as
-// `<name>.<path>` and the expected type, e.g. `object.metadata.labels must be an object of string
-// values, got array`; OK when the shape is fine.
-// CheckMetadataShape: the object and its metadata (labels, annotations, finalizers).
-Status CheckMetadataShape(const json::Value& object, std::string_view name);
-// CheckDeploymentShape: the above plus spec (paused, replicas, strategy, template with its
-// labels, annotations, containers' names and images, readinessGates) and status counters.
-Status CheckDeploymentShape(const json::Value& deployment, std::string_view name);
 
 // What the mutating decision wants of the two fields it owns: spec.paused and the in-progress
 // annotation.
@@ -89,18 +71,21 @@ struct Decision {
 };
 
 // The mutating decision for a Deployment UPDATE by someone other than the controller, from the
-// stored object (`oldDeployment`) and the written one (`newDeployment`); both must have passed
-// CheckDeploymentShape. State is read from the stored object only: whether an update runs (its
-// in-progress annotation) and pausedByUs (!old spec.paused, decided when the update starts). The
-// written object's in-progress is never trusted, except that a start carries its startedAt when
-// from/to/pausedByUs equal the computed ones (so answering our own output changes nothing).
-// Applying the decision to `newDeployment` and deciding again on the result gives the same
-// decision with nothing left to change.
+// stored object (`oldDeployment`) and the written one (`newDeployment`). State is read from the
+// stored object only: whether an update runs (its in-progress annotation) and pausedByUs (!old
+// spec.paused, decided when the update starts). The written object's in-progress is never trusted,
+// except that a start carries its startedAt when from/to/pausedByUs equal the computed ones (so
+// answering our own output changes nothing). Applying the decision to `newDeployment` and deciding
+// again on the result gives the same decision with nothing left to change.
+Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
+                const admission::Context& ctx);
+// As above, from raw objects (their shape checked first; a failed check decides kIgnore, its
+// reason the check's message).
 Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
                 const admission::Context& ctx);
 
 // Whether `deployment` already has what `decision` wants (paused, in-progress).
-bool Conforms(const Decision& decision, const json::Value& deployment);
+bool Conforms(const Decision& decision, const kube::Deployment& deployment);
 // Makes `deployment` conform to `decision`, touching nothing else.
 void Apply(const Decision& decision, json::Value& deployment, json::Allocator& alloc);
 

@@ -25,12 +25,12 @@ std::optional<std::string_view> StateValue(const json::Value& pod, const StateKe
 
 Status CheckRequest(const Request& req) {
   if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
-  if (Status s = deployment::CheckMetadataShape(*req.object, "request.object"); !s.ok()) return s;
+  if (Status s = kube::CheckMetadataShape(*req.object, "request.object"); !s.ok()) return s;
   if (req.operation != Operation::kUpdate) return Status::Ok();
   if (req.oldObject == nullptr) {
     return Status::InvalidArgument("request.oldObject is missing for UPDATE");
   }
-  return deployment::CheckMetadataShape(*req.oldObject, "request.oldObject");
+  return kube::CheckMetadataShape(*req.oldObject, "request.oldObject");
 }
 
 // Appends to `r.patch` the JSON Patch operation that adds the readiness gate

@@ -22,24 +22,16 @@ struct Condition {
   std::string lastUpdateTime, lastTransitionTime;
 };
 
-std::optional<Condition> Find(const Value& d, std::string_view type) {
-  const Value* conditions = json::Path(&d, {"status", "conditions"});
-  if (conditions == nullptr || !conditions->IsArray()) return std::nullopt;
-  for (const auto& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") != type) continue;
-    Condition out;
-    out.status = json::StringOr(&c, "status");
-    out.reason = json::StringOr(&c, "reason");
-    out.message = json::StringOr(&c, "message");
-    out.lastUpdateTime = json::StringOr(&c, "lastUpdateTime");
-    out.lastTransitionTime = json::StringOr(&c, "lastTransitionTime");
-    return out;
-  }
-  return std::nullopt;
-}
-
-std::string_view Meta(const Value& o, std::string_view k) {
-  return json::StringOr(json::Find(&o, "metadata"), k);
+std::optional<Condition> Find(const kube::Deployment& d, std::string_view type) {
+  const Value* c = d.condition(type);
+  if (c == nullptr) return std::nullopt;
+  Condition out;
+  out.status = json::StringOr(c, "status");
+  out.reason = json::StringOr(c, "reason");
+  out.message = json::StringOr(c, "message");
+  out.lastUpdateTime = json::StringOr(c, "lastUpdateTime");
+  out.lastTransitionTime = json::StringOr(c, "lastTransitionTime");
+  return out;
 }
 
 // `want` with its times filled from `stored`: lastTransitionTime kept while the status is the
@@ -64,7 +56,7 @@ bool Same(const std::optional<Condition>& stored, const Condition& want) {
          (want.lastUpdateTime.empty() || want.lastUpdateTime == stored->lastUpdateTime);
 }
 
-Action StatusPatch(const Value& d, std::optional<Condition> ours,
+Action StatusPatch(const kube::Deployment& d, std::optional<Condition> ours,
                    const std::optional<Condition>& storedOurs, std::optional<Condition> progressing,
                    const std::optional<Condition>& storedProgressing, Clock::time_point now,
                    std::string summary) {
@@ -81,8 +73,8 @@ Action StatusPatch(const Value& d, std::optional<Condition> ours,
   body.AddMember("status", status, a);
   Action act;
   act.kind = rollout::WriteKind::kDeploymentStatusPatch;
-  act.ns = std::string(Meta(d, "namespace"));
-  act.name = std::string(Meta(d, "name"));
+  act.ns = std::string(d.ns());
+  act.name = std::string(d.name());
   act.body = std::move(body);
   act.summary = std::move(summary);
   return act;  // no resourceVersion: the patch merges our conditions by type
@@ -123,15 +115,13 @@ std::string_view ProgressPart(std::string_view message) {
   return cut == std::string_view::npos ? message : message.substr(0, cut);
 }
 
-std::optional<int> ProgressDeadline(const Value& d) {
-  const Value* v = json::Path(&d, {"spec", "progressDeadlineSeconds"});
-  if (v == nullptr || !v->IsInt64()) return std::nullopt;
-  const int64_t s = v->GetInt64();
-  if (s <= 0 || s >= INT_MAX) return std::nullopt;
-  return static_cast<int>(s);
+std::optional<int> ProgressDeadline(const kube::Deployment& d) {
+  const std::optional<long long> s = d.progressDeadlineSeconds();
+  if (!s || *s <= 0 || *s >= INT_MAX) return std::nullopt;
+  return static_cast<int>(*s);
 }
 
-void AddProgress(rollout::Plan& plan, const Value& d, Clock::time_point now) {
+void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_point now) {
   const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
   const std::optional<Condition> progressing = Find(d, "Progressing");
   std::optional<Condition> wantOurs;
@@ -167,7 +157,7 @@ void AddProgress(rollout::Plan& plan, const Value& d, Clock::time_point now) {
     } else {
       // No progress since lastUpdateTime.
       // A user's pause holds the update: no deadline, as the controller has none while paused.
-      const StatusOr<std::optional<InProgress>> record = ReadInProgress(d);
+      const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
       const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
       const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
       const auto due = *last + std::chrono::seconds(deadline.value_or(0));
@@ -205,20 +195,21 @@ bool IsRefusal(int code) {
   return code == 400 || code == 403 || code == 422;
 }
 
-std::vector<Action> PlanRefusal(const Value& d, const Value* pod, std::string_view podName,
-                                std::string_view progress, std::string_view message,
-                                Clock::time_point now) {
+std::vector<Action> PlanRefusal(const kube::Deployment& d, const kube::Pod* pod,
+                                std::string_view podName, std::string_view progress,
+                                std::string_view message, Clock::time_point now) {
   std::vector<Action> out;
   const std::string text =
       "pod " + std::string(podName) + ": update refused by the API server: " + std::string(message);
   const std::string key = "refused/" + std::string(podName) + "/" + std::string(message);
-  auto event = [&](const Value& involved, std::string_view apiVersion, std::string_view kind) {
+  auto event = [&](const kube::ObjectView& involved, std::string_view apiVersion,
+                   std::string_view kind) {
     Action e;
     e.kind = rollout::WriteKind::kEvent;
-    e.ns = std::string(Meta(involved, "namespace"));
-    e.name = rollout::DedupEventName(Meta(involved, "name"), key);
-    e.body = rollout::MakeEvent(involved, apiVersion, kind, "Warning", kReasonRefused, text, now,
-                                e.name);
+    e.ns = std::string(involved.ns());
+    e.name = rollout::DedupEventName(involved.name(), key);
+    e.body = rollout::MakeEvent(involved.json(), apiVersion, kind, "Warning", kReasonRefused, text,
+                                now, e.name);
     e.pod = std::string(podName);
     e.summary = std::string(kReasonRefused) + ": " + text;
     out.push_back(std::move(e));

@@ -27,6 +27,7 @@
 
 #include "hooks/rollout_plan.h"
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::progress {
 
@@ -51,14 +52,14 @@ std::string_view ProgressPart(std::string_view message);
 
 // spec.progressDeadlineSeconds; nullopt when absent or math.MaxInt32 (no deadline, as the
 // controller's HasProgressDeadline).
-std::optional<int> ProgressDeadline(const json::Value& deployment);
+std::optional<int> ProgressDeadline(const kube::Deployment& deployment);
 
 // Appends to `plan` the status patch (if the conditions must change) for this pass of an update
 // of `deployment` and shortens plan.requeueAfter to the next moment the conditions may change by
 // time alone (a stall becoming due, a throttled write). Reads plan.phase, podsAtTarget, podsTotal,
 // podsByState and target; plans without counts (podsAtTarget < 0) other than kCompleted and
 // kAborted get nothing.
-void AddProgress(rollout::Plan& plan, const json::Value& deployment,
+void AddProgress(rollout::Plan& plan, const kube::Deployment& deployment,
                  rollout::Clock::time_point now);
 
 // Whether an answer to a pod write means the API server refused it for good until something
@@ -71,7 +72,7 @@ bool IsRefusal(int code);
 // the Deployment (deterministic names: one per pod and message), and the status patch that
 // reports it (False/PodUpdateRefused, "<progress>; pod P: update refused: <message>"; progress
 // and its lastUpdateTime kept). `progress` is the plan's ProgressText.
-std::vector<rollout::Action> PlanRefusal(const json::Value& deployment, const json::Value* pod,
+std::vector<rollout::Action> PlanRefusal(const kube::Deployment& deployment, const kube::Pod* pod,
                                          std::string_view podName, std::string_view progress,
                                          std::string_view message, rollout::Clock::time_point now);
 

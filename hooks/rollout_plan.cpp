@@ -13,6 +13,7 @@
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
+#include "lib/kube_objects.h"
 
 namespace iw::rollout {
 
@@ -30,31 +31,60 @@ constexpr size_t kMaxEventMessage = 1024;
 constexpr auto kControllerPoll = std::chrono::seconds(2);
 constexpr auto kBlockedPoll = std::chrono::seconds(30);
 
+// The snapshot's objects as views: each has passed its shape check. The ReplicaSets and pods are
+// kept in `rsStore`/`podStore` and listed by pointer (an object's identity in the plan); filled in
+// place by ReadObjects, never copied.
+struct Objects {
+  std::optional<kube::Deployment> deployment;
+  std::vector<kube::ReplicaSet> rsStore;
+  std::vector<kube::Pod> podStore;
+  std::vector<const kube::ReplicaSet*> replicaSets;
+  std::vector<const kube::Pod*> pods;
+  Clock::time_point now;
+
+  Objects() = default;
+  Objects(const Objects&) = delete;
+  Objects& operator=(const Objects&) = delete;
+};
+
+// Views of every object of `snapshot`; InvalidArgument naming the first object whose shape is
+// not what Kubernetes gives (the plan then writes nothing: a half-read Deployment is never acted
+// on).
+Status ReadObjects(const Snapshot& snapshot, Objects& out) {
+  StatusOr<kube::Deployment> d = kube::Deployment::From(*snapshot.deployment, "deployment");
+  if (!d.ok()) return d.status();
+  out.deployment = *d;
+  out.now = snapshot.now;
+  out.rsStore.reserve(snapshot.replicaSets.size());
+  for (const Value* rs : snapshot.replicaSets) {
+    if (rs == nullptr) continue;
+    StatusOr<kube::ReplicaSet> v = kube::ReplicaSet::From(*rs, "replicaSet");
+    if (!v.ok())
+      return v.status().Prefixed("ReplicaSet " +
+                                 std::string(json::StringOr(json::Find(rs, "metadata"), "name")));
+    out.rsStore.push_back(*v);
+  }
+  out.podStore.reserve(snapshot.pods.size());
+  for (const Value* pod : snapshot.pods) {
+    if (pod == nullptr) continue;
+    StatusOr<kube::Pod> v = kube::Pod::From(*pod, "pod");
+    if (!v.ok())
+      return v.status().Prefixed("pod " +
+                                 std::string(json::StringOr(json::Find(pod, "metadata"), "name")));
+    out.podStore.push_back(*v);
+  }
+  for (const kube::ReplicaSet& rs : out.rsStore) out.replicaSets.push_back(&rs);
+  for (const kube::Pod& pod : out.podStore) out.pods.push_back(&pod);
+  return Status::Ok();
+}
+
 std::string_view Meta(const Value& object, std::string_view key) {
   return json::StringOr(json::Find(&object, "metadata"), key);
 }
-std::string Name(const Value& object) {
-  return std::string(Meta(object, "name"));
-}
-
-const Value* Annotation(const Value& object, std::string_view key) {
-  return json::Find(json::Path(&object, {"metadata", "annotations"}), key);
-}
-std::string_view AnnotationOr(const Value& object, std::string_view key) {
-  const Value* v = Annotation(object, key);
-  return v != nullptr && v->IsString() ? json::View(*v) : std::string_view{};
-}
-
 // A copied string value; an empty view may have a null data() (StringOr's default).
 Value Str(std::string_view s, Allocator& a) {
   return s.empty() ? Value("", 0, a)
                    : Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
-}
-
-const Value& TemplateOf(const Value& workload) {
-  static const Value kEmpty(rapidjson::kObjectType);
-  const Value* t = json::Path(&workload, {"spec", "template"});
-  return t != nullptr ? *t : kEmpty;
 }
 
 std::string Truncate(std::string s, size_t max) {
@@ -93,32 +123,34 @@ Value MergeDiff(const Value& from, const Value& to, Allocator& a) {
   return out;
 }
 
-Action EventAction(const Value& involved, std::string_view apiVersion, std::string_view kind,
-                   std::string_view type, std::string_view reason, std::string_view message,
-                   Clock::time_point now, std::string name, Metric metric = Metric::kNone) {
+Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion,
+                   std::string_view kind, std::string_view type, std::string_view reason,
+                   std::string_view message, Clock::time_point now, std::string name,
+                   Metric metric = Metric::kNone) {
   Action act;
   act.kind = WriteKind::kEvent;
-  act.ns = std::string(Meta(involved, "namespace"));
+  act.ns = std::string(involved.ns());
   act.name = name;
-  act.body = MakeEvent(involved, apiVersion, kind, type, reason, message, now, name);
+  act.body = MakeEvent(involved.json(), apiVersion, kind, type, reason, message, now, name);
   act.metric = metric;
   act.summary = std::string(reason) + ": " + std::string(message);
   return act;
 }
 
-Action DeploymentEvent(const Value& d, std::string_view type, std::string_view reason,
+Action DeploymentEvent(const kube::Deployment& d, std::string_view type, std::string_view reason,
                        std::string_view message, Clock::time_point now, std::string name = {},
                        Metric metric = Metric::kNone) {
   return EventAction(d, "apps/v1", "Deployment", type, reason, message, now, std::move(name),
                      metric);
 }
 
-Action Write(WriteKind kind, const Value& object, json::Document body, std::string summary) {
+Action Write(WriteKind kind, const kube::ObjectView& object, json::Document body,
+             std::string summary) {
   Action act;
   act.kind = kind;
-  act.ns = std::string(Meta(object, "namespace"));
-  act.name = Name(object);
-  act.resourceVersion = std::string(Meta(object, "resourceVersion"));
+  act.ns = std::string(object.ns());
+  act.name = std::string(object.name());
+  act.resourceVersion = std::string(object.resourceVersion());
   act.body = std::move(body);
   act.summary = std::move(summary);
   return act;
@@ -138,60 +170,55 @@ std::string Duration(double seconds) {
 }
 
 // The Deployment patch that ends the update: drop `in-progress` (and `abort`), unpause if asked.
-Action EndPatch(const Value& d, bool unpause, std::string summary) {
+Action EndPatch(const kube::Deployment& d, bool unpause, std::string summary) {
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   Value& annotations =
       json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
   json::Set(annotations, keys::kInProgressAnnotation, Value(rapidjson::kNullType), a);
-  if (Annotation(d, keys::kAbortAnnotation) != nullptr) {
+  if (d.annotation(keys::kAbortAnnotation)) {
     json::Set(annotations, keys::kAbortAnnotation, Value(rapidjson::kNullType), a);
   }
   if (unpause) json::EnsureObject(body, "spec", a).AddMember("paused", false, a);
   return Write(WriteKind::kDeploymentPatch, d, std::move(body), std::move(summary));
 }
 
-bool IsPaused(const Value& d) {
-  const Value* p = json::Path(&d, {"spec", "paused"});
-  return p != nullptr && p->IsBool() && p->GetBool();
-}
-
 // Pods of the Deployment's ReplicaSets left out of Normal by the update (in a hook, draining with
 // the gate False, restarting) would stay out of service for good once the update is gone: each goes
 // back to Normal with its gate True, before the Deployment patch (DESIGN.md §8.11).
-void ReleasePods(Plan& plan, const Snapshot& s, const Value& d, std::string_view why) {
-  const std::string_view uid = Meta(d, "uid");
+void ReleasePods(Plan& plan, const Objects& s, const kube::Deployment& d, std::string_view why) {
   std::set<std::string_view> owned;
-  for (const Value* rs : s.replicaSets) {
-    if (rs != nullptr && ControllerUid(*rs) == uid) owned.insert(Meta(*rs, "uid"));
+  for (const kube::ReplicaSet* rs : s.replicaSets) {
+    if (rs->controllerUid() == d.uid()) owned.insert(rs->uid());
   }
-  for (const Value* pod : s.pods) {
-    if (pod == nullptr || !IsLive(*pod) || !owned.contains(ControllerUid(*pod))) continue;
-    if (pod_update::StateOf(*pod) != keys::kStateNormal) {
-      Action w =
-          Write(WriteKind::kPodPatch, *pod, pod_update::StatePatch(*pod, keys::kStateNormal, s.now),
-                std::string(why) + ": pod back to Normal (it was " +
-                    std::string(pod_update::StateOf(*pod)) + ")");
-      w.pod = Name(*pod);
+  for (const kube::Pod* pod : s.pods) {
+    if (!pod->live() || !owned.contains(pod->controllerUid())) continue;
+    if (pod_update::StateOf(pod->json()) != keys::kStateNormal) {
+      Action w = Write(WriteKind::kPodPatch, *pod,
+                       pod_update::StatePatch(pod->json(), keys::kStateNormal, s.now),
+                       std::string(why) + ": pod back to Normal (it was " +
+                           std::string(pod_update::StateOf(pod->json())) + ")");
+      w.pod = std::string(pod->name());
       plan.actions.push_back(std::move(w));
     }
-    if (pod_update::HasGate(*pod) && pod_update::GateStatus(*pod) == false) {
-      Action g = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, s.now),
-                       std::string(why) + ": readiness gate True again");
-      g.pod = Name(*pod);
+    if (pod_update::HasGate(pod->json()) && pod_update::GateStatus(pod->json()) == false) {
+      Action g =
+          Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(pod->json(), true, s.now),
+                std::string(why) + ": readiness gate True again");
+      g.pod = std::string(pod->name());
       plan.actions.push_back(std::move(g));
     }
   }
 }
 
-Plan Abort(const Snapshot& s, const Value& d, const std::optional<InProgress>& record,
+Plan Abort(const Objects& s, const kube::Deployment& d, const std::optional<InProgress>& record,
            std::string why, Clock::time_point now) {
   Plan plan;
   plan.phase = Phase::kAborted;
   plan.message = why;
   ReleasePods(plan, s, d, "abort");
   // Unknown record (malformed): leave `paused` as it is rather than guess who paused it.
-  const bool unpause = record && record->pausedByUs && IsPaused(d);
+  const bool unpause = record && record->pausedByUs && d.paused();
   Action patch = EndPatch(d, unpause, "abort: " + why);
   patch.metric = Metric::kRolloutAborted;
   plan.actions.push_back(std::move(patch));
@@ -203,63 +230,58 @@ Plan Abort(const Snapshot& s, const Value& d, const std::optional<InProgress>& r
   return plan;
 }
 
-int RevisionOf(const Value& rs) {
-  std::string_view r = AnnotationOr(rs, keys::kRevisionAnnotation);
-  int n = 0;
-  for (char c : r) {
-    if (c < '0' || c > '9' || n > 100000000) return 0;
-    n = n * 10 + (c - '0');
-  }
-  return n;
-}
-
 // The ReplicaSet an update works from: its template is the old one (`from`), the new one (`to`:
 // the finish has begun), or an earlier target of this run that a finish already wrote (its
 // previous-template-hash is `from`).
-bool MatchesRun(const Value& rs, const InProgress& record) {
-  const std::string h = TemplateHash(TemplateOf(rs));
+bool MatchesRun(const kube::ReplicaSet& rs, const InProgress& record) {
+  const std::string h = TemplateHash(rs.podTemplate());
   return h == record.from || h == record.to ||
-         AnnotationOr(rs, keys::kPreviousTemplateHashAnnotation) == record.from;
+         rs.annotation(keys::kPreviousTemplateHashAnnotation) == record.from;
 }
 
 // The owned zero-replica ReplicaSets other than `except` whose template hash is `hash`, newest
 // revision first.
-std::vector<const Value*> Holders(const std::vector<const Value*>& owned, const Value* except,
-                                  const std::string& hash) {
-  std::vector<const Value*> out;
-  for (const Value* rs : owned) {
-    if (rs != except && budget::Replicas(*rs) == 0 && TemplateHash(TemplateOf(*rs)) == hash) {
+std::vector<const kube::ReplicaSet*> Holders(const std::vector<const kube::ReplicaSet*>& owned,
+                                             const kube::ReplicaSet* except,
+                                             const std::string& hash) {
+  std::vector<const kube::ReplicaSet*> out;
+  for (const kube::ReplicaSet* rs : owned) {
+    if (rs != except && rs->replicas() == 0 && TemplateHash(rs->podTemplate()) == hash) {
       out.push_back(rs);
     }
   }
   std::stable_sort(out.begin(), out.end(),
-                   [](const Value* a, const Value* b) { return RevisionOf(*a) > RevisionOf(*b); });
+                   [](const kube::ReplicaSet* a, const kube::ReplicaSet* b) {
+                     return a->revision() > b->revision();
+                   });
   return out;
 }
 
 // The template the pods of `rs` were created from: its own, or, once the finish wrote a later
 // template into it, the update's starting template as its history ReplicaSet holds it (so pods
 // created meanwhile from a stale cache are still brought to the target).
-json::Document BaseTemplate(const Value& rs, const std::vector<const Value*>& owned,
+json::Document BaseTemplate(const kube::ReplicaSet& rs,
+                            const std::vector<const kube::ReplicaSet*>& owned,
                             const InProgress& record) {
   json::Document out;
-  const Value* t = &TemplateOf(rs);
+  const Value* t = &rs.podTemplate();
   if (TemplateHash(*t) != record.from) {
-    std::vector<const Value*> history = Holders(owned, &rs, record.from);
-    if (!history.empty()) t = &TemplateOf(*history.front());
+    std::vector<const kube::ReplicaSet*> history = Holders(owned, &rs, record.from);
+    if (!history.empty()) t = &history.front()->podTemplate();
   }
   out.CopyFrom(*t, out.GetAllocator());
   return out;
 }
 
-bool Moved(const Value& pod, const InProgress& record) {
-  if (pod_update::StateOf(pod) != keys::kStateNormal) return true;
-  std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
+bool Moved(const kube::Pod& pod, const InProgress& record) {
+  if (pod_update::StateOf(pod.json()) != keys::kStateNormal) return true;
+  std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod.json());
   return us && !us->revision.empty() && us->revision != record.from;
 }
 
-void AddPodStep(Plan& plan, const Value& d, const Value& pod, pod_update::Step step) {
-  const std::string podName = Name(pod);
+void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
+                pod_update::Step step) {
+  const std::string podName(pod.name());
   bool metricPlaced = false;
   for (pod_update::PodOp& op : step.ops) {
     if (op.kind == pod_update::PodOp::Kind::kEvent) {
@@ -270,7 +292,7 @@ void AddPodStep(Plan& plan, const Value& d, const Value& pod, pod_update::Step s
       ev.pod = podName;
       plan.actions.push_back(std::move(ev));
       if (e.onDeployment) {
-        std::string dName = e.dedupKey.empty() ? "" : DedupEventName(Name(d), e.dedupKey);
+        std::string dName = e.dedupKey.empty() ? "" : DedupEventName(d.name(), e.dedupKey);
         Action dev = DeploymentEvent(d, e.type, e.reason, e.message, Clock::time_point{}, dName);
         dev.pod = podName;
         plan.actions.push_back(std::move(dev));
@@ -327,12 +349,10 @@ json::Document WithHashLabel(const Value& tmpl, std::string_view hash) {
   return out;
 }
 
-std::string_view HashLabel(const Value& rs) {
-  std::string_view h = json::StringOr(json::Path(&rs, {"spec", "selector", "matchLabels"}),
+std::string_view HashLabel(const kube::ReplicaSet& rs) {
+  std::string_view h = json::StringOr(json::Path(&rs.json(), {"spec", "selector", "matchLabels"}),
                                       keys::kPodTemplateHashLabel);
-  if (h.empty()) {
-    h = json::StringOr(json::Path(&rs, {"metadata", "labels"}), keys::kPodTemplateHashLabel);
-  }
+  if (h.empty()) h = rs.label(keys::kPodTemplateHashLabel).value_or("");
   return h;
 }
 
@@ -345,10 +365,10 @@ constexpr std::string_view kSettingsKeys[] = {keys::kLifecycleAnnotation, keys::
 // annotations (those the Deployment controller copied from the Deployment while it was the new
 // one) without ours and the controller's revision history, the Deployment's settings, and the
 // active ReplicaSet's revision.
-json::Document HistoryAnnotations(const Value& active, const Value& d) {
+json::Document HistoryAnnotations(const kube::ReplicaSet& active, const kube::Deployment& d) {
   json::Document out(rapidjson::kObjectType);
   auto& a = out.GetAllocator();
-  const Value* from = json::Path(&active, {"metadata", "annotations"});
+  const Value* from = json::Path(&active.json(), {"metadata", "annotations"});
   if (from != nullptr && from->IsObject()) {
     for (const auto& m : from->GetObject()) {
       const std::string_view k = json::View(m.name);
@@ -357,52 +377,46 @@ json::Document HistoryAnnotations(const Value& active, const Value& d) {
     }
   }
   for (std::string_view k : kSettingsKeys) {
-    if (const Value* v = Annotation(d, k); v != nullptr && v->IsString()) {
-      json::SetString(out, k, json::View(*v), a);
-    }
+    if (std::optional<std::string_view> v = d.annotation(k)) json::SetString(out, k, *v, a);
   }
-  json::SetString(out, keys::kRevisionAnnotation, AnnotationOr(active, keys::kRevisionAnnotation),
-                  a);
+  json::SetString(out, keys::kRevisionAnnotation,
+                  active.annotation(keys::kRevisionAnnotation).value_or(""), a);
   return out;
-}
-
-long long RevisionHistoryLimit(const Value& d) {
-  const Value* v = json::Path(&d, {"spec", "revisionHistoryLimit"});
-  return v != nullptr && v->IsInt64() ? v->GetInt64() : 10;
 }
 
 // Finish step 1: the history ReplicaSet of the template the pods leave (`base` holds it now),
 // then the target template into `base`. Writes nothing when `base` already holds the target.
-void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
-                       const std::vector<const Value*>& owned, const InProgress& record) {
-  const Value& current = TemplateOf(base);
+void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::ReplicaSet& base,
+                       const std::vector<const kube::ReplicaSet*>& owned,
+                       const InProgress& record) {
+  const Value& current = base.podTemplate();
   const std::string currentHash = TemplateHash(current);
   if (currentHash == record.to) return;
-  std::vector<const Value*> atTarget = Holders(owned, &base, record.to);
+  std::vector<const kube::ReplicaSet*> atTarget = Holders(owned, &base, record.to);
   const bool leavesFrom = currentHash == record.from && record.from != record.to;
-  const bool keepHistory = RevisionHistoryLimit(d) > 0;
+  const bool keepHistory = d.revisionHistoryLimit() > 0;
   if (leavesFrom && keepHistory && Holders(owned, &base, record.from).empty()) {
     json::Document annotations = HistoryAnnotations(base, d);
     if (!atTarget.empty()) {
       // An older ReplicaSet at the target (a rollback): it becomes the history of the template
       // the pods leave, as the Deployment controller's rollback would leave it.
-      const Value& rs = *atTarget.front();
+      const kube::ReplicaSet& rs = *atTarget.front();
       atTarget.erase(atTarget.begin());
       json::Document body(rapidjson::kObjectType);
       auto& a = body.GetAllocator();
       json::Document tmpl = WithHashLabel(current, HashLabel(rs));
       json::EnsureObject(body, "spec", a)
-          .AddMember("template", MergeDiff(TemplateOf(rs), tmpl, a), a);
+          .AddMember("template", MergeDiff(rs.podTemplate(), tmpl, a), a);
       static const Value kNoAnnotations(rapidjson::kObjectType);
-      const Value* had = json::Path(&rs, {"metadata", "annotations"});
+      const Value* had = json::Path(&rs.json(), {"metadata", "annotations"});
       json::EnsureObject(body, "metadata", a)
           .AddMember("annotations",
                      MergeDiff(had != nullptr ? *had : kNoAnnotations, annotations, a), a);
-      plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
-                                   "ReplicaSet " + Name(rs) + " := history of template " +
-                                       record.from + " (revision " +
-                                       std::string(AnnotationOr(base, keys::kRevisionAnnotation)) +
-                                       "); it held the target " + record.to));
+      plan.actions.push_back(Write(
+          WriteKind::kReplicaSetPatch, rs, std::move(body),
+          "ReplicaSet " + std::string(rs.name()) + " := history of template " + record.from +
+              " (revision " + std::string(base.annotation(keys::kRevisionAnnotation).value_or("")) +
+              "); it held the target " + record.to));
     } else {
       // A new zero-replica ReplicaSet, named and labelled as the controller would name one.
       const std::string hash = record.from;
@@ -411,9 +425,9 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
       rs.AddMember("apiVersion", "apps/v1", a);
       rs.AddMember("kind", "ReplicaSet", a);
       Value meta(rapidjson::kObjectType);
-      const std::string name = Name(d).substr(0, 253 - 1 - hash.size()) + "-" + hash;
+      const std::string name = std::string(d.name()).substr(0, 253 - 1 - hash.size()) + "-" + hash;
       meta.AddMember("name", Str(name, a), a);
-      meta.AddMember("namespace", Str(Meta(d, "namespace"), a), a);
+      meta.AddMember("namespace", Str(d.ns(), a), a);
       json::Document tmpl = WithHashLabel(current, hash);
       Value labels(rapidjson::kObjectType);
       if (const Value* l = json::Path(&tmpl, {"metadata", "labels"})) labels.CopyFrom(*l, a);
@@ -422,8 +436,8 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
       Value owner(rapidjson::kObjectType);
       owner.AddMember("apiVersion", "apps/v1", a);
       owner.AddMember("kind", "Deployment", a);
-      owner.AddMember("name", Str(Meta(d, "name"), a), a);
-      owner.AddMember("uid", Str(Meta(d, "uid"), a), a);
+      owner.AddMember("name", Str(d.name(), a), a);
+      owner.AddMember("uid", Str(d.uid(), a), a);
       owner.AddMember("controller", true, a);
       Value owners(rapidjson::kArrayType);
       owners.PushBack(owner, a);
@@ -431,11 +445,12 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
       rs.AddMember("metadata", meta, a);
       Value spec(rapidjson::kObjectType);
       spec.AddMember("replicas", 0, a);
-      if (const Value* m = json::Path(&base, {"spec", "minReadySeconds"})) {
+      if (const Value* m = json::Path(&base.json(), {"spec", "minReadySeconds"})) {
         spec.AddMember("minReadySeconds", Value(*m, a), a);
       }
       Value selector(rapidjson::kObjectType);
-      if (const Value* sel = json::Path(&d, {"spec", "selector"})) selector.CopyFrom(*sel, a);
+      if (const Value* sel = json::Path(&d.json(), {"spec", "selector"}))
+        selector.CopyFrom(*sel, a);
       if (!selector.IsObject()) selector.SetObject();
       json::SetString(json::EnsureObject(selector, "matchLabels", a), keys::kPodTemplateHashLabel,
                       hash, a);
@@ -444,60 +459,60 @@ void FinishReplicaSets(Plan& plan, const Value& d, const Value& base,
       rs.AddMember("spec", spec, a);
       Action create;
       create.kind = WriteKind::kReplicaSetCreate;
-      create.ns = std::string(Meta(d, "namespace"));
+      create.ns = std::string(d.ns());
       create.name = name;
       create.body = std::move(rs);
       create.summary = "create ReplicaSet " + name + ": history of template " + record.from +
-                       " (revision " + std::string(AnnotationOr(base, keys::kRevisionAnnotation)) +
-                       ")";
+                       " (revision " +
+                       std::string(base.annotation(keys::kRevisionAnnotation).value_or("")) + ")";
       plan.actions.push_back(std::move(create));
     }
   }
   // Any other ReplicaSet at the target would be the Deployment controller's new one (it picks the
   // oldest match) and take the pods over: the active one alone may hold the target.
-  for (const Value* rs : atTarget) {
+  for (const kube::ReplicaSet* rs : atTarget) {
     Action del;
     del.kind = WriteKind::kReplicaSetDelete;
-    del.ns = std::string(Meta(*rs, "namespace"));
-    del.name = Name(*rs);
-    del.summary = "delete zero-replica ReplicaSet " + Name(*rs) + ": it duplicates the target " +
+    del.ns = std::string(rs->ns());
+    del.name = std::string(rs->name());
+    del.summary = "delete zero-replica ReplicaSet " + del.name + ": it duplicates the target " +
                   record.to + " the active ReplicaSet now holds";
     plan.actions.push_back(std::move(del));
   }
 
-  json::Document desired = WithHashLabel(TemplateOf(d), HashLabel(base));
+  json::Document desired = WithHashLabel(d.podTemplate(), HashLabel(base));
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   Value& annotations =
       json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
   json::SetString(annotations, keys::kPreviousTemplateHashAnnotation, record.from, a);
-  if (Annotation(base, keys::kPreviousTemplateAnnotation) != nullptr) {
+  if (base.annotation(keys::kPreviousTemplateAnnotation)) {
     json::Set(annotations, keys::kPreviousTemplateAnnotation, Value(rapidjson::kNullType), a);
   }
   Value templatePatch = MergeDiff(current, desired, a);
   json::EnsureObject(body, "spec", a).AddMember("template", templatePatch, a);
   plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, std::move(body),
-                               "ReplicaSet " + Name(base) + " template := Deployment template " +
-                                   record.to + " (was " + currentHash + ")"));
+                               "ReplicaSet " + std::string(base.name()) +
+                                   " template := Deployment template " + record.to + " (was " +
+                                   currentHash + ")"));
 }
 
 // After a revert to the template the pods' ReplicaSet holds, an abort would leave the pods this
 // run moved at a template nothing asks for: the native rollout sees nothing to do. Such an abort
 // waits until the revert is done (DESIGN.md §8.11): true while one ReplicaSet holds the pods, its
 // template is the Deployment's, and a pod of it carries an update-state of another template.
-bool RevertPending(const Snapshot& s, const Value& d) {
-  const std::string_view uid = Meta(d, "uid");
-  const Value* active = nullptr;
-  for (const Value* rs : s.replicaSets) {
-    if (rs == nullptr || ControllerUid(*rs) != uid || budget::Replicas(*rs) == 0) continue;
+bool RevertPending(const Objects& s, const kube::Deployment& d) {
+  const kube::ReplicaSet* active = nullptr;
+  for (const kube::ReplicaSet* rs : s.replicaSets) {
+    if (rs->controllerUid() != d.uid() || rs->replicas() == 0) continue;
     if (active != nullptr) return false;
     active = rs;
   }
-  const std::string want = TemplateHash(TemplateOf(d));
-  if (active == nullptr || TemplateHash(TemplateOf(*active)) != want) return false;
-  for (const Value* pod : s.pods) {
-    if (pod == nullptr || !IsLive(*pod) || ControllerUid(*pod) != Meta(*active, "uid")) continue;
-    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
+  const std::string want = TemplateHash(d.podTemplate());
+  if (active == nullptr || TemplateHash(active->podTemplate()) != want) return false;
+  for (const kube::Pod* pod : s.pods) {
+    if (!pod->live() || pod->controllerUid() != active->uid()) continue;
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
     if (us && !us->revision.empty() && us->revision != want) return true;
   }
   return false;
@@ -506,7 +521,7 @@ bool RevertPending(const Snapshot& s, const Value& d) {
 // The undo command (DESIGN.md §8.1): the Deployment's template goes back to the one the pods
 // started from, and the running update is re-targeted to it, in one write (ours pass both
 // webhooks unchanged), so every pod the update moved is moved back in place.
-Plan Undo(const Value& d, const Value& fromTemplate, const InProgress& record,
+Plan Undo(const kube::Deployment& d, const Value& fromTemplate, const InProgress& record,
           Clock::time_point now) {
   Plan plan;
   plan.phase = Phase::kUpdating;
@@ -526,7 +541,7 @@ Plan Undo(const Value& d, const Value& fromTemplate, const InProgress& record,
   json::Set(annotations, keys::kUndoAnnotation, Value(rapidjson::kNullType), a);
   json::SetString(annotations, keys::kInProgressAnnotation, SerializeInProgress(next), a);
   json::EnsureObject(body, "spec", a)
-      .AddMember("template", MergeDiff(TemplateOf(d), desired, a), a);
+      .AddMember("template", MergeDiff(d.podTemplate(), desired, a), a);
   plan.actions.push_back(Write(WriteKind::kDeploymentPatch, d, std::move(body),
                                "undo: template := " + record.from + " (was " + record.to + ")"));
   plan.actions.push_back(
@@ -588,13 +603,20 @@ std::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
-Plan PlanRollout(const Snapshot& s) {
+Plan PlanRollout(const Snapshot& snapshot) {
   Plan plan;
-  if (s.deployment == nullptr) return plan;
-  const Value& d = *s.deployment;
-  if (json::Find(json::Find(&d, "metadata"), "deletionTimestamp") != nullptr) return plan;
+  if (snapshot.deployment == nullptr) return plan;
+  Objects s;
+  if (Status read = ReadObjects(snapshot, s); !read.ok()) {
+    plan.phase = Phase::kBlocked;
+    plan.message = "cannot read the objects of the update: " + read.message();
+    plan.requeueAfter = kBlockedPoll;
+    return plan;
+  }
+  const kube::Deployment& d = *s.deployment;
+  if (d.deleting()) return plan;
 
-  StatusOr<std::optional<InProgress>> read = ReadInProgress(d);
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(d.json());
   if (!read.ok()) {
     return Abort(s, d, std::nullopt, "malformed in-progress record: " + read.status().message(),
                  s.now);
@@ -608,55 +630,53 @@ Plan PlanRollout(const Snapshot& s) {
   }
   const InProgress& r = *record;
   const bool abortDeferred =
-      AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue && RevertPending(s, d);
+      d.annotation(keys::kAbortAnnotation) == keys::kTrue && RevertPending(s, d);
   Plan out = [&]() -> Plan {
-    if (AnnotationOr(d, keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
+    if (d.annotation(keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
       return Abort(s, d, record,
                    "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
                    s.now);
     }
-    if (!IsPaused(d)) {
+    if (!d.paused()) {
       return Abort(s, d, record,
                    "the Deployment was unpaused while the update ran (a write bypassed the "
                    "webhook); the native rollout takes over",
                    s.now);
     }
-    StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d);
+    StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d.json());
     if (!settings.ok()) return Abort(s, d, record, settings.status().message(), s.now);
 
     // The Deployment's ReplicaSets and live pods.
-    const std::string_view uid = Meta(d, "uid");
-    std::vector<const Value*> owned;
-    for (const Value* rs : s.replicaSets) {
-      if (rs != nullptr && ControllerUid(*rs) == uid) owned.push_back(rs);
+    std::vector<const kube::ReplicaSet*> owned;
+    for (const kube::ReplicaSet* rs : s.replicaSets) {
+      if (rs->controllerUid() == d.uid()) owned.push_back(rs);
     }
-    std::vector<const Value*> active;
-    for (const Value* rs : owned) {
-      if (budget::Replicas(*rs) > 0) active.push_back(rs);
+    std::vector<const kube::ReplicaSet*> active;
+    for (const kube::ReplicaSet* rs : owned) {
+      if (rs->replicas() > 0) active.push_back(rs);
     }
-    auto podsOf = [&s](const Value& rs) {
-      std::vector<const Value*> pods;
-      const std::string_view rsUid = Meta(rs, "uid");
-      for (const Value* p : s.pods) {
-        if (p != nullptr && IsLive(*p) && ControllerUid(*p) == rsUid) pods.push_back(p);
+    auto podsOf = [&s](const kube::ReplicaSet& rs) {
+      std::vector<const kube::Pod*> pods;
+      for (const kube::Pod* p : s.pods) {
+        if (p->live() && p->controllerUid() == rs.uid()) pods.push_back(p);
       }
       std::sort(pods.begin(), pods.end(),
-                [](const Value* a, const Value* b) { return Name(*a) < Name(*b); });
+                [](const kube::Pod* a, const kube::Pod* b) { return a->name() < b->name(); });
       return pods;
     };
     bool moved = false;
-    for (const Value* rs : owned) {
-      for (const Value* p : podsOf(*rs)) moved = moved || Moved(*p, r);
+    for (const kube::ReplicaSet* rs : owned) {
+      for (const kube::Pod* p : podsOf(*rs)) moved = moved || Moved(*p, r);
     }
 
     // Precondition (DESIGN.md §3): exactly one ReplicaSet with replicas, at the old template (or
     // at the new one once the finish began). Checked until pods start moving.
-    const Value* base = nullptr;
+    const kube::ReplicaSet* base = nullptr;
     if (active.size() == 1 && MatchesRun(*active[0], r)) {
       base = active[0];
     } else if (active.empty() && moved) {  // scaled to zero mid-update
-      for (const Value* rs : owned) {
-        if (MatchesRun(*rs, r) && (base == nullptr || RevisionOf(*rs) > RevisionOf(*base))) {
+      for (const kube::ReplicaSet* rs : owned) {
+        if (MatchesRun(*rs, r) && (base == nullptr || rs->revision() > base->revision())) {
           base = rs;
         }
       }
@@ -669,8 +689,8 @@ Plan PlanRollout(const Snapshot& s) {
                      s.now);
       }
       return Abort(s, d, record,
-                   "the active ReplicaSet " + Name(*active[0]) + " has template " +
-                       TemplateHash(TemplateOf(*active[0])) + ", not the template " + r.from +
+                   "the active ReplicaSet " + std::string(active[0]->name()) + " has template " +
+                       TemplateHash(active[0]->podTemplate()) + ", not the template " + r.from +
                        " the update started from",
                    s.now);
     }
@@ -684,34 +704,34 @@ Plan PlanRollout(const Snapshot& s) {
     }
 
     json::Document baseTemplate = BaseTemplate(*base, owned, r);
-    if (AnnotationOr(d, keys::kUndoAnnotation) == keys::kTrue) {
+    if (d.annotation(keys::kUndoAnnotation) == keys::kTrue) {
       return Undo(d, baseTemplate, r, s.now);
     }
     StatusOr<pod_update::Target> target =
-        pod_update::MakeTarget(baseTemplate, TemplateOf(d), settings->policy, r.from, r.to);
+        pod_update::MakeTarget(baseTemplate, d.podTemplate(), settings->policy, r.from, r.to);
     if (!target.ok()) return Abort(s, d, record, target.status().message(), s.now);
     const pod_update::Rules rules = pod_update::MakeRules(*settings);
-    const std::vector<const Value*> pods = podsOf(*base);
-    const bool finishBegun = TemplateHash(TemplateOf(*base)) == r.to;
+    const std::vector<const kube::Pod*> pods = podsOf(*base);
+    const bool finishBegun = TemplateHash(base->podTemplate()) == r.to;
 
     Plan p;
     p.phase = Phase::kUpdating;
     if (abortDeferred) {
       p.actions.push_back(DeploymentEvent(
           d, "Warning", "InPlaceAbortDeferred",
-          "abort waits: pods of ReplicaSet " + Name(*base) +
+          "abort waits: pods of ReplicaSet " + std::string(base->name()) +
               " still carry another template than the one it and the Deployment hold (a revert "
               "in progress), which the native rollout would leave as they are; they return in "
               "place first, then the update ends",
-          s.now, DedupEventName(Name(d), "abort-deferred/" + r.to + "/" + r.startedAt)));
+          s.now, DedupEventName(d.name(), "abort-deferred/" + r.to + "/" + r.startedAt)));
     }
     // InPlaceUpdateStarted, once per record: until the first pod reaches the new revision.
     int pending = 0;
     bool anyAtTo = false;
-    for (const Value* pod : pods) {
-      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
+    for (const kube::Pod* pod : pods) {
+      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
       anyAtTo = anyAtTo || (us && us->revision == r.to);
-      if (!pod_update::AtTarget(*target, *pod)) ++pending;
+      if (!pod_update::AtTarget(*target, pod->json())) ++pending;
     }
     const int limit = budget::MaxUnavailable(d);
     // A user's pause (pausedByUs false: the user paused the Deployment, or asked with the pause
@@ -723,18 +743,20 @@ Plan PlanRollout(const Snapshot& s) {
                           "in-place update from template " + r.from + " to " + r.to + ": " +
                               std::to_string(pending) + " of " + std::to_string(pods.size()) +
                               " pods to update, at most " + std::to_string(limit) + " at a time",
-                          s.now, DedupEventName(Name(d), "started/" + r.to + "/" + r.startedAt),
+                          s.now, DedupEventName(d.name(), "started/" + r.to + "/" + r.startedAt),
                           Metric::kRolloutStarted));
     }
 
     // Available as the Deployment controller counts it: Ready for minReadySeconds (DESIGN.md
     // §8.4). A pod that is Ready but not yet available wakes the loop when it becomes so.
-    const int minReady = budget::MinReadySeconds(d);
-    auto available = [&](const Value& pod) { return budget::IsAvailable(pod, minReady, s.now); };
+    const int minReady = d.minReadySeconds();
+    auto available = [&](const kube::Pod& pod) {
+      return budget::IsAvailable(pod, minReady, s.now);
+    };
     int unavailable = 0, inFlight = 0;
-    for (const Value* pod : pods) {
+    for (const kube::Pod* pod : pods) {
       if (!available(*pod)) ++unavailable;
-      if (pod_update::StateOf(*pod) != keys::kStateNormal) ++inFlight;
+      if (pod_update::StateOf(pod->json()) != keys::kStateNormal) ++inFlight;
       if (auto at = budget::AvailableAt(*pod, minReady); at && *at > s.now) {
         if (!p.requeueAfter || *at - s.now < *p.requeueAfter) p.requeueAfter = *at - s.now;
       }
@@ -742,16 +764,17 @@ Plan PlanRollout(const Snapshot& s) {
     budget::Allowance allowance(limit, unavailable, inFlight);
     bool settled = true;
     const size_t before = p.actions.size();
-    for (const Value* pod : pods) {
-      const bool wants = pod_update::WantsStart(*target, *pod);
+    for (const kube::Pod* pod : pods) {
+      const json::Value& podJson = pod->json();
+      const bool wants = pod_update::WantsStart(*target, podJson);
       const bool mayStart = wants && !held && allowance.TryStart(available(*pod));
-      pod_update::Step step = pod_update::Decide(*target, rules, *pod, mayStart, s.now);
-      ++p.podsByState[std::string(pod_update::StateOf(*pod))];
+      pod_update::Step step = pod_update::Decide(*target, rules, podJson, mayStart, s.now);
+      ++p.podsByState[std::string(pod_update::StateOf(podJson))];
       // A pod this update wrote must also be available again before the finish (a pod it never
       // touched and that is not Ready is not the update's to wait for).
-      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
-      settled = settled && pod_update::StateOf(*pod) == keys::kStateNormal &&
-                pod_update::AtTarget(*target, *pod) &&
+      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
+      settled = settled && pod_update::StateOf(podJson) == keys::kStateNormal &&
+                pod_update::AtTarget(*target, podJson) &&
                 (!us || us->revision != r.to || available(*pod));
       AddPodStep(p, d, *pod, std::move(step));
     }
@@ -765,10 +788,11 @@ Plan PlanRollout(const Snapshot& s) {
         p.message += "; paused by the user: no further pod starts until kubectl rollout resume";
         p.actions.push_back(DeploymentEvent(
             d, "Normal", "InPlaceUpdatePaused",
-            "in-place update to template " + r.to + " held by your pause: " +
-                std::to_string(pending) + " of " + std::to_string(pods.size()) +
-                " pods wait; kubectl rollout resume deploy/" + Name(d) + " continues it in place",
-            s.now, DedupEventName(Name(d), "paused/" + r.to + "/" + r.startedAt)));
+            "in-place update to template " + r.to +
+                " held by your pause: " + std::to_string(pending) + " of " +
+                std::to_string(pods.size()) + " pods wait; kubectl rollout resume deploy/" +
+                std::string(d.name()) + " continues it in place",
+            s.now, DedupEventName(d.name(), "paused/" + r.to + "/" + r.startedAt)));
       }
       return p;
     }
@@ -777,31 +801,23 @@ Plan PlanRollout(const Snapshot& s) {
     if (!finishBegun) {
       p.phase = Phase::kFinishing;
       FinishReplicaSets(p, d, *base, owned, r);
-      p.message = "all pods at template " + r.to + "; writing it into ReplicaSet " + Name(*base);
+      p.message = "all pods at template " + r.to + "; writing it into ReplicaSet " +
+                  std::string(base->name());
       return p;
     }
-    const Value* status = json::Find(&d, "status");
-    auto num = [status](std::string_view k) -> long long {
-      const Value* v = json::Find(status, k);
-      return v != nullptr && v->IsInt64() ? v->GetInt64() : 0;
-    };
-    const Value* gen = json::Path(&d, {"metadata", "generation"});
-    const long long generation = gen != nullptr && gen->IsInt64() ? gen->GetInt64() : 0;
-    const long long replicas = num("replicas");
     // The controller gives the new ReplicaSet the newest revision in the same pass that adopts it.
     int newestOther = 0;
-    for (const Value* rs : owned) {
-      if (rs != base) newestOther = std::max(newestOther, RevisionOf(*rs));
+    for (const kube::ReplicaSet* rs : owned) {
+      if (rs != base) newestOther = std::max(newestOther, rs->revision());
     }
-    if (num("observedGeneration") != generation || num("updatedReplicas") != replicas ||
-        replicas != budget::Replicas(d) || RevisionOf(*base) <= newestOther) {
+    if (!d.ControllerCaughtUp() || base->revision() <= newestOther) {
       p.phase = Phase::kWaitingForController;
-      p.message = "waiting for the Deployment controller to adopt ReplicaSet " + Name(*base) +
-                  " (observedGeneration " + std::to_string(num("observedGeneration")) + "/" +
-                  std::to_string(generation) + ", updatedReplicas " +
-                  std::to_string(num("updatedReplicas")) + "/" + std::to_string(replicas) +
-                  ", revision " + std::to_string(RevisionOf(*base)) + " after " +
-                  std::to_string(newestOther) + ")";
+      p.message = "waiting for the Deployment controller to adopt ReplicaSet " +
+                  std::string(base->name()) + " (observedGeneration " +
+                  std::to_string(d.observedGeneration()) + "/" + std::to_string(d.generation()) +
+                  ", updatedReplicas " + std::to_string(d.updatedReplicas()) + "/" +
+                  std::to_string(d.statusReplicas()) + ", revision " +
+                  std::to_string(base->revision()) + " after " + std::to_string(newestOther) + ")";
       p.requeueAfter = kControllerPoll;
       return p;
     }
@@ -831,23 +847,27 @@ Plan PlanRollout(const Snapshot& s) {
 std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
                                     Clock::time_point now) {
   std::vector<Action> out;
-  for (const Value* pod : pods) {
-    if (pod == nullptr || !IsLive(*pod) || !pod_update::HasGate(*pod)) continue;
-    if (pod_update::GateStatus(*pod).has_value()) continue;
-    if (pod_update::StateOf(*pod) != keys::kStateNormal) continue;
-    Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, now),
+  for (const Value* raw : pods) {
+    if (raw == nullptr) continue;
+    StatusOr<kube::Pod> pod = kube::Pod::From(*raw, "pod");
+    if (!pod.ok() || !pod->live() || !pod_update::HasGate(*raw)) continue;
+    if (pod_update::GateStatus(*raw).has_value()) continue;
+    if (pod_update::StateOf(*raw) != keys::kStateNormal) continue;
+    Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*raw, true, now),
                      "readiness gate set True on a new pod");
-    a.pod = Name(*pod);
+    a.pod = std::string(pod->name());
     out.push_back(std::move(a));
   }
   return out;
 }
 
-std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const json::Value& rs) {
-  if (ControllerUid(rs) != Meta(deployment, "uid") || Meta(deployment, "uid").empty()) {
-    return std::nullopt;
-  }
-  if (Annotation(deployment, keys::kInProgressAnnotation) != nullptr) return std::nullopt;
+std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
+                                            const json::Value& rsJson) {
+  StatusOr<kube::Deployment> deployment = kube::Deployment::From(deploymentJson, "deployment");
+  StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(rsJson, "replicaSet");
+  if (!deployment.ok() || !rs.ok()) return std::nullopt;
+  if (rs->controllerUid() != deployment->uid() || deployment->uid().empty()) return std::nullopt;
+  if (deployment->annotation(keys::kInProgressAnnotation)) return std::nullopt;
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   bool any = false;
@@ -859,26 +879,24 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const
   };
   for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation,
                              keys::kPauseAnnotation, keys::kUndoAnnotation}) {
-    if (Annotation(rs, k) != nullptr && Annotation(deployment, k) == nullptr) {
-      set(k, Value(rapidjson::kNullType));
-    }
+    if (rs->annotation(k) && !deployment->annotation(k)) set(k, Value(rapidjson::kNullType));
   }
   for (std::string_view k :
        {keys::kPreviousTemplateHashAnnotation, keys::kPreviousTemplateAnnotation}) {
-    if (Annotation(rs, k) != nullptr) set(k, Value(rapidjson::kNullType));
+    if (rs->annotation(k)) set(k, Value(rapidjson::kNullType));
   }
   for (std::string_view k : kSettingsKeys) {
-    const Value* want = Annotation(deployment, k);
-    const Value* have = Annotation(rs, k);
-    if (want == nullptr && have != nullptr) {
+    const std::optional<std::string_view> want = deployment->annotation(k);
+    const std::optional<std::string_view> have = rs->annotation(k);
+    if (!want && have) {
       set(k, Value(rapidjson::kNullType));
-    } else if (want != nullptr && want->IsString() && (have == nullptr || *have != *want)) {
-      set(k, Value(*want, a));
+    } else if (want && want != have) {
+      set(k, Str(*want, a));
     }
   }
   if (!any) return std::nullopt;
-  return Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
-               "ReplicaSet " + Name(rs) +
+  return Write(WriteKind::kReplicaSetPatch, *rs, std::move(body),
+               "ReplicaSet " + std::string(rs->name()) +
                    ": in-place bookkeeping removed, settings as the Deployment has them");
 }
 
@@ -924,24 +942,6 @@ std::string DedupEventName(std::string_view involvedName, std::string_view key) 
   std::string prefix(involvedName.substr(0, 253 - 17));
   while (!prefix.empty() && (prefix.back() == '-' || prefix.back() == '.')) prefix.pop_back();
   return prefix + "." + hex;
-}
-
-std::string_view ControllerUid(const json::Value& object) {
-  const Value* refs = json::Path(&object, {"metadata", "ownerReferences"});
-  if (refs == nullptr || !refs->IsArray()) return {};
-  for (const auto& ref : refs->GetArray()) {
-    const Value* controller = json::Find(&ref, "controller");
-    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
-      return json::StringOr(&ref, "uid");
-    }
-  }
-  return {};
-}
-
-bool IsLive(const json::Value& pod) {
-  if (json::Path(&pod, {"metadata", "deletionTimestamp"}) != nullptr) return false;
-  std::string_view phase = json::StringOr(json::Find(&pod, "status"), "phase");
-  return phase != "Succeeded" && phase != "Failed";
 }
 
 }  // namespace iw::rollout

@@ -32,6 +32,7 @@ using Clock = std::chrono::system_clock;
 // `source.component` and `reportingComponent` of our Events.
 inline constexpr std::string_view kComponent = "inplace-webhook";
 
+// The objects as read; PlanRollout checks the shape of each (kube::Deployment::From, ...).
 struct Snapshot {
   const json::Value* deployment = nullptr;
   std::vector<const json::Value*> replicaSets;  // those controlled by the Deployment count
@@ -129,11 +130,5 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
 // A deterministic Event name for `involvedName` and `key`: `<name>.<16 hex digits>`, at most 253
 // characters, so creating the same Event twice fails with AlreadyExists.
 std::string DedupEventName(std::string_view involvedName, std::string_view key);
-
-// The uid of the object's controller owner (ownerReferences with controller: true), or "".
-std::string_view ControllerUid(const json::Value& object);
-
-// A pod that still counts: not being deleted and not Succeeded/Failed.
-bool IsLive(const json::Value& pod);
 
 }  // namespace iw::rollout

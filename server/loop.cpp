@@ -1,5 +1,7 @@
 #include "server/loop.h"
 
+#include "lib/kube_objects.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -177,7 +179,7 @@ kube::Projection PodProjection() {
     (*keep)(full, out, alloc);
     if (!out.IsObject()) out.SetObject();
     Value& status = json::EnsureObject(out, "status", alloc);
-    // The phase only matters when it ends the pod (rollout::IsLive).
+    // The phase only matters when it ends the pod (kube::Pod::live).
     const std::string_view phase = json::StringOr(&status, "phase");
     if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
     // The image a container reports and when it started only decide whether an Updating pod's
@@ -226,9 +228,12 @@ bool PodsCacheable(const json::Value& deployment,
                    const std::vector<const json::Value*>& replicaSets) {
   if (!OptedIn(json::Path(&deployment, {"spec", "template"}))) return false;
   bool active = false;
-  for (const Value* rs : replicaSets) {
-    if (rs == nullptr || budget::Replicas(*rs) == 0) continue;
-    if (!OptedIn(json::Path(rs, {"spec", "template"}))) return false;
+  for (const Value* raw : replicaSets) {
+    if (raw == nullptr) continue;
+    StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(*raw, "replicaSet");
+    if (!rs.ok()) return false;  // the fresh read reports it
+    if (rs->replicas() == 0) continue;
+    if (!OptedIn(&rs->podTemplate())) return false;
     active = true;
   }
   return active;
@@ -461,7 +466,14 @@ void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
 
 void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
   const Value& v = pod->Value();
-  const std::string_view ownerUid = rollout::ControllerUid(v);
+  StatusOr<kube::Pod> view = kube::Pod::From(v, "pod");
+  if (!view.ok()) {
+    log::Warn("in-place loop: pod ignored",
+              {{"pod", kube::ObjectKey(pod->Namespace(), pod->Name())},
+               {"error", view.status().message()}});
+    return;
+  }
+  const std::string_view ownerUid = view->controllerUid();
   if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
     std::string_view owner = ControllerName(rs->Value(), "Deployment");
     if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
@@ -469,7 +481,7 @@ void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
             Steady::now() + options_.batchDelay);
     }
   }
-  if (rollout::IsLive(v) && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
+  if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
       pod_update::StateOf(v) == keys::kStateNormal) {
     Queue(kWorkPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
           Steady::now() + options_.batchDelay);
@@ -635,15 +647,21 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
     // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12);
     // the write is retried with the usual backoff.
-    const Value* pod = nullptr;
+    std::optional<kube::Pod> pod;
     for (const Value* p : snapshot.pods) {
-      if (p != nullptr && Meta(*p, "name") == res.refusedPod) pod = p;
+      if (p != nullptr && Meta(*p, "name") == res.refusedPod) {
+        if (StatusOr<kube::Pod> v = kube::Pod::From(*p, "pod"); v.ok()) pod = *v;
+      }
     }
-    std::vector<rollout::Action> report = progress::PlanRefusal(
-        *snapshot.deployment, pod, res.refusedPod,
-        progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
-        res.refusal, Now());
-    Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+    // The plan read the Deployment through the same check.
+    if (StatusOr<kube::Deployment> d = kube::Deployment::From(*snapshot.deployment, "deployment");
+        d.ok()) {
+      std::vector<rollout::Action> report = progress::PlanRefusal(
+          *d, pod ? &*pod : nullptr, res.refusedPod,
+          progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
+          res.refusal, Now());
+      Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+    }
   }
   res.phase = plan.phase;
   res.fresh = !cached;
@@ -726,7 +744,9 @@ std::optional<std::vector<std::string>> Loop::Resync() {
   if (!replicaSets.Ok()) listFailed("opted-in ReplicaSets", replicaSets);
   if (replicaSets.Ok()) {
     for (const Value* rs : Items(replicaSets.object)) {
-      auto owner = byUid.find(rollout::ControllerUid(*rs));
+      StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(*rs, "replicaSet");
+      if (!view.ok()) continue;  // not ours to clean: PlanReplicaSetCleanup reads it the same way
+      auto owner = byUid.find(view->controllerUid());
       if (owner == byUid.end()) continue;
       if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
         std::vector<rollout::Action> one;
@@ -823,7 +843,8 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   const std::string_view uid = d->Uid();
   std::vector<kube::ObjectPtr> owned = caches_->replicaSets->ListOwnedBy(ns, uid);
   std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
-    return rollout::ControllerUid(rs->Value()) != uid;
+    StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(rs->Value(), "replicaSet");
+    return !view.ok() || view->controllerUid() != uid;  // a malformed one: the planner's to report
   });
   // A selector that does not read is left to the fresh read, which reports it.
   std::optional<kube::LabelSelector> selector;

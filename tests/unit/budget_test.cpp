@@ -6,6 +6,7 @@
 #include "hooks/pod_update.h"
 #include "lib/rfc3339.h"
 #include "tests/unit/rollout_fixtures.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using fixtures::Parse;
@@ -45,13 +46,14 @@ TEST_CASE("maxUnavailable resolves like the Deployment controller, rounded down,
   for (const Case& c : cases) {
     CAPTURE(c.replicas);
     CAPTURE(c.strategy);
-    CHECK(budget::MaxUnavailable(DeploymentWith(c.replicas, c.strategy)) == c.expected);
+    CHECK(budget::MaxUnavailable(test::AsDeployment(DeploymentWith(c.replicas, c.strategy))) ==
+          c.expected);
   }
 }
 
 TEST_CASE("spec.replicas defaults to 1") {
-  CHECK(budget::Replicas(Parse(R"({"spec":{}})")) == 1);
-  CHECK(budget::Replicas(Parse(R"({"spec":{"replicas":0}})")) == 0);
+  CHECK(test::AsDeployment(Parse(R"({"spec":{}})")).replicas() == 1);
+  CHECK(test::AsDeployment(Parse(R"({"spec":{"replicas":0}})")).replicas() == 0);
 }
 
 TEST_CASE("ResolveIntOrPercent rounds as asked") {
@@ -84,7 +86,8 @@ TEST_CASE("a pod is available when Normal (or unlabelled) and Ready") {
     CAPTURE(c.conditions);
     json::Document pod = Parse(R"({"metadata":{"labels":)" + c.labels +
                                R"(},"status":{"conditions":)" + c.conditions + "}}");
-    CHECK(budget::IsAvailable(pod, 0, std::chrono::system_clock::now()) == c.available);
+    CHECK(budget::IsAvailable(test::AsPod(pod), 0, std::chrono::system_clock::now()) ==
+          c.available);
   }
 }
 
@@ -119,13 +122,14 @@ TEST_CASE(
     CAPTURE(c.what);
     json::Document pod =
         Parse(R"({"metadata":{"labels":{}},"status":{"conditions":)" + c.conditions + "}}");
-    CHECK(budget::IsAvailable(pod, c.minReady, t0 + seconds(c.afterSeconds)) == c.available);
+    CHECK(budget::IsAvailable(test::AsPod(pod), c.minReady, t0 + seconds(c.afterSeconds)) ==
+          c.available);
   }
   json::Document pod = Parse(R"({"status":{"conditions":)" + ready + "}}");
-  CHECK(budget::AvailableAt(pod, 5) == t0 + seconds(6));
-  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{"minReadySeconds":7}})")) == 7);
-  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{}})")) == 0);
-  CHECK(budget::MinReadySeconds(Parse(R"({"spec":{"minReadySeconds":-1}})")) == 0);
+  CHECK(budget::AvailableAt(test::AsPod(pod), 5) == t0 + seconds(6));
+  CHECK(test::AsDeployment(Parse(R"({"spec":{"minReadySeconds":7}})")).minReadySeconds() == 7);
+  CHECK(test::AsDeployment(Parse(R"({"spec":{}})")).minReadySeconds() == 0);
+  CHECK(test::AsDeployment(Parse(R"({"spec":{"minReadySeconds":-1}})")).minReadySeconds() == 0);
 }
 
 TEST_CASE("the allowance spends the budget on available pods and caps pods updating at once") {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/budget.h"
 #include "hooks/deployment_admission.h"
 #include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
@@ -216,7 +217,7 @@ TEST_CASE("RolloutComplete: observed generation caught up and every replica upda
   for (const Row& row : rows) {
     const std::string name = row.name;
     CAPTURE(name);
-    CHECK(deployment::RolloutComplete(Deployment(row.patch)) == row.complete);
+    CHECK(test::AsDeployment(Deployment(row.patch)).ControllerCaughtUp() == row.complete);
   }
 }
 
@@ -249,7 +250,7 @@ TEST_CASE("ResolveMaxUnavailable resolves like the Deployment controller, maxSur
         Deployment(R"([{"op":"replace","path":"/spec/strategy","value":)" + strategy +
                    R"(},{"op":"replace","path":"/spec/replicas","value":)" +
                    std::to_string(row.replicas) + "}]");
-    CHECK(deployment::ResolveMaxUnavailable(d) == row.expected);
+    CHECK(budget::ResolveMaxUnavailable(test::AsDeployment(d)) == row.expected);
   }
 }
 
@@ -289,7 +290,7 @@ TEST_CASE("CheckDeploymentShape names the first field with a type Kubernetes nev
   for (const Row& row : rows) {
     const std::string patch = row.patch;
     CAPTURE(patch);
-    Status s = deployment::CheckDeploymentShape(Deployment(row.patch), "object");
+    Status s = kube::CheckDeploymentShape(Deployment(row.patch), "object");
     if (row.message == nullptr) {
       CHECK(s.ok());
     } else {
@@ -297,7 +298,7 @@ TEST_CASE("CheckDeploymentShape names the first field with a type Kubernetes nev
       CHECK(s.message() == std::string(row.message));
     }
   }
-  CHECK(deployment::CheckDeploymentShape(Parse("[]"), "request.object").message() ==
+  CHECK(kube::CheckDeploymentShape(Parse("[]"), "request.object").message() ==
         "request.object must be an object, got array");
 }
 
@@ -310,7 +311,7 @@ TEST_CASE("an eligible change of a finished rollout starts an in-place update") 
   REQUIRE(r.allowed);
   REQUIRE_FALSE(r.patch.empty());
   json::Document out = Patched(obj, r);
-  CHECK(deployment::IsPaused(out));
+  CHECK(test::AsDeployment(out).paused());
   InProgress record = RecordOf(out);
   CHECK(record.from == HashOf(old));
   CHECK(record.to == HashOf(obj));
@@ -372,7 +373,7 @@ TEST_CASE("a Deployment the user paused: the update starts but pausedByUs is fal
   json::Document obj = With(old, kImage);
   admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
   json::Document out = Patched(obj, r);
-  CHECK(deployment::IsPaused(out));
+  CHECK(test::AsDeployment(out).paused());
   CHECK_FALSE(RecordOf(out).pausedByUs);
 }
 
@@ -399,7 +400,7 @@ TEST_CASE("pausedByUs comes from the stored object; a user's write can only hold
       With(Deployment(kEnv), SetAnnotation(kInProgressKey, SerializeInProgress(forged)));
   json::Document envOut = Patched(envObj, admission::MutateDeployment(Update(old2, envObj), Ctx()));
   CHECK(InProgressText(envOut).empty());
-  CHECK_FALSE(deployment::IsPaused(envOut));
+  CHECK_FALSE(test::AsDeployment(envOut).paused());
 }
 
 TEST_CASE("requests the mutator passes untouched: allowed, no patch, no warning") {
@@ -533,7 +534,7 @@ TEST_CASE("while an update runs, every write keeps paused and the in-progress re
     admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
     CHECK(r.allowed);
     json::Document out = Patched(obj, r);
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
     InProgress expected = RecordOf(old);
     // The abort's first admission stamps its time into the record (DESIGN.md §9.8), nothing else.
     if (name.starts_with("abort")) expected.abortRequestedAt = std::string(kNowText);
@@ -557,7 +558,7 @@ TEST_CASE(
   CHECK(after.to != before.to);
   CHECK_FALSE(after.pausedByUs);
   CHECK(after.startedAt == before.startedAt);
-  CHECK(deployment::IsPaused(out));
+  CHECK(test::AsDeployment(out).paused());
   CHECK(AnyContains(r.warnings, "re-targeted"));
   CHECK(json::SerializeCanonical(*json::Path(&out, {"spec", "template"})) ==
         json::SerializeCanonical(*json::Path(&obj, {"spec", "template"})));
@@ -570,7 +571,7 @@ TEST_CASE(
     json::Document obj = With(old, kEnv);
     admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
     json::Document out = Patched(obj, r);
-    CHECK_FALSE(deployment::IsPaused(out));
+    CHECK_FALSE(test::AsDeployment(out).paused());
     CHECK(InProgressText(out).empty());
     CHECK(AnyContains(r.warnings,
                       "in-place update ended (spec.template.spec.containers[0].env changed)"));
@@ -579,12 +580,12 @@ TEST_CASE(
     const json::Document old = Running(false);
     json::Document obj = With(old, kEnv);
     json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
     CHECK(InProgressText(out).empty());
     json::Document unpaused = With(obj, kUnpause);
     json::Document out2 =
         Patched(unpaused, admission::MutateDeployment(Update(old, unpaused), Ctx()));
-    CHECK_FALSE(deployment::IsPaused(out2));
+    CHECK_FALSE(test::AsDeployment(out2).paused());
   }
   SUBCASE("opt-out: the Deployment label removed") {
     const json::Document old = Running(true);
@@ -592,7 +593,7 @@ TEST_CASE(
         With(old, R"([{"op":"remove","path":"/metadata/labels/inplace-webhook.io~1enabled"}])");
     admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
     json::Document out = Patched(obj, r);
-    CHECK_FALSE(deployment::IsPaused(out));
+    CHECK_FALSE(test::AsDeployment(out).paused());
     CHECK(InProgressText(out).empty());
     CHECK(AnyContains(r.warnings, "a normal rollout follows"));
   }
@@ -604,7 +605,7 @@ TEST_CASE("a malformed stored record is kept for the loop to abort") {
   deployment::Decision d = deployment::Decide(old, obj, Ctx());
   CHECK(d.action == Action::kKeep);
   json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
-  CHECK(deployment::IsPaused(out));
+  CHECK(test::AsDeployment(out).paused());
   CHECK(InProgressText(out) == "garbage");
 }
 
@@ -654,7 +655,7 @@ TEST_CASE("idempotent: answering its own output again changes nothing, even a se
     CHECK_MESSAGE(again.patch.empty(), again.patch);
     deployment::Decision d = deployment::Decide(s.old, first, Ctx(1));
     CHECK(d.action == s.action);
-    CHECK(deployment::Conforms(d, first));
+    CHECK(deployment::Conforms(d, test::AsDeployment(first)));
   }
 }
 
@@ -902,7 +903,7 @@ TEST_CASE("a change the pod API refuses takes the native rollout, with a warning
   json::Document out =
       Patched(runningChanged, admission::MutateDeployment(Update(running, runningChanged), Ctx()));
   CHECK(InProgressText(out).empty());
-  CHECK_FALSE(deployment::IsPaused(out));
+  CHECK_FALSE(test::AsDeployment(out).paused());
   deployment::Decision d = deployment::Decide(running, runningChanged, Ctx());
   CHECK(d.action == Action::kEnd);
   CHECK(AnyContains(d.warnings, "annotation container.apparmor.security.beta.kubernetes.io/app"));
@@ -933,7 +934,7 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     json::Document obj = With(old, SetAnnotation(pauseKey, "true"));
     auto [out, warnings] = mutateAndValidate(old, obj);
     CHECK_FALSE(RecordOf(out).pausedByUs);
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
     CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
     REQUIRE_FALSE(warnings.empty());
     CHECK(warnings[0].find("in-place update paused") != std::string::npos);
@@ -943,7 +944,7 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     json::Document obj = With(old, kUnpause);
     auto [out, warnings] = mutateAndValidate(old, obj);
     CHECK(RecordOf(out).pausedByUs);
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
     REQUIRE_FALSE(warnings.empty());
     CHECK(warnings[0].find("in-place update resumed") != std::string::npos);
   }
@@ -951,12 +952,12 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     json::Document old = Running(true);
     auto [out, warnings] = mutateAndValidate(old, With(old, kUnpause));
     CHECK(RecordOf(out).pausedByUs);
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
   }
   SUBCASE("the pause command with no update running is spec.paused") {
     json::Document old = Deployment();
     auto [out, warnings] = mutateAndValidate(old, With(old, SetAnnotation(pauseKey, "true")));
-    CHECK(deployment::IsPaused(out));
+    CHECK(test::AsDeployment(out).paused());
     CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
   }
   SUBCASE("the pause command with the change that starts an update: it starts held") {
@@ -979,12 +980,12 @@ TEST_CASE("re-invoked after a later webhook made the change ineligible: our paus
   json::Document old = Deployment();
   json::Document obj = Deployment(kImage);
   json::Document first = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
-  REQUIRE(deployment::IsPaused(first));
+  REQUIRE(test::AsDeployment(first).paused());
   // Another mutating webhook adds an env var to the template after ours; ours runs again.
   json::Document later = With(first, kEnv);
   admission::Response r = admission::MutateDeployment(Update(old, later), Ctx(1));
   json::Document out = Patched(later, r);
-  CHECK_FALSE(deployment::IsPaused(out));
+  CHECK_FALSE(test::AsDeployment(out).paused());
   CHECK(InProgressText(out).empty());
   CHECK(admission::ValidateDeployment(Update(old, out), Ctx(2)).allowed);
 }
@@ -1056,10 +1057,10 @@ TEST_CASE("an abort: left to a running loop, ended by the webhook when no loop a
     CHECK(AnyContains(a.mutation.warnings, row.warning));
     CHECK(deployment::Annotation(a.out, kAbortKey) == "true");
     if (row.ends) {
-      CHECK_FALSE(deployment::IsPaused(a.out));
+      CHECK_FALSE(test::AsDeployment(a.out).paused());
       CHECK(InProgressText(a.out).empty());
     } else {
-      CHECK(deployment::IsPaused(a.out));
+      CHECK(test::AsDeployment(a.out).paused());
       InProgress after = RecordOf(a.out);
       CHECK(after.abortRequestedAt == row.stampWritten);
       InProgress rest = after;
@@ -1074,7 +1075,7 @@ TEST_CASE("an abort the user paused keeps the user's pause when the webhook ends
   json::Document obj = With(old, kAbort);
   Admitted a = Admit(old, obj, Ctx(0, false), Ctx(0, false));
   CHECK_MESSAGE(a.validation.allowed, a.validation.message);
-  CHECK(deployment::IsPaused(a.out));
+  CHECK(test::AsDeployment(a.out).paused());
   CHECK(InProgressText(a.out).empty());
 }
 
@@ -1096,7 +1097,7 @@ TEST_CASE("the abort stamp: our own, seen again, is kept; a forged or a future o
     json::Document written = With(obj, SetAnnotation(kInProgressKey, SerializeInProgress(r)));
     json::Document o = Patched(written, admission::MutateDeployment(Update(old, written), Ctx(0)));
     CHECK(RecordOf(o).abortRequestedAt == kNowText);
-    CHECK(deployment::IsPaused(o));
+    CHECK(test::AsDeployment(o).paused());
   }
 }
 
@@ -1109,7 +1110,7 @@ TEST_CASE("an abort withdrawn before the loop acted clears its stamp; a later on
       With(stored, R"([{"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1abort"}])");
   Admitted a = Admit(stored, obj, Ctx(5), Ctx(5));
   CHECK_MESSAGE(a.validation.allowed, a.validation.message);
-  CHECK(deployment::IsPaused(a.out));
+  CHECK(test::AsDeployment(a.out).paused());
   CHECK(RecordOf(a.out).abortRequestedAt.empty());
 }
 
@@ -1127,7 +1128,7 @@ TEST_CASE("the abort left by an update the webhook ended is consumed by the next
     Admitted a = Admit(ended, obj, Ctx(), Ctx());
     CHECK_MESSAGE(a.validation.allowed, a.validation.message);
     CHECK_FALSE(deployment::Annotation(a.out, kAbortKey).has_value());
-    CHECK(deployment::IsPaused(a.out));
+    CHECK(test::AsDeployment(a.out).paused());
     CHECK_FALSE(InProgressText(a.out).empty());
   }
 }

@@ -21,6 +21,7 @@
 #include "server/loop.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using namespace iw::fixtures;
@@ -142,7 +143,7 @@ struct Cluster {
         const int restarts = c["restartCount"].GetInt();
         CHECK(restarts == (json::StringOr(&c, "name") == "app" ? 1 : 0));  // sidecar untouched
       }
-      CHECK(budget::IsReady(p));
+      CHECK(budget::IsReady(test::AsPod(p)));
     }
     for (const auto& w : api.Writes()) {
       CHECK_FALSE(w.starts_with("DELETE"));
@@ -677,7 +678,7 @@ TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
   fake::KubeletSync(c.api, kNs);
   REQUIRE(WaitFor([&] { return gated("web-d"); }));
   fake::KubeletSync(c.api, kNs);  // the kubelet computes Ready from the gate, the loop never
-  CHECK(budget::IsReady(c.Pod("web-d")));
+  CHECK(budget::IsReady(test::AsPod(c.Pod("web-d"))));
   CHECK(c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/web-d/status") == 1);
   CHECK(w.Gets() == 0);
   CHECK(w.Lists() == 3);
@@ -850,7 +851,7 @@ TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
     CHECK((json::Path(&kept, {"spec", "template"}) != nullptr) == tc.keepsTemplate);
     CHECK(json::Path(&kept, {"spec", "replicas"}) != nullptr);
     CHECK(json::Find(&kept, "status") == nullptr);
-    CHECK(rollout::ControllerUid(kept) == "uid-web");
+    CHECK(test::AsReplicaSet(kept).controllerUid() == "uid-web");
     CHECK(json::Path(&kept, {"metadata", "labels"}) != nullptr);
     CHECK(json::Path(&kept, {"metadata", "annotations"}) != nullptr);
   }
@@ -865,7 +866,7 @@ TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
     CHECK(json::StringOr(json::Find(&kept, "metadata"), "uid") == "uid-rs0");
     CHECK(json::StringOr(json::Find(&kept, "metadata"), "resourceVersion") ==
           json::StringOr(json::Find(&rs, "metadata"), "resourceVersion"));
-    CHECK(rollout::ControllerUid(kept) == "uid-web");
+    CHECK(test::AsReplicaSet(kept).controllerUid() == "uid-web");
   }
 
   DeploymentSpec spec;

@@ -10,6 +10,7 @@
 #include "lib/rfc3339.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using namespace iw::fixtures;
@@ -220,7 +221,7 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
   CHECK(Gate(pod) == false);
   CHECK_FALSE(pod_update::GateStatus(pod).value());
   // Ready is the kubelet's: the gate write leaves it for the kubelet to recompute.
-  CHECK(budget::IsReady(pod));
+  CHECK(budget::IsReady(test::AsPod(pod)));
 
   SUBCASE("it waits while any handler is present") {
     pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(10));

@@ -78,9 +78,11 @@ TEST_CASE("progress text: n/m pods and the states other than Normal") {
 }
 
 TEST_CASE("progress deadline as the controller reads it") {
-  CHECK(progress::ProgressDeadline(Deployment("[]", "600")) == 600);
-  CHECK(progress::ProgressDeadline(Deployment("[]", "2147483647")) == std::nullopt);
-  CHECK(progress::ProgressDeadline(test::Parse(R"({"spec":{}})")) == std::nullopt);
+  CHECK(progress::ProgressDeadline(test::AsDeployment(Deployment("[]", "600"))) == 600);
+  CHECK(progress::ProgressDeadline(test::AsDeployment(Deployment("[]", "2147483647"))) ==
+        std::nullopt);
+  CHECK(progress::ProgressDeadline(test::AsDeployment(test::Parse(R"({"spec":{}})"))) ==
+        std::nullopt);
 }
 
 TEST_CASE("refusals are the answers that will not change by retrying alone") {
@@ -208,7 +210,7 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
     CAPTURE(c.name);
     json::Document d = Deployment(c.conditions, c.deadline, c.pausedByUs);
     rollout::Plan p = c.plan();
-    progress::AddProgress(p, d, kNow);
+    progress::AddProgress(p, test::AsDeployment(d), kNow);
     const json::Value* ours = Written(p, keys::kProgressCondition);
     const json::Value* prog = Written(p, "Progressing");
     CHECK((ours ? Field(ours, "status") + " " + Field(ours, "reason") : "-") == c.ours);
@@ -228,23 +230,20 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
 TEST_CASE("a stall report names the deadline; the requeue is when it falls due") {
   const std::string t5 = "2026-01-01T00:09:55Z";
   rollout::Plan p = Updating(1, 3);
-  progress::AddProgress(
-      p,
-      Deployment("[" +
-                 Ours("True", "InPlaceUpdateProgressing", "1/3 pods updated to template b", t5) +
-                 "]"),
-      kNow);
+  const json::Document quiet = Deployment(
+      "[" + Ours("True", "InPlaceUpdateProgressing", "1/3 pods updated to template b", t5) + "]");
+  progress::AddProgress(p, test::AsDeployment(quiet), kNow);
   CHECK(p.actions.empty());
   REQUIRE(p.requeueAfter.has_value());
   CHECK(*p.requeueAfter == std::chrono::seconds(25));
 
   rollout::Plan stalled = Updating(1, 3);
-  progress::AddProgress(stalled,
-                        Deployment("[" +
-                                   Ours("True", "InPlaceUpdateProgressing",
-                                        "1/3 pods updated to template b", "2026-01-01T00:00:00Z") +
-                                   "]"),
-                        kNow);
+  const json::Document old =
+      Deployment("[" +
+                 Ours("True", "InPlaceUpdateProgressing", "1/3 pods updated to template b",
+                      "2026-01-01T00:00:00Z") +
+                 "]");
+  progress::AddProgress(stalled, test::AsDeployment(old), kNow);
   CHECK(Field(Written(stalled, keys::kProgressCondition), "message") ==
         "1/3 pods updated to template b; no progress for 30s (progressDeadlineSeconds)");
   CHECK(Field(Written(stalled, "Progressing"), "message") ==
@@ -256,9 +255,12 @@ TEST_CASE("a stall report names the deadline; the requeue is when it falls due")
 
 TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the condition") {
   const std::string p13 = "1/3 pods updated to template b";
-  json::Document pod = test::Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u1"}})");
-  json::Document d =
+  json::Document podJson =
+      test::Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u1"}})");
+  const kube::Pod pod = test::AsPod(podJson);
+  json::Document dJson =
       Deployment("[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:00Z") + "]");
+  const kube::Deployment d = test::AsDeployment(dJson);
   std::vector<rollout::Action> out =
       progress::PlanRefusal(d, &pod, "web-1", p13, "denied: no v2", kNow);
   REQUIRE(out.size() == 3);
@@ -282,12 +284,13 @@ TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the co
   CHECK(json::StringOr(&cond, "lastUpdateTime") == "2026-01-01T00:09:00Z");  // no progress
 
   // Already reported: only the (deduplicated) Events.
-  json::Document reported =
+  json::Document reportedJson =
       Deployment("[" +
                  Ours("False", "PodUpdateRefused",
                       p13 + "; pod web-1: update refused by the API server: denied: no v2",
                       "2026-01-01T00:09:00Z") +
                  "]");
+  const kube::Deployment reported = test::AsDeployment(reportedJson);
   CHECK(progress::PlanRefusal(reported, &pod, "web-1", p13, "denied: no v2", kNow).size() == 2);
   // Unknown pod (not in the snapshot): the Deployment Event and the condition.
   CHECK(progress::PlanRefusal(d, nullptr, "web-1", p13, "denied", kNow).size() == 2);

@@ -9,6 +9,7 @@
 #include "hooks/rollout_plan.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
 using namespace iw::fixtures;
@@ -452,7 +453,7 @@ TEST_CASE(
   CHECK(json::Serialize((*history)["spec"]["selector"]) ==
         R"({"matchLabels":{"app":"web","pod-template-hash":")" + s.From() + R"("}})");
   CHECK((*history)["spec"]["replicas"].GetInt() == 0);
-  CHECK(rollout::ControllerUid(*history) == "uid-web");
+  CHECK(test::AsReplicaSet(*history).controllerUid() == "uid-web");
   CHECK(Annotation(*history, keys::kRevisionAnnotation) == "3");  // the revision it had
   CHECK(Annotation(*history, "team") == "payments");
   CHECK(Annotation(*history, keys::kLifecycleAnnotation) == R"({"inPlaceUpdate":{}})");

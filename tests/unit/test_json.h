@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::test {
 
@@ -19,6 +20,24 @@ inline json::Document Parse(std::string_view text) {
   Status err = json::ParseUntrusted(text, d);
   REQUIRE_MESSAGE(err.ok(), std::string(text));
   return d;
+}
+
+// The view of a test object, failing the current test when its shape is not one Kubernetes gives
+// (views are obtainable only through that check). The value must outlive the view.
+template <class View>
+View ViewOf(const json::Value& object) {
+  StatusOr<View> v = View::From(object);
+  REQUIRE_MESSAGE(v.ok(), v.status().message());
+  return *v;
+}
+inline kube::Deployment AsDeployment(const json::Value& object) {
+  return ViewOf<kube::Deployment>(object);
+}
+inline kube::ReplicaSet AsReplicaSet(const json::Value& object) {
+  return ViewOf<kube::ReplicaSet>(object);
+}
+inline kube::Pod AsPod(const json::Value& object) {
+  return ViewOf<kube::Pod>(object);
 }
 
 // The bytes of the file at `path` ("" when it cannot be read).

@@ -1,0 +1,405 @@
+#include "lib/kube_objects.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+namespace iw::kube {
+
+// ---- shape ----
+
+namespace {
+
+enum class Kind {
+  kObject,
+  kString,
+  kBool,
+  kInteger,
+  kIntOrString,
+  kStringMap,
+  kStringArray,
+  kNamedArray,
+  kObjectArray
+};
+
+std::string_view TypeName(const json::Value& v) {
+  if (v.IsObject()) return "object";
+  if (v.IsArray()) return "array";
+  if (v.IsString()) return "string";
+  if (v.IsBool()) return "boolean";
+  if (v.IsNull()) return "null";
+  return "number";
+}
+
+std::string_view Expected(Kind kind) {
+  switch (kind) {
+    case Kind::kObject:
+      return "an object";
+    case Kind::kString:
+      return "a string";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kInteger:
+      return "an integer";
+    case Kind::kIntOrString:
+      return "an integer or a string";
+    case Kind::kStringMap:
+      return "an object of string values";
+    case Kind::kStringArray:
+      return "an array of strings";
+    case Kind::kNamedArray:
+      return "an array of containers";
+    case Kind::kObjectArray:
+      return "an array of objects";
+  }
+  return "";
+}
+
+// Why `v` at `path()` is not of `kind`, naming the offending member or element; OK if it is.
+// `path` is called only to word an error, so a well-formed object costs no string building.
+template <typename PathFn>
+Status Mismatch(const json::Value& v, Kind kind, const PathFn& path) {
+  auto wrong = [](const std::string& at, std::string_view expected, const json::Value& got) {
+    return Status::InvalidArgument(at + " must be " + std::string(expected) + ", got " +
+                                   std::string(TypeName(got)));
+  };
+  const bool ok = [&] {
+    switch (kind) {
+      case Kind::kObject:
+      case Kind::kStringMap:
+        return v.IsObject();
+      case Kind::kString:
+        return v.IsString();
+      case Kind::kBool:
+        return v.IsBool();
+      case Kind::kInteger:
+        return v.IsInt64();
+      case Kind::kIntOrString:
+        return v.IsInt64() || v.IsString();
+      case Kind::kStringArray:
+      case Kind::kNamedArray:
+      case Kind::kObjectArray:
+        return v.IsArray();
+    }
+    return false;
+  }();
+  if (!ok) return wrong(path(), Expected(kind), v);
+  if (kind == Kind::kStringMap) {
+    for (const auto& m : v.GetObject()) {
+      if (!m.value.IsString()) {
+        return wrong(path() + "[\"" + std::string(json::View(m.name)) + "\"]", "a string", m.value);
+      }
+    }
+  }
+  if (!v.IsArray() || kind == Kind::kObject) return Status::Ok();
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    const json::Value& e = v[i];
+    auto at = [&] { return path() + "[" + std::to_string(i) + "]"; };
+    if (kind == Kind::kStringArray) {
+      if (!e.IsString()) return wrong(at(), "a string", e);
+      continue;
+    }
+    if (!e.IsObject()) return wrong(at(), "an object", e);
+    if (kind != Kind::kNamedArray) continue;
+    const json::Value* name = json::Find(&e, "name");
+    if (name == nullptr || !name->IsString()) {
+      return Status::InvalidArgument(at() + ".name must be a string");
+    }
+    const json::Value* image = json::Find(&e, "image");
+    if (image != nullptr && !image->IsNull() && !image->IsString()) {
+      return wrong(at() + ".image", "a string", *image);
+    }
+  }
+  return Status::Ok();
+}
+
+struct Field {
+  std::initializer_list<std::string_view> path;
+  Kind kind;
+};
+
+Status CheckFields(const json::Value& object, std::string_view name,
+                   std::initializer_list<Field> fields) {
+  // Consecutive fields share prefixes (metadata.*, spec.template.*): each path is resolved from
+  // the deepest value it shares with the previous one. at[i] is the value at the previous path's
+  // first i keys (nullptr once absent).
+  constexpr std::size_t kMaxKeys = 8;
+  std::array<const json::Value*, kMaxKeys + 1> at{&object};
+  const std::string_view* previous = nullptr;
+  std::size_t previousSize = 0;
+  for (const Field& f : fields) {
+    const std::string_view* keys = f.path.begin();
+    const std::size_t size = std::min(f.path.size(), kMaxKeys);
+    std::size_t common = 0;
+    while (common < size && common < previousSize && keys[common] == previous[common]) ++common;
+    for (std::size_t i = common; i < size; ++i) at[i + 1] = json::Find(at[i], keys[i]);
+    previous = keys;
+    previousSize = size;
+    const json::Value* v = at[size];
+    if (v == nullptr || v->IsNull()) continue;
+    auto path = [&] {
+      std::string p(name);
+      for (std::string_view k : f.path) {
+        p += '.';
+        p += k;
+      }
+      return p;
+    };
+    if (Status s = Mismatch(*v, f.kind, path); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckMetadataShape(const json::Value& object, std::string_view name) {
+  if (!object.IsObject()) {
+    return Status::InvalidArgument(std::string(name) + " must be an object, got " +
+                                   std::string(TypeName(object)));
+  }
+  return CheckFields(object, name,
+                     {{{"metadata"}, Kind::kObject},
+                      {{"metadata", "name"}, Kind::kString},
+                      {{"metadata", "namespace"}, Kind::kString},
+                      {{"metadata", "labels"}, Kind::kStringMap},
+                      {{"metadata", "annotations"}, Kind::kStringMap},
+                      {{"metadata", "finalizers"}, Kind::kStringArray}});
+}
+
+Status CheckDeploymentShape(const json::Value& deployment, std::string_view name) {
+  if (Status s = CheckMetadataShape(deployment, name); !s.ok()) return s;
+  return CheckFields(deployment, name,
+                     {{{"metadata", "generation"}, Kind::kInteger},
+                      {{"spec"}, Kind::kObject},
+                      {{"spec", "paused"}, Kind::kBool},
+                      {{"spec", "replicas"}, Kind::kInteger},
+                      {{"spec", "minReadySeconds"}, Kind::kInteger},
+                      {{"spec", "progressDeadlineSeconds"}, Kind::kInteger},
+                      {{"spec", "revisionHistoryLimit"}, Kind::kInteger},
+                      {{"spec", "strategy"}, Kind::kObject},
+                      {{"spec", "strategy", "type"}, Kind::kString},
+                      {{"spec", "strategy", "rollingUpdate"}, Kind::kObject},
+                      {{"spec", "strategy", "rollingUpdate", "maxUnavailable"}, Kind::kIntOrString},
+                      {{"spec", "template"}, Kind::kObject},
+                      {{"spec", "template", "metadata"}, Kind::kObject},
+                      {{"spec", "template", "metadata", "labels"}, Kind::kStringMap},
+                      {{"spec", "template", "metadata", "annotations"}, Kind::kStringMap},
+                      {{"spec", "template", "spec"}, Kind::kObject},
+                      {{"spec", "template", "spec", "containers"}, Kind::kNamedArray},
+                      {{"spec", "template", "spec", "initContainers"}, Kind::kNamedArray},
+                      {{"spec", "template", "spec", "readinessGates"}, Kind::kObjectArray},
+                      {{"status"}, Kind::kObject},
+                      {{"status", "observedGeneration"}, Kind::kInteger},
+                      {{"status", "replicas"}, Kind::kInteger},
+                      {{"status", "updatedReplicas"}, Kind::kInteger},
+                      {{"status", "conditions"}, Kind::kObjectArray}});
+}
+
+Status CheckReplicaSetShape(const json::Value& replicaSet, std::string_view name) {
+  if (Status s = CheckMetadataShape(replicaSet, name); !s.ok()) return s;
+  return CheckFields(replicaSet, name,
+                     {{{"metadata", "ownerReferences"}, Kind::kObjectArray},
+                      {{"spec"}, Kind::kObject},
+                      {{"spec", "replicas"}, Kind::kInteger},
+                      {{"spec", "template"}, Kind::kObject},
+                      {{"spec", "template", "metadata"}, Kind::kObject},
+                      {{"spec", "template", "metadata", "labels"}, Kind::kStringMap},
+                      {{"spec", "template", "metadata", "annotations"}, Kind::kStringMap},
+                      {{"spec", "template", "spec"}, Kind::kObject},
+                      {{"spec", "template", "spec", "containers"}, Kind::kNamedArray}});
+}
+
+Status CheckPodShape(const json::Value& pod, std::string_view name) {
+  if (Status s = CheckMetadataShape(pod, name); !s.ok()) return s;
+  return CheckFields(pod, name,
+                     {{{"metadata", "ownerReferences"}, Kind::kObjectArray},
+                      {{"spec"}, Kind::kObject},
+                      {{"spec", "containers"}, Kind::kNamedArray},
+                      {{"spec", "readinessGates"}, Kind::kObjectArray},
+                      {{"status"}, Kind::kObject},
+                      {{"status", "phase"}, Kind::kString},
+                      {{"status", "conditions"}, Kind::kObjectArray},
+                      {{"status", "containerStatuses"}, Kind::kObjectArray}});
+}
+
+// ---- the views ----
+
+namespace {
+
+const json::Value* Meta(const json::Value& object) {
+  return json::Find(&object, "metadata");
+}
+
+long long IntAt(const json::Value* v, long long fallback) {
+  return v != nullptr && v->IsInt64() ? v->GetInt64() : fallback;
+}
+
+std::optional<std::string_view> MapString(const json::Value& object, std::string_view map,
+                                          std::string_view key) {
+  const json::Value* v = json::Find(json::Find(Meta(object), map), key);
+  if (v == nullptr || !v->IsString()) return std::nullopt;
+  return json::View(*v);
+}
+
+const json::Value& TemplateOf(const json::Value& workload) {
+  static const json::Value kEmpty(rapidjson::kObjectType);
+  const json::Value* t = json::Path(&workload, {"spec", "template"});
+  return t != nullptr && t->IsObject() ? *t : kEmpty;
+}
+
+const json::Value* ConditionOf(const json::Value& object, std::string_view type) {
+  const json::Value* conditions = json::Path(&object, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->IsArray()) return nullptr;
+  for (const auto& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") == type) return &c;
+  }
+  return nullptr;
+}
+
+int SpecReplicas(const json::Value& workload) {
+  const json::Value* r = json::Path(&workload, {"spec", "replicas"});
+  if (r == nullptr || !r->IsInt64()) return 1;
+  const long long n = r->GetInt64();
+  return n < 0                                 ? 0
+         : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                               : static_cast<int>(n);
+}
+
+}  // namespace
+
+std::optional<std::string_view> LabelOf(const json::Value& object, std::string_view key) {
+  return MapString(object, "labels", key);
+}
+std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key) {
+  return MapString(object, "annotations", key);
+}
+
+std::string_view ObjectView::name() const {
+  return json::StringOr(Meta(*object_), "name");
+}
+std::string_view ObjectView::ns() const {
+  return json::StringOr(Meta(*object_), "namespace");
+}
+std::string_view ObjectView::uid() const {
+  return json::StringOr(Meta(*object_), "uid");
+}
+std::string_view ObjectView::resourceVersion() const {
+  return json::StringOr(Meta(*object_), "resourceVersion");
+}
+long long ObjectView::generation() const {
+  return IntAt(json::Find(Meta(*object_), "generation"), 0);
+}
+std::optional<std::string_view> ObjectView::label(std::string_view key) const {
+  return LabelOf(*object_, key);
+}
+std::optional<std::string_view> ObjectView::annotation(std::string_view key) const {
+  return AnnotationOf(*object_, key);
+}
+const json::Value* ObjectView::labels() const {
+  const json::Value* l = json::Find(Meta(*object_), "labels");
+  return l != nullptr && l->IsObject() ? l : nullptr;
+}
+std::string_view ObjectView::controllerUid() const {
+  const json::Value* refs = json::Find(Meta(*object_), "ownerReferences");
+  if (refs == nullptr || !refs->IsArray()) return {};
+  for (const auto& ref : refs->GetArray()) {
+    const json::Value* controller = json::Find(&ref, "controller");
+    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
+      return json::StringOr(&ref, "uid");
+    }
+  }
+  return {};
+}
+bool ObjectView::deleting() const {
+  const json::Value* ts = json::Find(Meta(*object_), "deletionTimestamp");
+  return ts != nullptr && !ts->IsNull();
+}
+
+StatusOr<Deployment> Deployment::From(const json::Value& object, std::string_view name) {
+  if (Status s = CheckDeploymentShape(object, name); !s.ok()) return s;
+  return Deployment(object);
+}
+int Deployment::replicas() const {
+  return SpecReplicas(json());
+}
+bool Deployment::paused() const {
+  const json::Value* v = json::Path(&json(), {"spec", "paused"});
+  return v != nullptr && v->IsBool() && v->GetBool();
+}
+const json::Value& Deployment::podTemplate() const {
+  return TemplateOf(json());
+}
+int Deployment::minReadySeconds() const {
+  const long long n = IntAt(json::Path(&json(), {"spec", "minReadySeconds"}), 0);
+  return n < 0                                 ? 0
+         : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                               : static_cast<int>(n);
+}
+std::optional<long long> Deployment::progressDeadlineSeconds() const {
+  const json::Value* v = json::Path(&json(), {"spec", "progressDeadlineSeconds"});
+  if (v == nullptr || !v->IsInt64()) return std::nullopt;
+  return v->GetInt64();
+}
+long long Deployment::revisionHistoryLimit() const {
+  return IntAt(json::Path(&json(), {"spec", "revisionHistoryLimit"}), 10);
+}
+const json::Value* Deployment::strategy() const {
+  const json::Value* s = json::Path(&json(), {"spec", "strategy"});
+  return s != nullptr && s->IsObject() ? s : nullptr;
+}
+long long Deployment::observedGeneration() const {
+  return IntAt(json::Path(&json(), {"status", "observedGeneration"}), 0);
+}
+long long Deployment::statusReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "replicas"}), 0);
+}
+long long Deployment::updatedReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "updatedReplicas"}), 0);
+}
+bool Deployment::ControllerCaughtUp() const {
+  return observedGeneration() >= generation() && updatedReplicas() == statusReplicas() &&
+         statusReplicas() == replicas();
+}
+const json::Value* Deployment::condition(std::string_view type) const {
+  return ConditionOf(json(), type);
+}
+
+StatusOr<ReplicaSet> ReplicaSet::From(const json::Value& object, std::string_view name) {
+  if (Status s = CheckReplicaSetShape(object, name); !s.ok()) return s;
+  return ReplicaSet(object);
+}
+int ReplicaSet::replicas() const {
+  return SpecReplicas(json());
+}
+const json::Value& ReplicaSet::podTemplate() const {
+  return TemplateOf(json());
+}
+int ReplicaSet::revision() const {
+  std::string_view r = annotation("deployment.kubernetes.io/revision").value_or("");
+  int n = 0;
+  for (char c : r) {
+    if (c < '0' || c > '9' || n > 100000000) return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+StatusOr<Pod> Pod::From(const json::Value& object, std::string_view name) {
+  if (Status s = CheckPodShape(object, name); !s.ok()) return s;
+  return Pod(object);
+}
+std::string_view Pod::phase() const {
+  return json::StringOr(json::Find(&json(), "status"), "phase");
+}
+bool Pod::live() const {
+  const std::string_view p = phase();
+  return !deleting() && p != "Succeeded" && p != "Failed";
+}
+const json::Value* Pod::condition(std::string_view type) const {
+  return ConditionOf(json(), type);
+}
+bool Pod::conditionTrue(std::string_view type) const {
+  return json::StringOr(condition(type), "status") == "True";
+}
+
+}  // namespace iw::kube

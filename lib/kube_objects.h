@@ -1,0 +1,138 @@
+// Typed, zero-copy views over the three Kubernetes objects the product reads: a Deployment, a
+// ReplicaSet and a Pod. A view points into a JSON value it does not own (the value must outlive
+// it) and is obtainable only through From, which runs the object's shape check: every field an
+// accessor reads has the type Kubernetes gives it (null counts as absent), so accessors need no
+// error paths. Each fact about an object is computed here and nowhere else (DESIGN.md §7).
+//
+// Thread safety: a view is a const pointer; as safe to share as the value it points into.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lib/json.h"
+#include "lib/status.h"
+
+namespace iw::kube {
+
+// Shape checks of objects from the outside (admission requests, API reads). InvalidArgument names
+// the first wrong field as `<name>.<path>` and the expected type, e.g. `object.metadata.labels
+// must be an object of string values, got array`.
+// CheckMetadataShape: the object and its metadata (labels, annotations, finalizers).
+Status CheckMetadataShape(const json::Value& object, std::string_view name);
+// CheckDeploymentShape: the above plus spec (paused, replicas, minReadySeconds, strategy,
+// template with its labels, annotations, containers' names and images, readinessGates) and
+// status counters.
+Status CheckDeploymentShape(const json::Value& deployment, std::string_view name);
+// CheckReplicaSetShape: metadata plus spec.replicas and the template's labels and containers.
+Status CheckReplicaSetShape(const json::Value& replicaSet, std::string_view name);
+// CheckPodShape: metadata plus spec.containers, spec.readinessGates, status.phase,
+// status.conditions and status.containerStatuses.
+Status CheckPodShape(const json::Value& pod, std::string_view name);
+
+// What every object has: its metadata.
+class ObjectView {
+ public:
+  const json::Value& json() const { return *object_; }
+
+  std::string_view name() const;
+  std::string_view ns() const;
+  std::string_view uid() const;
+  std::string_view resourceVersion() const;
+  // metadata.generation; 0 when absent.
+  long long generation() const;
+  // A value of metadata.labels / metadata.annotations; nullopt when absent.
+  std::optional<std::string_view> label(std::string_view key) const;
+  std::optional<std::string_view> annotation(std::string_view key) const;
+  // metadata.labels (an object), or nullptr when absent.
+  const json::Value* labels() const;
+  // The uid of the ownerReference with controller: true; empty when there is none.
+  std::string_view controllerUid() const;
+  // metadata.deletionTimestamp is set.
+  bool deleting() const;
+
+ protected:
+  explicit ObjectView(const json::Value& object) : object_(&object) {}
+
+ private:
+  const json::Value* object_;
+};
+
+class Deployment : public ObjectView {
+ public:
+  // The view of `object`, after CheckDeploymentShape(object, name).
+  static StatusOr<Deployment> From(const json::Value& object, std::string_view name = "object");
+
+  // spec.replicas; 1 when absent (the API server's default), never below 0.
+  int replicas() const;
+  // spec.paused; absent is false.
+  bool paused() const;
+  // spec.template; an empty object when absent.
+  const json::Value& podTemplate() const;
+  // spec.minReadySeconds; 0 when absent or negative.
+  int minReadySeconds() const;
+  // spec.progressDeadlineSeconds; nullopt when absent.
+  std::optional<long long> progressDeadlineSeconds() const;
+  // spec.revisionHistoryLimit; 10 (the API default) when absent.
+  long long revisionHistoryLimit() const;
+  // spec.strategy (an object), or nullptr when absent.
+  const json::Value* strategy() const;
+  // status.observedGeneration, status.replicas, status.updatedReplicas; 0 when absent.
+  long long observedGeneration() const;
+  long long statusReplicas() const;
+  long long updatedReplicas() const;
+  // The Deployment controller has caught up with the current spec: it observed this generation
+  // (observedGeneration >= generation, kubectl rollout status' test) and every pod it counts is
+  // of the newest ReplicaSet, at spec.replicas (status.replicas == updatedReplicas == replicas).
+  // Both the start of an update (the previous rollout finished) and its finish (the controller
+  // adopted the written ReplicaSet) ask this.
+  bool ControllerCaughtUp() const;
+  // status.conditions[type == `type`], or nullptr.
+  const json::Value* condition(std::string_view type) const;
+
+ private:
+  using ObjectView::ObjectView;
+};
+
+class ReplicaSet : public ObjectView {
+ public:
+  // The view of `object`, after CheckReplicaSetShape(object, name).
+  static StatusOr<ReplicaSet> From(const json::Value& object, std::string_view name = "object");
+
+  // spec.replicas; 1 when absent, never below 0.
+  int replicas() const;
+  // spec.template; an empty object when absent.
+  const json::Value& podTemplate() const;
+  // The deployment.kubernetes.io/revision annotation as a number; 0 when absent or not one.
+  int revision() const;
+
+ private:
+  using ObjectView::ObjectView;
+};
+
+class Pod : public ObjectView {
+ public:
+  // The view of `object`, after CheckPodShape(object, name).
+  static StatusOr<Pod> From(const json::Value& object, std::string_view name = "object");
+
+  // status.phase; empty when absent.
+  std::string_view phase() const;
+  // Not being deleted and not in a terminal phase (Succeeded, Failed).
+  bool live() const;
+  // status.conditions[type == `type`], or nullptr.
+  const json::Value* condition(std::string_view type) const;
+  // The condition `type` has status "True".
+  bool conditionTrue(std::string_view type) const;
+
+ private:
+  using ObjectView::ObjectView;
+};
+
+// A value of metadata.labels / metadata.annotations of any object (a view's label() and
+// annotation() call these; they serve code that holds an object being built or mutated); nullopt
+// when absent or not a string.
+std::optional<std::string_view> LabelOf(const json::Value& object, std::string_view key);
+std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key);
+
+}  // namespace iw::kube
