@@ -12,6 +12,7 @@
 #include "hooks/eligibility.h"
 #include "hooks/keys.h"
 #include "lib/image_ref.h"
+#include "lib/kube_objects.h"
 
 namespace iw::pod_update {
 
@@ -39,14 +40,12 @@ std::map<std::string, std::string> StringMap(const Value* object) {
 }
 
 std::optional<std::string> PodLabel(const Value& pod, std::string_view key) {
-  const Value* v = json::Find(json::Path(&pod, {"metadata", "labels"}), key);
-  if (v == nullptr || !v->IsString()) return std::nullopt;
-  return std::string(json::View(*v));
+  std::optional<std::string_view> v = kube::LabelOf(pod, key);
+  return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 std::optional<std::string> PodAnnotation(const Value& pod, std::string_view key) {
-  const Value* v = json::Find(json::Path(&pod, {"metadata", "annotations"}), key);
-  if (v == nullptr || !v->IsString()) return std::nullopt;
-  return std::string(json::View(*v));
+  std::optional<std::string_view> v = kube::AnnotationOf(pod, key);
+  return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 
 const Value* FindNamed(const Value* array, std::string_view nameKey, std::string_view name) {
@@ -58,7 +57,7 @@ const Value* FindNamed(const Value* array, std::string_view nameKey, std::string
 }
 
 const Value* Condition(const Value& pod, std::string_view type) {
-  return FindNamed(json::Path(&pod, {"status", "conditions"}), "type", type);
+  return kube::ConditionOf(pod, type);
 }
 
 std::string PodName(const Value& pod) {
@@ -474,7 +473,7 @@ std::optional<UpdateState> ReadUpdateState(const json::Value& pod) {
 }
 
 std::string_view StateOf(const json::Value& pod) {
-  std::string_view s = json::StringOr(json::Path(&pod, {"metadata", "labels"}), keys::kStateLabel);
+  std::string_view s = kube::LabelOf(pod, keys::kStateLabel).value_or("");
   if (s == keys::kStatePreparingUpdate) return keys::kStatePreparingUpdate;
   if (s == keys::kStateUpdating) return keys::kStateUpdating;
   if (s == keys::kStateUpdated) return keys::kStateUpdated;

@@ -247,15 +247,6 @@ const json::Value& TemplateOf(const json::Value& workload) {
   return t != nullptr && t->IsObject() ? *t : kEmpty;
 }
 
-const json::Value* ConditionOf(const json::Value& object, std::string_view type) {
-  const json::Value* conditions = json::Path(&object, {"status", "conditions"});
-  if (conditions == nullptr || !conditions->IsArray()) return nullptr;
-  for (const auto& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") == type) return &c;
-  }
-  return nullptr;
-}
-
 int SpecReplicas(const json::Value& workload) {
   const json::Value* r = json::Path(&workload, {"spec", "replicas"});
   if (r == nullptr || !r->IsInt64()) return 1;
@@ -272,6 +263,14 @@ std::optional<std::string_view> LabelOf(const json::Value& object, std::string_v
 }
 std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key) {
   return MapString(object, "annotations", key);
+}
+const json::Value* ConditionOf(const json::Value& object, std::string_view type) {
+  const json::Value* conditions = json::Path(&object, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->IsArray()) return nullptr;
+  for (const auto& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") == type) return &c;
+  }
+  return nullptr;
 }
 
 std::string_view ObjectView::name() const {

@@ -134,5 +134,7 @@ class Pod : public ObjectView {
 // when absent or not a string.
 std::optional<std::string_view> LabelOf(const json::Value& object, std::string_view key);
 std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key);
+// status.conditions[type == `type`] of any object, or nullptr.
+const json::Value* ConditionOf(const json::Value& object, std::string_view type);
 
 }  // namespace iw::kube
