@@ -553,6 +553,264 @@ Plan Undo(const kube::Deployment& d, const Value& fromTemplate, const InProgress
   return plan;
 }
 
+// ---- the planner's steps (PlanRollout below reads as their sequence) ----
+
+// One pass over one running update: the objects, the record and what the steps find out.
+struct Pass {
+  const Objects& s;
+  const kube::Deployment& d;
+  const InProgress& r;
+  const std::optional<InProgress>& record;      // r, as Abort takes it
+  std::vector<const kube::ReplicaSet*> owned;   // controlled by the Deployment
+  std::vector<const kube::ReplicaSet*> active;  // of those, the ones with replicas
+  const kube::ReplicaSet* base = nullptr;       // the ReplicaSet the update works on
+};
+
+// The Deployment's live pods of `rs`, by name.
+std::vector<const kube::Pod*> PodsOf(const Objects& s, const kube::ReplicaSet& rs) {
+  std::vector<const kube::Pod*> pods;
+  for (const kube::Pod* p : s.pods) {
+    if (p->live() && p->controllerUid() == rs.uid()) pods.push_back(p);
+  }
+  std::sort(pods.begin(), pods.end(),
+            [](const kube::Pod* a, const kube::Pod* b) { return a->name() < b->name(); });
+  return pods;
+}
+
+// Step 1: what ends the update before anything else is read: the user's abort (unless a revert
+// must finish first), an unpause that bypassed the webhook.
+std::optional<Plan> EndsBeforeStart(const Pass& run, bool abortDeferred) {
+  if (run.d.annotation(keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
+    return Abort(run.s, run.d, run.record,
+                 "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
+                 run.s.now);
+  }
+  if (!run.d.paused()) {
+    return Abort(run.s, run.d, run.record,
+                 "the Deployment was unpaused while the update ran (a write bypassed the "
+                 "webhook); the native rollout takes over",
+                 run.s.now);
+  }
+  return std::nullopt;
+}
+
+// Step 2: the ReplicaSet the update works on (DESIGN.md §3): exactly one with replicas, at the old
+// template (or at the new one once the finish began), checked until pods start moving; once they
+// moved, the newest matching one even if scaled to zero. Otherwise the plan that ends or holds
+// the update.
+std::optional<Plan> FindBase(Pass& run) {
+  for (const kube::ReplicaSet* rs : run.s.replicaSets) {
+    if (rs->controllerUid() == run.d.uid()) run.owned.push_back(rs);
+  }
+  for (const kube::ReplicaSet* rs : run.owned) {
+    if (rs->replicas() > 0) run.active.push_back(rs);
+  }
+  bool moved = false;
+  for (const kube::ReplicaSet* rs : run.owned) {
+    for (const kube::Pod* p : PodsOf(run.s, *rs)) moved = moved || Moved(*p, run.r);
+  }
+  if (run.active.size() == 1 && MatchesRun(*run.active[0], run.r)) {
+    run.base = run.active[0];
+  } else if (run.active.empty() && moved) {  // scaled to zero mid-update
+    for (const kube::ReplicaSet* rs : run.owned) {
+      if (MatchesRun(*rs, run.r) &&
+          (run.base == nullptr || rs->revision() > run.base->revision())) {
+        run.base = rs;
+      }
+    }
+  }
+  if (run.base != nullptr) return std::nullopt;
+  if (!moved) {
+    if (run.active.size() != 1) {
+      return Abort(run.s, run.d, run.record,
+                   "an in-place update needs exactly one ReplicaSet with replicas, found " +
+                       std::to_string(run.active.size()),
+                   run.s.now);
+    }
+    return Abort(run.s, run.d, run.record,
+                 "the active ReplicaSet " + std::string(run.active[0]->name()) + " has template " +
+                     TemplateHash(run.active[0]->podTemplate()) + ", not the template " +
+                     run.r.from + " the update started from",
+                 run.s.now);
+  }
+  Plan blocked;
+  blocked.phase = Phase::kBlocked;
+  blocked.message = "no single ReplicaSet with replicas matches the update (found " +
+                    std::to_string(run.active.size()) + " with replicas); waiting";
+  blocked.requeueAfter = kBlockedPoll;
+  return blocked;
+}
+
+// Step 3: the Events that say the update started (once per record, until the first pod reaches
+// the new revision) or that an abort waits for a revert.
+void AddStartEvents(Plan& p, const Pass& run, const pod_update::Target& target,
+                    const std::vector<const kube::Pod*>& pods, bool abortDeferred, bool finishBegun,
+                    int limit) {
+  const kube::Deployment& d = run.d;
+  const InProgress& r = run.r;
+  if (abortDeferred) {
+    p.actions.push_back(DeploymentEvent(
+        d, "Warning", "InPlaceAbortDeferred",
+        "abort waits: pods of ReplicaSet " + std::string(run.base->name()) +
+            " still carry another template than the one it and the Deployment hold (a revert "
+            "in progress), which the native rollout would leave as they are; they return in "
+            "place first, then the update ends",
+        run.s.now, DedupEventName(d.name(), "abort-deferred/" + r.to + "/" + r.startedAt)));
+  }
+  int pending = 0;
+  bool anyAtTo = false;
+  for (const kube::Pod* pod : pods) {
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
+    anyAtTo = anyAtTo || (us && us->revision == r.to);
+    if (!pod_update::AtTarget(target, pod->json())) ++pending;
+  }
+  // A user's pause holds the update: it has not started while held.
+  if (anyAtTo || finishBegun || r.from == r.to || !r.pausedByUs) return;
+  p.actions.push_back(
+      DeploymentEvent(d, "Normal", "InPlaceUpdateStarted",
+                      "in-place update from template " + r.from + " to " + r.to + ": " +
+                          std::to_string(pending) + " of " + std::to_string(pods.size()) +
+                          " pods to update, at most " + std::to_string(limit) + " at a time",
+                      run.s.now, DedupEventName(d.name(), "started/" + r.to + "/" + r.startedAt),
+                      Metric::kRolloutStarted));
+}
+
+// Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
+// target and, if this update wrote it, available again (a pod it never touched and that is not
+// Ready is not the update's to wait for).
+bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
+              const pod_update::Rules& rules, const std::vector<const kube::Pod*>& pods,
+              int limit) {
+  const Clock::time_point now = run.s.now;
+  // Available as the Deployment controller counts it: Ready for minReadySeconds (DESIGN.md
+  // §8.4). A pod that is Ready but not yet available wakes the loop when it becomes so.
+  const int minReady = run.d.minReadySeconds();
+  auto available = [&](const kube::Pod& pod) { return budget::IsAvailable(pod, minReady, now); };
+  int unavailable = 0, inFlight = 0;
+  for (const kube::Pod* pod : pods) {
+    if (!available(*pod)) ++unavailable;
+    if (pod_update::StateOf(pod->json()) != keys::kStateNormal) ++inFlight;
+    if (auto at = budget::AvailableAt(*pod, minReady); at && *at > now) {
+      if (!p.requeueAfter || *at - now < *p.requeueAfter) p.requeueAfter = *at - now;
+    }
+  }
+  // A user's pause (pausedByUs false: the user paused the Deployment, or asked with the pause
+  // annotation) holds the update: no pod starts; pods already in it go on (DESIGN.md §8.5).
+  const bool held = !run.r.pausedByUs;
+  budget::Allowance allowance(limit, unavailable, inFlight);
+  bool settled = true;
+  int atTarget = 0;
+  for (const kube::Pod* pod : pods) {
+    const json::Value& podJson = pod->json();
+    const bool mayStart =
+        pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
+    pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now);
+    ++p.podsByState[std::string(pod_update::StateOf(podJson))];
+    const bool here = pod_update::AtTarget(target, podJson);
+    if (here) ++atTarget;
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
+    settled = settled && pod_update::StateOf(podJson) == keys::kStateNormal && here &&
+              (!us || us->revision != run.r.to || available(*pod));
+    AddPodStep(p, run.d, *pod, std::move(step));
+  }
+  p.podsAtTarget = atTarget;
+  p.podsTotal = static_cast<int>(pods.size());
+  p.target = run.r.to;
+  const int pending = p.podsTotal - atTarget;
+  p.message = std::to_string(atTarget) + "/" + std::to_string(pods.size()) + " pods at template " +
+              run.r.to;
+  if (held && pending > 0) {
+    p.message += "; paused by the user: no further pod starts until kubectl rollout resume";
+    p.actions.push_back(DeploymentEvent(
+        run.d, "Normal", "InPlaceUpdatePaused",
+        "in-place update to template " + run.r.to +
+            " held by your pause: " + std::to_string(pending) + " of " +
+            std::to_string(pods.size()) + " pods wait; kubectl rollout resume deploy/" +
+            std::string(run.d.name()) + " continues it in place",
+        now, DedupEventName(run.d.name(), "paused/" + run.r.to + "/" + run.r.startedAt)));
+  }
+  return settled;
+}
+
+// Step 5: the finish (DESIGN.md §8.1) once every pod is done: the ReplicaSets as a native rollout
+// leaves them, then, once the Deployment controller adopted them, the final Deployment patch.
+void Finish(Plan& p, const Pass& run, bool finishBegun, size_t pods) {
+  const kube::Deployment& d = run.d;
+  const kube::ReplicaSet& base = *run.base;
+  const InProgress& r = run.r;
+  if (!finishBegun) {
+    p.phase = Phase::kFinishing;
+    FinishReplicaSets(p, d, base, run.owned, r);
+    p.message =
+        "all pods at template " + r.to + "; writing it into ReplicaSet " + std::string(base.name());
+    return;
+  }
+  // The controller gives the new ReplicaSet the newest revision in the same pass that adopts it.
+  int newestOther = 0;
+  for (const kube::ReplicaSet* rs : run.owned) {
+    if (rs != &base) newestOther = std::max(newestOther, rs->revision());
+  }
+  if (!d.ControllerCaughtUp() || base.revision() <= newestOther) {
+    p.phase = Phase::kWaitingForController;
+    p.message = "waiting for the Deployment controller to adopt ReplicaSet " +
+                std::string(base.name()) + " (observedGeneration " +
+                std::to_string(d.observedGeneration()) + "/" + std::to_string(d.generation()) +
+                ", updatedReplicas " + std::to_string(d.updatedReplicas()) + "/" +
+                std::to_string(d.statusReplicas()) + ", revision " +
+                std::to_string(base.revision()) + " after " + std::to_string(newestOther) + ")";
+    p.requeueAfter = kControllerPoll;
+    return;
+  }
+  p.phase = Phase::kCompleted;
+  double seconds = 0;
+  if (auto started = rfc3339::Parse(r.startedAt)) {
+    seconds = std::max(0.0, std::chrono::duration<double>(run.s.now - *started).count());
+  }
+  Action end = EndPatch(d, r.pausedByUs, "in-place update to " + r.to + " completed");
+  end.metric = Metric::kRolloutCompleted;
+  end.seconds = seconds;
+  p.actions.push_back(std::move(end));
+  p.actions.push_back(DeploymentEvent(
+      d, "Normal", "InPlaceUpdateCompleted",
+      "in-place update to template " + r.to + " completed: " + std::to_string(pods) + " pods in " +
+          Duration(seconds) + (r.pausedByUs ? "; Deployment unpaused" : ""),
+      run.s.now));
+  p.message = "completed";
+}
+
+// The running update's plan: the steps above in order, each able to end the pass.
+Plan PlanRunning(Pass& run) {
+  const bool abortDeferred =
+      run.d.annotation(keys::kAbortAnnotation) == keys::kTrue && RevertPending(run.s, run.d);
+  if (std::optional<Plan> ended = EndsBeforeStart(run, abortDeferred)) return *std::move(ended);
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(run.d.json());
+  if (!settings.ok()) {
+    return Abort(run.s, run.d, run.record, settings.status().message(), run.s.now);
+  }
+  if (std::optional<Plan> held = FindBase(run)) return *std::move(held);
+
+  json::Document baseTemplate = BaseTemplate(*run.base, run.owned, run.r);
+  if (run.d.annotation(keys::kUndoAnnotation) == keys::kTrue) {
+    return Undo(run.d, baseTemplate, run.r, run.s.now);
+  }
+  StatusOr<pod_update::Target> target = pod_update::MakeTarget(
+      baseTemplate, run.d.podTemplate(), settings->policy, run.r.from, run.r.to);
+  if (!target.ok()) return Abort(run.s, run.d, run.record, target.status().message(), run.s.now);
+  const pod_update::Rules rules = pod_update::MakeRules(*settings);
+  const std::vector<const kube::Pod*> pods = PodsOf(run.s, *run.base);
+  const bool finishBegun = TemplateHash(run.base->podTemplate()) == run.r.to;
+  const int limit = budget::MaxUnavailable(run.d);
+
+  Plan p;
+  p.phase = Phase::kUpdating;
+  AddStartEvents(p, run, *target, pods, abortDeferred, finishBegun, limit);
+  const size_t before = p.actions.size();
+  const bool settled = StepPods(p, run, *target, rules, pods, limit);
+  if (!settled || p.actions.size() != before) return p;
+  Finish(p, run, finishBegun, pods.size());
+  return p;
+}
+
 }  // namespace
 
 kube::PatchType Action::PatchType() const {
@@ -628,217 +886,9 @@ Plan PlanRollout(const Snapshot& snapshot) {
     ReleasePods(plan, s, d, "update ended without the loop");
     return plan;
   }
-  const InProgress& r = *record;
-  const bool abortDeferred =
-      d.annotation(keys::kAbortAnnotation) == keys::kTrue && RevertPending(s, d);
-  Plan out = [&]() -> Plan {
-    if (d.annotation(keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
-      return Abort(s, d, record,
-                   "requested by annotation " + std::string(keys::kAbortAnnotation) + "=true",
-                   s.now);
-    }
-    if (!d.paused()) {
-      return Abort(s, d, record,
-                   "the Deployment was unpaused while the update ran (a write bypassed the "
-                   "webhook); the native rollout takes over",
-                   s.now);
-    }
-    StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d.json());
-    if (!settings.ok()) return Abort(s, d, record, settings.status().message(), s.now);
-
-    // The Deployment's ReplicaSets and live pods.
-    std::vector<const kube::ReplicaSet*> owned;
-    for (const kube::ReplicaSet* rs : s.replicaSets) {
-      if (rs->controllerUid() == d.uid()) owned.push_back(rs);
-    }
-    std::vector<const kube::ReplicaSet*> active;
-    for (const kube::ReplicaSet* rs : owned) {
-      if (rs->replicas() > 0) active.push_back(rs);
-    }
-    auto podsOf = [&s](const kube::ReplicaSet& rs) {
-      std::vector<const kube::Pod*> pods;
-      for (const kube::Pod* p : s.pods) {
-        if (p->live() && p->controllerUid() == rs.uid()) pods.push_back(p);
-      }
-      std::sort(pods.begin(), pods.end(),
-                [](const kube::Pod* a, const kube::Pod* b) { return a->name() < b->name(); });
-      return pods;
-    };
-    bool moved = false;
-    for (const kube::ReplicaSet* rs : owned) {
-      for (const kube::Pod* p : podsOf(*rs)) moved = moved || Moved(*p, r);
-    }
-
-    // Precondition (DESIGN.md §3): exactly one ReplicaSet with replicas, at the old template (or
-    // at the new one once the finish began). Checked until pods start moving.
-    const kube::ReplicaSet* base = nullptr;
-    if (active.size() == 1 && MatchesRun(*active[0], r)) {
-      base = active[0];
-    } else if (active.empty() && moved) {  // scaled to zero mid-update
-      for (const kube::ReplicaSet* rs : owned) {
-        if (MatchesRun(*rs, r) && (base == nullptr || rs->revision() > base->revision())) {
-          base = rs;
-        }
-      }
-    }
-    if (!moved && base == nullptr) {
-      if (active.size() != 1) {
-        return Abort(s, d, record,
-                     "an in-place update needs exactly one ReplicaSet with replicas, found " +
-                         std::to_string(active.size()),
-                     s.now);
-      }
-      return Abort(s, d, record,
-                   "the active ReplicaSet " + std::string(active[0]->name()) + " has template " +
-                       TemplateHash(active[0]->podTemplate()) + ", not the template " + r.from +
-                       " the update started from",
-                   s.now);
-    }
-    if (base == nullptr) {
-      Plan blocked;
-      blocked.phase = Phase::kBlocked;
-      blocked.message = "no single ReplicaSet with replicas matches the update (found " +
-                        std::to_string(active.size()) + " with replicas); waiting";
-      blocked.requeueAfter = kBlockedPoll;
-      return blocked;
-    }
-
-    json::Document baseTemplate = BaseTemplate(*base, owned, r);
-    if (d.annotation(keys::kUndoAnnotation) == keys::kTrue) {
-      return Undo(d, baseTemplate, r, s.now);
-    }
-    StatusOr<pod_update::Target> target =
-        pod_update::MakeTarget(baseTemplate, d.podTemplate(), settings->policy, r.from, r.to);
-    if (!target.ok()) return Abort(s, d, record, target.status().message(), s.now);
-    const pod_update::Rules rules = pod_update::MakeRules(*settings);
-    const std::vector<const kube::Pod*> pods = podsOf(*base);
-    const bool finishBegun = TemplateHash(base->podTemplate()) == r.to;
-
-    Plan p;
-    p.phase = Phase::kUpdating;
-    if (abortDeferred) {
-      p.actions.push_back(DeploymentEvent(
-          d, "Warning", "InPlaceAbortDeferred",
-          "abort waits: pods of ReplicaSet " + std::string(base->name()) +
-              " still carry another template than the one it and the Deployment hold (a revert "
-              "in progress), which the native rollout would leave as they are; they return in "
-              "place first, then the update ends",
-          s.now, DedupEventName(d.name(), "abort-deferred/" + r.to + "/" + r.startedAt)));
-    }
-    // InPlaceUpdateStarted, once per record: until the first pod reaches the new revision.
-    int pending = 0;
-    bool anyAtTo = false;
-    for (const kube::Pod* pod : pods) {
-      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
-      anyAtTo = anyAtTo || (us && us->revision == r.to);
-      if (!pod_update::AtTarget(*target, pod->json())) ++pending;
-    }
-    const int limit = budget::MaxUnavailable(d);
-    // A user's pause (pausedByUs false: the user paused the Deployment, or asked with the pause
-    // annotation) holds the update: no pod starts; pods already in it go on (DESIGN.md §8.5).
-    const bool held = !r.pausedByUs;
-    if (!anyAtTo && !finishBegun && r.from != r.to && !held) {
-      p.actions.push_back(
-          DeploymentEvent(d, "Normal", "InPlaceUpdateStarted",
-                          "in-place update from template " + r.from + " to " + r.to + ": " +
-                              std::to_string(pending) + " of " + std::to_string(pods.size()) +
-                              " pods to update, at most " + std::to_string(limit) + " at a time",
-                          s.now, DedupEventName(d.name(), "started/" + r.to + "/" + r.startedAt),
-                          Metric::kRolloutStarted));
-    }
-
-    // Available as the Deployment controller counts it: Ready for minReadySeconds (DESIGN.md
-    // §8.4). A pod that is Ready but not yet available wakes the loop when it becomes so.
-    const int minReady = d.minReadySeconds();
-    auto available = [&](const kube::Pod& pod) {
-      return budget::IsAvailable(pod, minReady, s.now);
-    };
-    int unavailable = 0, inFlight = 0;
-    for (const kube::Pod* pod : pods) {
-      if (!available(*pod)) ++unavailable;
-      if (pod_update::StateOf(pod->json()) != keys::kStateNormal) ++inFlight;
-      if (auto at = budget::AvailableAt(*pod, minReady); at && *at > s.now) {
-        if (!p.requeueAfter || *at - s.now < *p.requeueAfter) p.requeueAfter = *at - s.now;
-      }
-    }
-    budget::Allowance allowance(limit, unavailable, inFlight);
-    bool settled = true;
-    const size_t before = p.actions.size();
-    for (const kube::Pod* pod : pods) {
-      const json::Value& podJson = pod->json();
-      const bool wants = pod_update::WantsStart(*target, podJson);
-      const bool mayStart = wants && !held && allowance.TryStart(available(*pod));
-      pod_update::Step step = pod_update::Decide(*target, rules, podJson, mayStart, s.now);
-      ++p.podsByState[std::string(pod_update::StateOf(podJson))];
-      // A pod this update wrote must also be available again before the finish (a pod it never
-      // touched and that is not Ready is not the update's to wait for).
-      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
-      settled = settled && pod_update::StateOf(podJson) == keys::kStateNormal &&
-                pod_update::AtTarget(*target, podJson) &&
-                (!us || us->revision != r.to || available(*pod));
-      AddPodStep(p, d, *pod, std::move(step));
-    }
-    p.podsAtTarget = static_cast<int>(pods.size()) - pending;
-    p.podsTotal = static_cast<int>(pods.size());
-    p.target = r.to;
-    if (!settled || p.actions.size() != before) {
-      p.message = std::to_string(pods.size() - pending) + "/" + std::to_string(pods.size()) +
-                  " pods at template " + r.to;
-      if (held && pending > 0) {
-        p.message += "; paused by the user: no further pod starts until kubectl rollout resume";
-        p.actions.push_back(DeploymentEvent(
-            d, "Normal", "InPlaceUpdatePaused",
-            "in-place update to template " + r.to +
-                " held by your pause: " + std::to_string(pending) + " of " +
-                std::to_string(pods.size()) + " pods wait; kubectl rollout resume deploy/" +
-                std::string(d.name()) + " continues it in place",
-            s.now, DedupEventName(d.name(), "paused/" + r.to + "/" + r.startedAt)));
-      }
-      return p;
-    }
-
-    // Finish.
-    if (!finishBegun) {
-      p.phase = Phase::kFinishing;
-      FinishReplicaSets(p, d, *base, owned, r);
-      p.message = "all pods at template " + r.to + "; writing it into ReplicaSet " +
-                  std::string(base->name());
-      return p;
-    }
-    // The controller gives the new ReplicaSet the newest revision in the same pass that adopts it.
-    int newestOther = 0;
-    for (const kube::ReplicaSet* rs : owned) {
-      if (rs != base) newestOther = std::max(newestOther, rs->revision());
-    }
-    if (!d.ControllerCaughtUp() || base->revision() <= newestOther) {
-      p.phase = Phase::kWaitingForController;
-      p.message = "waiting for the Deployment controller to adopt ReplicaSet " +
-                  std::string(base->name()) + " (observedGeneration " +
-                  std::to_string(d.observedGeneration()) + "/" + std::to_string(d.generation()) +
-                  ", updatedReplicas " + std::to_string(d.updatedReplicas()) + "/" +
-                  std::to_string(d.statusReplicas()) + ", revision " +
-                  std::to_string(base->revision()) + " after " + std::to_string(newestOther) + ")";
-      p.requeueAfter = kControllerPoll;
-      return p;
-    }
-    p.phase = Phase::kCompleted;
-    double seconds = 0;
-    if (auto started = rfc3339::Parse(r.startedAt)) {
-      seconds = std::max(0.0, std::chrono::duration<double>(s.now - *started).count());
-    }
-    Action end = EndPatch(d, r.pausedByUs, "in-place update to " + r.to + " completed");
-    end.metric = Metric::kRolloutCompleted;
-    end.seconds = seconds;
-    p.actions.push_back(std::move(end));
-    p.actions.push_back(DeploymentEvent(
-        d, "Normal", "InPlaceUpdateCompleted",
-        "in-place update to template " + r.to + " completed: " + std::to_string(pods.size()) +
-            " pods in " + Duration(seconds) + (r.pausedByUs ? "; Deployment unpaused" : ""),
-        s.now));
-    p.message = "completed";
-    return p;
-  }();
-  if (out.target.empty()) out.target = r.to;
+  Pass run{s, d, *record, record, {}, {}, nullptr};
+  Plan out = PlanRunning(run);
+  if (out.target.empty()) out.target = record->to;
   progress::AddProgress(out, d, s.now);  // last: its write carries no resourceVersion
   StampEvents(out, s.now);
   return out;
