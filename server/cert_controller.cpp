@@ -74,17 +74,17 @@ void Controller::Start() {
     while (!stopping_) {
       lock.unlock();
       std::chrono::milliseconds next = options_.checkInterval;
-      std::string err;
+      Status err;
       try {
         err = RunOnce(next);
       } catch (const std::exception& e) {
-        err = e.what();
+        err = Status::Internal(e.what());
       }
       lock.lock();
-      if (!err.empty()) {
+      if (!err.ok()) {
         ++errors_;
         next = std::min(next, std::chrono::milliseconds(5000));
-        log::Error("certificate controller", {{"error", err}});
+        log::Error("certificate controller", {{"error", err.message()}});
       }
       cv_.wait_for(lock, next, [this] { return stopping_; });
     }
@@ -100,23 +100,24 @@ void Controller::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string Controller::Publish(const std::string& bundle, bool& published, bool write) {
+Status Controller::Publish(const std::string& bundle, bool& published, bool write) {
   const std::string want = Base64Encode(bundle);
   bool mutating = false, validating = false;
-  std::string error = PublishTo(
-      kube::MutatingWebhookConfigurationPath(options_.webhookConfiguration), want, mutating, write);
-  std::string error2 =
-      PublishTo(kube::ValidatingWebhookConfigurationPath(options_.webhookConfiguration), want,
-                validating, write);
+  Status error = PublishTo(kube::MutatingWebhookConfigurationPath(options_.webhookConfiguration),
+                           want, mutating, write);
+  Status error2 = PublishTo(kube::ValidatingWebhookConfigurationPath(options_.webhookConfiguration),
+                            want, validating, write);
   published = mutating && validating;
-  return error.empty() ? error2 : error;
+  return error.ok() ? error2 : error;
 }
 
-std::string Controller::PublishTo(const std::string& path, const std::string& want, bool& published,
-                                  bool write) {
+Status Controller::PublishTo(const std::string& path, const std::string& want, bool& published,
+                             bool write) {
   published = false;
   kube::Result r = api_.Get(path);
-  if (!r.Ok()) return "cannot read " + path + ": " + std::to_string(r.code) + " " + r.message;
+  if (!r.Ok()) {
+    return Status::IOError("cannot read " + path + ": " + std::to_string(r.code) + " " + r.message);
+  }
   const json::Value* hooks = json::Find(&r.object, "webhooks");
   std::string ops;
   for (rapidjson::SizeType i = 0; hooks != nullptr && hooks->IsArray() && i < hooks->Size(); ++i) {
@@ -132,33 +133,37 @@ std::string Controller::PublishTo(const std::string& path, const std::string& wa
   }
   if (ops.empty()) {
     published = true;
-    return {};
+    return Status::Ok();
   }
-  if (!write) return {};
+  if (!write) return Status::Ok();
   kube::Result p = api_.Patch(path, kube::PatchType::kJson, ops + "]");
-  if (!p.Ok())
-    return "cannot write the caBundle of " + path + ": " + std::to_string(p.code) + " " + p.message;
+  if (!p.Ok()) {
+    return Status::IOError("cannot write the caBundle of " + path + ": " + std::to_string(p.code) +
+                           " " + p.message);
+  }
   {
     std::lock_guard lock(mu_);
     ++bundleWrites_;
   }
   published = true;
   log::Info("webhook caBundle written", {{"configuration", path}});
-  return {};
+  return Status::Ok();
 }
 
-std::string Controller::RunOnce(std::chrono::milliseconds& next) {
+Status Controller::RunOnce(std::chrono::milliseconds& next) {
   next = options_.checkInterval;
   const int64_t now = options_.now();
   const std::string path = kube::SecretPath(options_.namespaceName, options_.secretName);
   kube::Result r = api_.Get(path);
   if (r.NotFound()) {
     // The chart creates it (empty), so that RBAC can name it: create cannot be limited by name.
-    return "Secret " + options_.namespaceName + "/" + options_.secretName +
-           " not found: create it (empty); the controller fills it";
+    return Status::NotFound("Secret " + options_.namespaceName + "/" + options_.secretName +
+                            " not found: create it (empty); the controller fills it");
   }
-  if (!r.Ok())
-    return "cannot read Secret " + path + ": " + std::to_string(r.code) + " " + r.message;
+  if (!r.Ok()) {
+    return Status::IOError("cannot read Secret " + path + ": " + std::to_string(r.code) + " " +
+                           r.message);
+  }
 
   Data data;
   if (const json::Value* d = json::Find(&r.object, "data"); d != nullptr && d->IsObject()) {
@@ -187,7 +192,9 @@ std::string Controller::RunOnce(std::chrono::milliseconds& next) {
   st.rotateDone = json::StringOr(ann, keys::kRotateCaDoneAnnotation);
   std::string bundle = BundleOf(data);
   bool published = false;
-  std::string publishError = Publish(bundle, published, false);
+  // Read only: whether the bundle is in place already. A failure here is dropped: the writing
+  // Publish at the end of the pass reads again and reports its own.
+  static_cast<void>(Publish(bundle, published, false));
   st.bundlePublished = published;
   {
     std::lock_guard lock(mu_);
@@ -202,22 +209,22 @@ std::string Controller::RunOnce(std::chrono::milliseconds& next) {
     std::map<std::string_view, std::string> setAnn;
     std::string caName =
         options_.serviceName + "." + options_.namespaceName + " CA " + std::to_string(now);
-    auto issue = [&](const Pem& ca) -> std::string {
+    auto issue = [&](const Pem& ca) -> Status {
       Pem serving;
-      std::string err = IssueServing(
-          ca, names, now - 300, ServingNotAfter(p, now, Inspect(ca.cert, "").notAfter), serving);
+      Status err = IssueServing(ca, names, now - 300,
+                                ServingNotAfter(p, now, Inspect(ca.cert, "").notAfter), serving);
       nd[std::string(kTlsCert)] = serving.cert;
       nd[std::string(kTlsKey)] = serving.key;
       return err;
     };
-    std::string err;
+    Status err;
     switch (d.action) {
       case Action::kNone:
         break;
       case Action::kCreateCa: {
         Pem ca;
         err = GenerateCa(caName, now - 300, now + p.caValidity, ca);
-        if (err.empty()) {
+        if (err.ok()) {
           nd.clear();
           nd[std::string(kCaCert)] = ca.cert;
           nd[std::string(kCaKey)] = ca.key;
@@ -257,7 +264,7 @@ std::string Controller::RunOnce(std::chrono::milliseconds& next) {
         err = issue(Pem{Get(data, kCaCert), Get(data, kCaKey)});
         break;
     }
-    if (!err.empty()) return std::string(ActionName(d.action)) + ": " + err;
+    if (!err.ok()) return err.Prefixed(ActionName(d.action));
     std::string newBundle = BundleOf(nd);
     nd[std::string(kBundle)] = newBundle;
     // JSON merge patch: keys set or removed (null); the resourceVersion makes it conditional.
@@ -292,10 +299,12 @@ std::string Controller::RunOnce(std::chrono::milliseconds& next) {
     kube::Result w = api_.Patch(path, kube::PatchType::kMerge, body);
     if (w.Conflict()) {
       next = std::chrono::milliseconds(200);  // another replica wrote: read again
-      return {};
+      return Status::Ok();
     }
-    if (!w.Ok())
-      return "cannot write Secret " + path + ": " + std::to_string(w.code) + " " + w.message;
+    if (!w.Ok()) {
+      return Status::IOError("cannot write Secret " + path + ": " + std::to_string(w.code) + " " +
+                             w.message);
+    }
     {
       std::lock_guard lock(mu_);
       auto it = std::find_if(steps_.begin(), steps_.end(),
@@ -314,12 +323,11 @@ std::string Controller::RunOnce(std::chrono::milliseconds& next) {
     bundle = newBundle;
     next = std::chrono::milliseconds(0);  // the next step may be due at once
   }
-  publishError = Publish(bundle, published, true);
-  if (!publishError.empty()) return publishError;
+  if (Status s = Publish(bundle, published, true); !s.ok()) return s;
   if (d.action == Action::kNone && d.recheckAt > now) {
     next = std::min<std::chrono::milliseconds>(next, std::chrono::seconds(d.recheckAt - now));
   }
-  return {};
+  return Status::Ok();
 }
 
 void Controller::RenderMetrics(std::string& out) const {

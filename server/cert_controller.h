@@ -28,6 +28,7 @@
 
 #include "hooks/cert_rotation.h"
 #include "hooks/kube_api.h"
+#include "lib/status.h"
 
 namespace iw::certs {
 
@@ -53,9 +54,13 @@ class Controller {
   void Start();
   void Stop();
 
-  // One pass: read, decide, write the Secret (at most one step), publish the bundle. Returns ""
-  // or what failed; `next` is when the next pass is due.
-  std::string RunOnce(std::chrono::milliseconds& next);
+  // One pass: read, decide, write the Secret (at most one step), publish the bundle; `next` is
+  // when the next pass is due (also on failure). A write that loses to another replica's
+  // (409 Conflict) is no failure: `next` is then soon. Failure: NotFound when the Secret does not
+  // exist, IOError when an API call fails (the message names the object, the HTTP code and the
+  // server's message), or the step's failure from cert_crypto.h prefixed with its name
+  // ("create-ca: ..."); the pass ends at the first failure.
+  Status RunOnce(std::chrono::milliseconds& next);
 
   // The DNS names of the serving certificate.
   std::vector<std::string> DnsNames() const;
@@ -63,10 +68,13 @@ class Controller {
   void RenderMetrics(std::string& out) const;
 
  private:
-  // Every webhook's caBundle = base64(bundle) in both configurations (`write`: make it so).
-  std::string Publish(const std::string& bundle, bool& published, bool write);
-  std::string PublishTo(const std::string& path, const std::string& want, bool& published,
-                        bool write);
+  // Every webhook's caBundle = base64(bundle) in both configurations (`write`: make it so);
+  // `published`: both already hold it, or now do. Both are tried; failure: IOError, the first
+  // configuration's that could not be read or written.
+  Status Publish(const std::string& bundle, bool& published, bool write);
+  // The same for the configuration at `path` (`want` is the base64 bundle); IOError when it
+  // cannot be read or written.
+  Status PublishTo(const std::string& path, const std::string& want, bool& published, bool write);
 
   kube::Api& api_;
   ControllerOptions options_;

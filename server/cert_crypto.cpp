@@ -28,12 +28,13 @@ struct Free {
 template <typename T>
 using Ptr = std::unique_ptr<T, Free>;
 
-std::string Error(std::string_view what) {
+// `what` failed in OpenSSL: IOError "what: <OpenSSL's first queued error>" (the queue cleared).
+Status Error(std::string_view what) {
   unsigned long e = ERR_get_error();
   char buf[256] = "unknown OpenSSL error";
   if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
   ERR_clear_error();
-  return std::string(what) + ": " + buf;
+  return Status::IOError(std::string(what) + ": " + buf);
 }
 
 Ptr<X509> ReadCert(std::string_view pem) {
@@ -61,7 +62,7 @@ Ptr<EVP_PKEY> NewKey() {
   return Ptr<EVP_PKEY>(key);
 }
 
-std::string ToPem(X509* x, EVP_PKEY* key, Pem& out) {
+Status ToPem(X509* x, EVP_PKEY* key, Pem& out) {
   Ptr<BIO> c(BIO_new(BIO_s_mem())), k(BIO_new(BIO_s_mem()));
   if (!c || !k || PEM_write_bio_X509(c.get(), x) != 1 ||
       PEM_write_bio_PrivateKey(k.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
@@ -72,7 +73,7 @@ std::string ToPem(X509* x, EVP_PKEY* key, Pem& out) {
   out.cert.assign(data, static_cast<size_t>(n));
   n = BIO_get_mem_data(k.get(), &data);
   out.key.assign(data, static_cast<size_t>(n));
-  return {};
+  return Status::Ok();
 }
 
 bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
@@ -112,7 +113,7 @@ int64_t ToUnix(const ASN1_TIME* t) {
 
 }  // namespace
 
-std::string GenerateCa(std::string_view commonName, int64_t notBefore, int64_t notAfter, Pem& out) {
+Status GenerateCa(std::string_view commonName, int64_t notBefore, int64_t notAfter, Pem& out) {
   Ptr<EVP_PKEY> key = NewKey();
   if (!key) return Error("cannot generate the CA key");
   Ptr<X509> x = Skeleton(commonName, notBefore, notAfter, key.get());
@@ -128,11 +129,11 @@ std::string GenerateCa(std::string_view commonName, int64_t notBefore, int64_t n
 
 namespace {
 
-std::string Issue(const Pem& ca, std::string_view cn, const std::vector<std::string>& dnsNames,
-                  const char* extKeyUsage, int64_t notBefore, int64_t notAfter, Pem& out) {
+Status Issue(const Pem& ca, std::string_view cn, const std::vector<std::string>& dnsNames,
+             const char* extKeyUsage, int64_t notBefore, int64_t notAfter, Pem& out) {
   Ptr<X509> caCert = ReadCert(ca.cert);
   Ptr<EVP_PKEY> caKey = ReadKey(ca.key);
-  if (!caCert || !caKey) return "the CA certificate or key does not parse";
+  if (!caCert || !caKey) return Status::InvalidArgument("the CA certificate or key does not parse");
   Ptr<EVP_PKEY> key = NewKey();
   if (!key) return Error("cannot generate the serving key");
   std::string san;
@@ -152,14 +153,14 @@ std::string Issue(const Pem& ca, std::string_view cn, const std::vector<std::str
 
 }  // namespace
 
-std::string IssueServing(const Pem& ca, const std::vector<std::string>& dnsNames, int64_t notBefore,
-                         int64_t notAfter, Pem& out) {
-  if (dnsNames.empty()) return "no DNS names for the serving certificate";
+Status IssueServing(const Pem& ca, const std::vector<std::string>& dnsNames, int64_t notBefore,
+                    int64_t notAfter, Pem& out) {
+  if (dnsNames.empty()) return Status::InvalidArgument("no DNS names for the serving certificate");
   return Issue(ca, dnsNames.front(), dnsNames, "serverAuth", notBefore, notAfter, out);
 }
 
-std::string IssueClient(const Pem& ca, std::string_view commonName, int64_t notBefore,
-                        int64_t notAfter, Pem& out) {
+Status IssueClient(const Pem& ca, std::string_view commonName, int64_t notBefore, int64_t notAfter,
+                   Pem& out) {
   return Issue(ca, commonName, {}, "clientAuth", notBefore, notAfter, out);
 }
 

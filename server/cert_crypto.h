@@ -1,7 +1,7 @@
 // X.509 work of the certificate controller (OpenSSL): a self-signed CA, serving certificates it
 // signs, and what the controller needs to know about PEMs read back from a Secret. ECDSA P-256
 // keys (as cert-manager's and Kyverno's defaults), random 128-bit serials, SHA-256 signatures.
-// Times are Unix seconds. Errors come back as messages, never as exceptions.
+// Times are Unix seconds. Failures come back as a Status, never as exceptions.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hooks/cert_rotation.h"
+#include "lib/status.h"
 
 namespace iw::certs {
 
@@ -19,17 +20,21 @@ struct Pem {
 };
 
 // A CA certificate (basicConstraints CA:TRUE critical, keyUsage keyCertSign|cRLSign) valid
-// from `notBefore` to `notAfter`.
-std::string GenerateCa(std::string_view commonName, int64_t notBefore, int64_t notAfter, Pem& out);
+// from `notBefore` to `notAfter`, into `out`. Failure: IOError (OpenSSL could not make the key,
+// the certificate or the PEM; the message names the step and OpenSSL's error); `out` is then
+// unchanged.
+Status GenerateCa(std::string_view commonName, int64_t notBefore, int64_t notAfter, Pem& out);
 
 // A serving certificate signed by `ca`: CN = first DNS name, SANs = `dnsNames`, extKeyUsage
-// serverAuth, CA:FALSE.
-std::string IssueServing(const Pem& ca, const std::vector<std::string>& dnsNames, int64_t notBefore,
-                         int64_t notAfter, Pem& out);
+// serverAuth, CA:FALSE, into `out`. Failure: InvalidArgument when `dnsNames` is empty or `ca`'s
+// certificate or key does not parse, IOError when OpenSSL fails; `out` is then unchanged.
+Status IssueServing(const Pem& ca, const std::vector<std::string>& dnsNames, int64_t notBefore,
+                    int64_t notAfter, Pem& out);
 
 // A client certificate signed by `ca` (extKeyUsage clientAuth), CN = `commonName` (tests).
-std::string IssueClient(const Pem& ca, std::string_view commonName, int64_t notBefore,
-                        int64_t notAfter, Pem& out);
+// Failure as IssueServing's.
+Status IssueClient(const Pem& ca, std::string_view commonName, int64_t notBefore, int64_t notAfter,
+                   Pem& out);
 
 // `cert` parsed; with `key` non-empty, also that the key is the certificate's. Absent
 // (present=false) when anything does not parse or match.

@@ -212,18 +212,20 @@ class Server::Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  std::string Init() {
+  // Creates the epoll set and starts the thread; IOError when a system call fails.
+  Status Init() {
     epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
     wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (epoll_.get() < 0 || wake_.get() < 0) return "cannot create epoll set: " + Errno(errno);
+    if (epoll_.get() < 0 || wake_.get() < 0)
+      return Status::IOError("cannot create epoll set: " + Errno(errno));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;  // the wake-up descriptor
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) {
-      return "cannot watch the wake-up descriptor: " + Errno(errno);
+      return Status::IOError("cannot watch the wake-up descriptor: " + Errno(errno));
     }
     thread_ = std::thread([this] { Run(); });
-    return {};
+    return Status::Ok();
   }
 
   // Takes over an accepted socket.
@@ -751,7 +753,7 @@ Server::~Server() {
   Shutdown(std::chrono::milliseconds(0));
 }
 
-std::string Server::Start() {
+Status Server::Start() {
   // A peer gone mid-write must be an error return, not a signal that ends the process.
   signal(SIGPIPE, SIG_IGN);
   if (options_.tls != nullptr) {
@@ -769,30 +771,32 @@ std::string Server::Start() {
   std::string portText = std::to_string(options_.port);
   if (int rc = getaddrinfo(options_.bindAddress.c_str(), portText.c_str(), &hints, &found);
       rc != 0) {
-    return "cannot resolve " + options_.bindAddress + ": " + gai_strerror(rc);
+    return Status::IOError("cannot resolve " + options_.bindAddress + ": " + gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   std::string where = options_.bindAddress + ":" + portText;
   Fd listener(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
-  if (listener.get() < 0) return "cannot create a socket: " + Errno(errno);
+  if (listener.get() < 0) return Status::IOError("cannot create a socket: " + Errno(errno));
   int on = 1;
   setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (::bind(listener.get(), found->ai_addr, found->ai_addrlen) != 0) {
-    return "cannot listen on " + where + ": " + Errno(errno);
+    return Status::IOError("cannot listen on " + where + ": " + Errno(errno));
   }
-  if (::listen(listener.get(), 1024) != 0) return "cannot listen on " + where + ": " + Errno(errno);
+  if (::listen(listener.get(), 1024) != 0) {
+    return Status::IOError("cannot listen on " + where + ": " + Errno(errno));
+  }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len);
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
                                             : reinterpret_cast<sockaddr_in&>(bound).sin_port);
   Fd stop(eventfd(0, EFD_CLOEXEC));
-  if (stop.get() < 0) return "cannot create an eventfd: " + Errno(errno);
+  if (stop.get() < 0) return Status::IOError("cannot create an eventfd: " + Errno(errno));
 
   size_t n = options_.workerThreads > 0 ? options_.workerThreads : DefaultWorkers();
   for (size_t i = 0; i < n; ++i) {
     workers_.push_back(std::make_unique<Worker>(*this));
-    if (std::string err = workers_.back()->Init(); !err.empty()) {
+    if (Status err = workers_.back()->Init(); !err.ok()) {
       for (auto& w : workers_) w->Stop();
       for (auto& w : workers_) w->Join();
       workers_.clear();
@@ -804,7 +808,7 @@ std::string Server::Start() {
   stopFd_ = stop.Release();
   accepting_ = true;
   acceptor_ = std::thread([this] { AcceptLoop(); });
-  return {};
+  return Status::Ok();
 }
 
 void Server::AcceptLoop() {

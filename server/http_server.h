@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/status.h"
 #include "server/http_message.h"
 
 namespace iw::http {
@@ -106,8 +107,10 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and starts the threads. Returns an error message, or "" on success.
-  std::string Start();
+  // Binds and starts the threads. Failure: IOError when the address does not resolve or a
+  // socket, bind, listen, epoll or eventfd call fails (the message names the address and the
+  // system's error); nothing is left running then.
+  Status Start();
 
   // Stops accepting (the port refuses connections), closes idle connections at once, lets
   // requests already started get their answer (with `Connection: close`) for up to `grace`,

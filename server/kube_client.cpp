@@ -150,22 +150,19 @@ std::string DefaultUserAgent() {
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-std::optional<ClientConfig> ClientConfig::InCluster(std::string& error) {
+StatusOr<ClientConfig> ClientConfig::InCluster() {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
-    error =
+    return Status::InvalidArgument(
         "not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set "
-        "(or pass --api-server)";
-    return std::nullopt;
+        "(or pass --api-server)");
   }
-  return InClusterFrom(host, port, kServiceAccountDir, error);
+  return InClusterFrom(host, port, kServiceAccountDir);
 }
 
-std::optional<ClientConfig> ClientConfig::InClusterFrom(std::string_view host,
-                                                        std::string_view port,
-                                                        std::string_view serviceAccountDir,
-                                                        std::string& error) {
+StatusOr<ClientConfig> ClientConfig::InClusterFrom(std::string_view host, std::string_view port,
+                                                   std::string_view serviceAccountDir) {
   ClientConfig c;
   c.scheme = "https";
   c.host = std::string(host);
@@ -173,13 +170,12 @@ std::optional<ClientConfig> ClientConfig::InClusterFrom(std::string_view host,
     c.host = c.host.substr(1, c.host.size() - 2);
   }
   if (c.host.empty()) {
-    error = "KUBERNETES_SERVICE_HOST is empty";
-    return std::nullopt;
+    return Status::InvalidArgument("KUBERNETES_SERVICE_HOST is empty");
   }
   auto p = ParsePort(port);
   if (!p) {
-    error = "KUBERNETES_SERVICE_PORT is not a port number: " + std::string(port);
-    return std::nullopt;
+    return Status::InvalidArgument("KUBERNETES_SERVICE_PORT is not a port number: " +
+                                   std::string(port));
   }
   c.port = *p;
   std::string dir(serviceAccountDir);
@@ -187,19 +183,17 @@ std::optional<ClientConfig> ClientConfig::InClusterFrom(std::string_view host,
   c.caFile = dir + "/ca.crt";
   auto token = ReadFile(c.tokenFile);
   if (!token || Trim(*token).empty()) {
-    error = "cannot read the service-account token " + c.tokenFile;
-    return std::nullopt;
+    return Status::IOError("cannot read the service-account token " + c.tokenFile);
   }
   if (!ReadFile(c.caFile)) {
-    error = "cannot read the service-account CA bundle " + c.caFile;
-    return std::nullopt;
+    return Status::IOError("cannot read the service-account CA bundle " + c.caFile);
   }
   if (auto ns = ReadFile(dir + "/namespace")) c.namespaceName = Trim(*ns);
   return c;
 }
 
-std::optional<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::string_view tokenFile,
-                                                  std::string_view caFile, std::string& error) {
+StatusOr<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::string_view tokenFile,
+                                             std::string_view caFile) {
   ClientConfig c;
   std::string_view rest;
   if (url.starts_with("https://")) {
@@ -211,29 +205,29 @@ std::optional<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::str
     c.port = 80;
     rest = url.substr(7);
   } else {
-    error = "--api-server must start with http:// or https://: " + std::string(url);
-    return std::nullopt;
+    return Status::InvalidArgument("--api-server must start with http:// or https://: " +
+                                   std::string(url));
   }
   size_t slash = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
   if (path.find_first_of("?#") != std::string_view::npos) {
-    error = "--api-server must not have a query or fragment: " + std::string(url);
-    return std::nullopt;
+    return Status::InvalidArgument("--api-server must not have a query or fragment: " +
+                                   std::string(url));
   }
   std::string_view portText;
   if (authority.starts_with("[")) {
     size_t close = authority.find(']');
     if (close == std::string_view::npos) {
-      error = "--api-server has an unterminated IPv6 address: " + std::string(url);
-      return std::nullopt;
+      return Status::InvalidArgument("--api-server has an unterminated IPv6 address: " +
+                                     std::string(url));
     }
     c.host = std::string(authority.substr(1, close - 1));
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') {
-        error = "--api-server has junk after the IPv6 address: " + std::string(url);
-        return std::nullopt;
+        return Status::InvalidArgument("--api-server has junk after the IPv6 address: " +
+                                       std::string(url));
       }
       portText = after.substr(1);
     }
@@ -243,14 +237,12 @@ std::optional<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::str
     if (colon != std::string_view::npos) portText = authority.substr(colon + 1);
   }
   if (c.host.empty() || c.host.find('@') != std::string::npos) {
-    error = "--api-server has no usable host: " + std::string(url);
-    return std::nullopt;
+    return Status::InvalidArgument("--api-server has no usable host: " + std::string(url));
   }
   if (!portText.empty() || authority.ends_with(":")) {
     auto p = ParsePort(portText);
     if (!p) {
-      error = "--api-server has an invalid port: " + std::string(url);
-      return std::nullopt;
+      return Status::InvalidArgument("--api-server has an invalid port: " + std::string(url));
     }
     c.port = *p;
   }
@@ -259,17 +251,14 @@ std::optional<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::str
   c.tokenFile = std::string(tokenFile);
   c.caFile = std::string(caFile);
   if (!c.tokenFile.empty() && !ReadFile(c.tokenFile)) {
-    error = "cannot read --token-file " + c.tokenFile;
-    return std::nullopt;
+    return Status::IOError("cannot read --token-file " + c.tokenFile);
   }
   if (!c.caFile.empty()) {
     if (c.scheme != "https") {
-      error = "--certificate-authority needs an https:// --api-server";
-      return std::nullopt;
+      return Status::InvalidArgument("--certificate-authority needs an https:// --api-server");
     }
     if (!ReadFile(c.caFile)) {
-      error = "cannot read --certificate-authority " + c.caFile;
-      return std::nullopt;
+      return Status::IOError("cannot read --certificate-authority " + c.caFile);
     }
   }
   return c;

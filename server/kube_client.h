@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "hooks/kube_api.h"
+#include "lib/status.h"
 
 namespace httplib {
 class ClientImpl;
@@ -90,15 +91,19 @@ struct ClientConfig {
   size_t maxIdleConnections = 8;
 
   // In a pod: KUBERNETES_SERVICE_HOST/PORT, and ca.crt, token and namespace from
-  // kServiceAccountDir. nullopt with `error` set when something is missing.
-  static std::optional<ClientConfig> InCluster(std::string& error);
+  // kServiceAccountDir. Failure: InvalidArgument when the variables are unset, empty or not a
+  // host and port; IOError when the token cannot be read or is empty, or the CA bundle cannot be
+  // read (the namespace file is optional).
+  static StatusOr<ClientConfig> InCluster();
   // The same from explicit values (tests).
-  static std::optional<ClientConfig> InClusterFrom(std::string_view host, std::string_view port,
-                                                   std::string_view serviceAccountDir,
-                                                   std::string& error);
+  static StatusOr<ClientConfig> InClusterFrom(std::string_view host, std::string_view port,
+                                              std::string_view serviceAccountDir);
   // `url` is http://HOST[:PORT][/prefix] or https://...; `tokenFile` and `caFile` may be empty.
-  static std::optional<ClientConfig> FromUrl(std::string_view url, std::string_view tokenFile,
-                                             std::string_view caFile, std::string& error);
+  // Failure: InvalidArgument when `url` is not such a URL or a CA file is given for http://;
+  // IOError when a given file cannot be read. The message names the flag (--api-server,
+  // --token-file, --certificate-authority).
+  static StatusOr<ClientConfig> FromUrl(std::string_view url, std::string_view tokenFile,
+                                        std::string_view caFile);
 
   // "https://host:port" (brackets around IPv6, no basePath), for logs.
   std::string Url() const;

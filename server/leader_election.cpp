@@ -39,22 +39,23 @@ std::string Describe(const kube::Result& r) {
 
 }  // namespace
 
-std::string CheckTiming(const Timing& t) {
+Status CheckTiming(const Timing& t) {
   if (t.retryPeriod.count() <= 0 || t.writeMargin.count() < 0) {
-    return "the retry period must be positive and the write margin not negative";
+    return Status::InvalidArgument(
+        "the retry period must be positive and the write margin not negative");
   }
   if (t.retryPeriod >= t.renewDeadline) {
-    return "the retry period (" + std::to_string(t.retryPeriod.count()) +
-           " ms) must be shorter than the renew deadline (" +
-           std::to_string(t.renewDeadline.count()) + " ms)";
+    return Status::InvalidArgument("the retry period (" + std::to_string(t.retryPeriod.count()) +
+                                   " ms) must be shorter than the renew deadline (" +
+                                   std::to_string(t.renewDeadline.count()) + " ms)");
   }
   if (t.renewDeadline >= t.leaseDuration - t.writeMargin) {
-    return "the renew deadline (" + std::to_string(t.renewDeadline.count()) +
-           " ms) must be shorter than the lease duration (" +
-           std::to_string(t.leaseDuration.count()) + " ms) less the write margin (" +
-           std::to_string(t.writeMargin.count()) + " ms)";
+    return Status::InvalidArgument(
+        "the renew deadline (" + std::to_string(t.renewDeadline.count()) +
+        " ms) must be shorter than the lease duration (" + std::to_string(t.leaseDuration.count()) +
+        " ms) less the write margin (" + std::to_string(t.writeMargin.count()) + " ms)");
   }
-  return "";
+  return Status::Ok();
 }
 
 std::optional<Steady::time_point> WriteDeadline(std::optional<Steady::time_point> lastRenew,

@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "hooks/kube_api.h"
+#include "lib/status.h"
 #include "server/kube_client.h"
 
 namespace iw::leader {
@@ -56,10 +57,11 @@ struct Timing {
   std::chrono::milliseconds writeMargin{1000};
 };
 
-// Why `t` cannot keep one loop at a time ("" when it can): retryPeriod < renewDeadline (the
-// leader gets more than one try per deadline) and renewDeadline < leaseDuration - writeMargin (a
-// write started just before the renew deadline still has time before it must have ended).
-std::string CheckTiming(const Timing& t);
+// Whether `t` can keep one loop at a time: retryPeriod > 0, writeMargin >= 0, retryPeriod <
+// renewDeadline (the leader gets more than one try per deadline) and renewDeadline <
+// leaseDuration - writeMargin (a write started just before the renew deadline still has time
+// before it must have ended). Failure: InvalidArgument saying which rule `t` breaks.
+Status CheckTiming(const Timing& t);
 
 // The deadline of a write starting at `now`, or nullopt when none may start: `lastRenew` is when
 // the last successful renewal started (nullopt: not leading). A write may start while

@@ -84,9 +84,10 @@ std::string ServiceHostFromEnv(const std::string& host) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
-std::string LoopStatusPoller::Validate(const std::string& url) {
-  return ParseUrl(url) ? ""
-                       : "--loop-status-url must be http://HOST[:PORT]/PATH, got \"" + url + "\"";
+Status LoopStatusPoller::Validate(const std::string& url) {
+  if (ParseUrl(url)) return Status::Ok();
+  return Status::InvalidArgument("--loop-status-url must be http://HOST[:PORT]/PATH, got \"" + url +
+                                 "\"");
 }
 
 LoopStatusPoller::LoopStatusPoller(Options options) : options_(std::move(options)) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "hooks/loop_signal.h"
+#include "lib/status.h"
 
 namespace iw::server {
 
@@ -33,8 +34,8 @@ class LoopStatusPoller {
     std::chrono::milliseconds timeout{1000};  // connect + request + answer
     std::chrono::milliseconds staleAfter{3000};
   };
-  // Returns an error message when `url` is not http://HOST[:PORT]/PATH.
-  static std::string Validate(const std::string& url);
+  // Whether `url` is http://HOST[:PORT]/PATH (--loop-status-url); failure: InvalidArgument.
+  static Status Validate(const std::string& url);
 
   explicit LoopStatusPoller(Options options);
   ~LoopStatusPoller();

@@ -18,6 +18,7 @@
 #include "hooks/admission.h"
 #include "hooks/identity_check.h"
 #include "hooks/rollout_plan.h"
+#include "lib/status.h"
 #include "server/access_monitor.h"
 #include "server/cert_controller.h"
 #include "server/kube_client.h"
@@ -56,33 +57,32 @@ int Review(const iw::cli::ReviewOptions& o) {
 // watches Deployments, ReplicaSets and opted-in pods (its caches exist only while it leads).
 class LoopRuntime {
  public:
-  // Returns nullptr with `error` empty when there is nothing to run, or with `error` set when the
-  // configuration is wrong.
-  static std::unique_ptr<LoopRuntime> Create(const iw::cli::ServeOptions& o,
-                                             iw::metrics::Registry& metrics, std::string& error) {
+  // The runtime, or nullptr when there is nothing to run. Failure: InvalidArgument when the
+  // configuration is wrong, or the failure of ClientConfig::FromUrl or ClientConfig::InCluster.
+  static iw::StatusOr<std::unique_ptr<LoopRuntime>> Create(const iw::cli::ServeOptions& o,
+                                                           iw::metrics::Registry& metrics) {
     // --disable-loop with --manage-certificates: the API client for the certificates only (the
     // controller pods keep the webhook's certificate while the loop is off).
-    if (o.role == "webhook" || (o.disableLoop && !o.managedCertificates.enabled)) return nullptr;
-    std::optional<iw::kube::ClientConfig> config;
-    bool inCluster = false;
-    if (!o.apiServer.empty()) {
-      config =
-          iw::kube::ClientConfig::FromUrl(o.apiServer, o.tokenFile, o.certificateAuthority, error);
-    } else if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) {
-      config = iw::kube::ClientConfig::InCluster(error);
-      inCluster = true;
-    } else {
+    if (o.role == "webhook" || (o.disableLoop && !o.managedCertificates.enabled)) {
+      return std::unique_ptr<LoopRuntime>();
+    }
+    if (o.apiServer.empty() && std::getenv("KUBERNETES_SERVICE_HOST") == nullptr) {
       iw::log::Warn(
           "in-place loop not started: no API server (give --api-server, or run in a cluster)");
-      return nullptr;
+      return std::unique_ptr<LoopRuntime>();
     }
-    if (!config) return nullptr;
+    const bool inCluster = o.apiServer.empty();
+    iw::StatusOr<iw::kube::ClientConfig> config =
+        inCluster
+            ? iw::kube::ClientConfig::InCluster()
+            : iw::kube::ClientConfig::FromUrl(o.apiServer, o.tokenFile, o.certificateAuthority);
+    if (!config.ok()) return config.status();
     bool elect = o.leaderElect == "true" || (o.leaderElect == "auto" && inCluster);
     std::string leaseNamespace =
         !o.leaderElectionNamespace.empty() ? o.leaderElectionNamespace : config->namespaceName;
     if (elect && leaseNamespace.empty()) {
-      error = "--leader-elect needs --leader-election-namespace outside a cluster";
-      return nullptr;
+      return iw::Status::InvalidArgument(
+          "--leader-elect needs --leader-election-namespace outside a cluster");
     }
     // One identity for the Lease holder, the Events' reportingInstance and the User-Agent, so
     // the API server's audit log, the Lease and the Events all name the same replica.
@@ -114,9 +114,8 @@ class LoopRuntime {
       iw::leader::Options lo;
       lo.namespaceName = leaseNamespace;
       lo.identity = identity;
-      if (std::string bad = iw::leader::CheckTiming(lo.timing); !bad.empty()) {
-        error = "leader election: " + bad;
-        return nullptr;
+      if (iw::Status bad = iw::leader::CheckTiming(lo.timing); !bad.ok()) {
+        return bad.Prefixed("leader election");
       }
       lo.onStartedLeading = [self] { self->loop_->Start(); };
       lo.onStoppedLeading = [self] { self->loop_->Stop(); };
@@ -136,8 +135,8 @@ class LoopRuntime {
       co.namespaceName =
           !mc.namespaceName.empty() ? mc.namespaceName : rt->client_->Config().namespaceName;
       if (co.namespaceName.empty()) {
-        error = "--manage-certificates needs --cert-namespace outside a cluster";
-        return nullptr;
+        return iw::Status::InvalidArgument(
+            "--manage-certificates needs --cert-namespace outside a cluster");
       }
       co.secretName = mc.secretName;
       co.serviceName = mc.serviceName;
@@ -338,12 +337,12 @@ int Serve(const iw::cli::ServeOptions& o) {
   signal(SIGPIPE, SIG_IGN);
 
   iw::metrics::Registry metrics;
-  std::string loopError;
-  std::unique_ptr<LoopRuntime> loop = LoopRuntime::Create(o, metrics, loopError);
-  if (!loopError.empty()) {
-    iw::log::Error("cannot start the in-place loop", {{"error", loopError}});
+  iw::StatusOr<std::unique_ptr<LoopRuntime>> created = LoopRuntime::Create(o, metrics);
+  if (!created.ok()) {
+    iw::log::Error("cannot start the in-place loop", {{"error", created.status().message()}});
     return 1;
   }
+  std::unique_ptr<LoopRuntime> loop = std::move(*created);
   if (o.managedCertificates.enabled && !loop) {
     iw::log::Error("cannot start",
                    {{"error", "--manage-certificates needs the API client (an API server)"}});
@@ -354,8 +353,8 @@ int Serve(const iw::cli::ServeOptions& o) {
   // credential-free webhook role, the controller's /loopz answer (§9.4).
   std::unique_ptr<iw::server::LoopStatusPoller> poller;
   if (!o.loopStatusUrl.empty()) {
-    if (std::string err = iw::server::LoopStatusPoller::Validate(o.loopStatusUrl); !err.empty()) {
-      iw::log::Error("cannot start", {{"error", err}});
+    if (iw::Status err = iw::server::LoopStatusPoller::Validate(o.loopStatusUrl); !err.ok()) {
+      iw::log::Error("cannot start", {{"error", err.message()}});
       return 1;
     }
     poller = std::make_unique<iw::server::LoopStatusPoller>(
@@ -380,8 +379,8 @@ int Serve(const iw::cli::ServeOptions& o) {
     out += std::string("inplace_webhook_loop_alive ") + (loopAlive() ? "1" : "0") + "\n";
   });
   iw::server::WebhookServer server(std::move(serverOptions), metrics);
-  if (std::string err = server.Start(); !err.empty()) {
-    iw::log::Error("cannot start", {{"error", err}});
+  if (iw::Status err = server.Start(); !err.ok()) {
+    iw::log::Error("cannot start", {{"error", err.message()}});
     return 1;
   }
   if (o.server.port >= 0) {

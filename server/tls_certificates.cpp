@@ -92,16 +92,20 @@ CertificateStore::~CertificateStore() {
   StopWatching();
 }
 
-std::string CertificateStore::Load(std::shared_ptr<const Pair>& out) {
+Status CertificateStore::Load(std::shared_ptr<const Pair>& out) {
   std::string certPem, keyPem;
-  if (!ReadFile(certFile_, certPem)) return "cannot read certificate file " + certFile_;
-  if (!ReadFile(keyFile_, keyPem)) return "cannot read private key file " + keyFile_;
+  if (!ReadFile(certFile_, certPem))
+    return Status::IOError("cannot read certificate file " + certFile_);
+  if (!ReadFile(keyFile_, keyPem))
+    return Status::IOError("cannot read private key file " + keyFile_);
   auto pair = std::make_shared<Pair>();
   std::unique_ptr<BIO, BioFree> certBio(
       BIO_new_mem_buf(certPem.data(), static_cast<int>(certPem.size())));
   pair->leaf.reset(PEM_read_bio_X509(certBio.get(), nullptr, nullptr, nullptr));
-  if (!pair->leaf)
-    return "certificate file " + certFile_ + " holds no PEM certificate: " + OpenSslError();
+  if (!pair->leaf) {
+    return Status::InvalidArgument("certificate file " + certFile_ +
+                                   " holds no PEM certificate: " + OpenSslError());
+  }
   pair->chain.reset(sk_X509_new_null());
   while (X509* extra = PEM_read_bio_X509(certBio.get(), nullptr, nullptr, nullptr)) {
     sk_X509_push(pair->chain.get(), extra);
@@ -110,11 +114,14 @@ std::string CertificateStore::Load(std::shared_ptr<const Pair>& out) {
   std::unique_ptr<BIO, BioFree> keyBio(
       BIO_new_mem_buf(keyPem.data(), static_cast<int>(keyPem.size())));
   pair->key.reset(PEM_read_bio_PrivateKey(keyBio.get(), nullptr, nullptr, nullptr));
-  if (!pair->key)
-    return "private key file " + keyFile_ + " holds no PEM private key: " + OpenSslError();
+  if (!pair->key) {
+    return Status::InvalidArgument("private key file " + keyFile_ +
+                                   " holds no PEM private key: " + OpenSslError());
+  }
   if (X509_check_private_key(pair->leaf.get(), pair->key.get()) != 1) {
     ERR_clear_error();
-    return "private key in " + keyFile_ + " does not match the certificate in " + certFile_;
+    return Status::InvalidArgument("private key in " + keyFile_ +
+                                   " does not match the certificate in " + certFile_);
   }
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdLen = 0;
@@ -127,23 +134,22 @@ std::string CertificateStore::Load(std::shared_ptr<const Pair>& out) {
   out = std::move(pair);
   certBytes_ = std::move(certPem);
   keyBytes_ = std::move(keyPem);
-  return {};
+  return Status::Ok();
 }
 
-std::string CertificateStore::LoadInitial(bool allowMissing) {
+Status CertificateStore::LoadInitial(bool allowMissing) {
   certStamp_ = Stamp(certFile_);
   keyStamp_ = Stamp(keyFile_);
   if (allowMissing && (!certStamp_.exists || !keyStamp_.exists)) {
     log::Warn("no serving certificate yet; waiting for the files",
               {{"certFile", certFile_}, {"keyFile", keyFile_}});
-    return {};
+    return Status::Ok();
   }
   std::shared_ptr<const Pair> pair;
-  std::string err = Load(pair);
-  if (!err.empty()) return err;
+  if (Status err = Load(pair); !err.ok()) return err;
   std::lock_guard lock(mu_);
   current_ = std::move(pair);
-  return {};
+  return Status::Ok();
 }
 
 bool CertificateStore::HasCertificate() const {
@@ -151,9 +157,10 @@ bool CertificateStore::HasCertificate() const {
   return current_ != nullptr;
 }
 
-std::string CertificateStore::LoadClientCa(std::shared_ptr<const ClientCa>& out) {
+Status CertificateStore::LoadClientCa(std::shared_ptr<const ClientCa>& out) {
   std::string pem;
-  if (!ReadFile(clientCaFile_, pem)) return "cannot read client CA file " + clientCaFile_;
+  if (!ReadFile(clientCaFile_, pem))
+    return Status::IOError("cannot read client CA file " + clientCaFile_);
   auto ca = std::make_shared<ClientCa>();
   ca->store = X509_STORE_new();
   ca->names = sk_X509_NAME_new_null();
@@ -170,10 +177,12 @@ std::string CertificateStore::LoadClientCa(std::shared_ptr<const ClientCa>& out)
     ++count;
   }
   ERR_clear_error();
-  if (count == 0) return "client CA file " + clientCaFile_ + " holds no PEM certificate";
+  if (count == 0) {
+    return Status::InvalidArgument("client CA file " + clientCaFile_ + " holds no PEM certificate");
+  }
   clientCaBytes_ = std::move(pem);
   out = std::move(ca);
-  return {};
+  return Status::Ok();
 }
 
 bool CertificateStore::ReloadClientCaIfChanged() {
@@ -183,9 +192,10 @@ bool CertificateStore::ReloadClientCaIfChanged() {
   clientCaStamp_ = st;
   std::string old = clientCaBytes_;
   std::shared_ptr<const ClientCa> ca;
-  if (std::string err = LoadClientCa(ca); !err.empty()) {
+  if (Status err = LoadClientCa(ca); !err.ok()) {
     metrics_.certificateReloadErrors.fetch_add(1);
-    log::Error("client CA reload refused; verifying with the last good CA", {{"error", err}});
+    log::Error("client CA reload refused; verifying with the last good CA",
+               {{"error", err.message()}});
     return false;
   }
   if (clientCaBytes_ == old) return false;
@@ -206,13 +216,12 @@ bool CertificateStore::ReloadIfChanged() {
   keyStamp_ = k;
   std::string oldCert = certBytes_, oldKey = keyBytes_;
   std::shared_ptr<const Pair> pair;
-  std::string err = Load(pair);
-  if (!err.empty()) {
+  if (Status err = Load(pair); !err.ok()) {
     // The files may be mid-swap; the stamp is remembered so the same broken pair is reported
     // once, and any later change is tried again.
     metrics_.certificateReloadErrors.fetch_add(1);
     log::Error("certificate reload refused; serving the last good certificate",
-               {{"error", err}, {"fingerprint", Fingerprint()}});
+               {{"error", err.message()}, {"fingerprint", Fingerprint()}});
     return false;
   }
   if (certBytes_ == oldCert && keyBytes_ == oldKey) return false;  // touched, same content
@@ -343,8 +352,8 @@ int CertificateStore::TicketKeyCallback(SSL* ssl, unsigned char* name, unsigned 
   return result;
 }
 
-std::string CertificateStore::ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile,
-                                               std::chrono::seconds ticketKeyRotation) {
+Status CertificateStore::ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile,
+                                          std::chrono::seconds ticketKeyRotation) {
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(
       &ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
@@ -354,7 +363,7 @@ std::string CertificateStore::ConfigureContext(SSL_CTX& ctx, const std::string& 
                               "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
                               "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
                               "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
-    return "cannot set TLS cipher list: " + OpenSslError();
+    return Status::IOError("cannot set TLS cipher list: " + OpenSslError());
   }
   SSL_CTX_set_cert_cb(&ctx, &CertificateStore::SelectCertificate, this);
   // No ALPN callback: a client offering only http/1.1 (the API server) negotiates no ALPN
@@ -371,19 +380,19 @@ std::string CertificateStore::ConfigureContext(SSL_CTX& ctx, const std::string& 
   }
   SSL_CTX_set_ex_data(&ctx, StoreIndex(), this);
   if (SSL_CTX_set_tlsext_ticket_key_evp_cb(&ctx, &CertificateStore::TicketKeyCallback) != 1)
-    return "cannot set the session ticket key callback: " + OpenSslError();
+    return Status::IOError("cannot set the session ticket key callback: " + OpenSslError());
   if (!clientCaFile.empty()) {
     clientCaFile_ = clientCaFile;
     clientCaStamp_ = Stamp(clientCaFile_);
     std::shared_ptr<const ClientCa> ca;
-    if (std::string err = LoadClientCa(ca); !err.empty()) return err;
+    if (Status err = LoadClientCa(ca); !err.ok()) return err;
     {
       std::lock_guard lock(mu_);
       clientCa_ = std::move(ca);
     }
     SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   }
-  return {};
+  return Status::Ok();
 }
 
 }  // namespace iw::tls

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "lib/status.h"
 #include "server/metrics.h"
 
 namespace iw::tls {
@@ -47,11 +48,13 @@ class CertificateStore {
   CertificateStore(const CertificateStore&) = delete;
   CertificateStore& operator=(const CertificateStore&) = delete;
 
-  // Loads the pair once; returns an error message on failure (the server then refuses to start).
-  // With `allowMissing`, files that do not exist yet are no error: no certificate is served
-  // (handshakes fail, HasCertificate() is false) until they appear (--manage-certificates: the
-  // Secret is filled after the pod starts).
-  std::string LoadInitial(bool allowMissing = false);
+  // Loads the pair once (the server refuses to start on failure). With `allowMissing`, files
+  // that do not exist yet are no error: no certificate is served (handshakes fail,
+  // HasCertificate() is false) until they appear (--manage-certificates: the Secret is filled
+  // after the pod starts). Failure: IOError when a file cannot be read, InvalidArgument when it
+  // holds no PEM certificate or key, or the key is not the certificate's; the message names the
+  // file.
+  Status LoadInitial(bool allowMissing = false);
   bool HasCertificate() const;
 
   // Starts a thread that checks the files every `interval` and reloads on change.
@@ -63,9 +66,11 @@ class CertificateStore {
 
   // Configures `ctx` for the webhook: TLS >= 1.2, modern AEAD ciphers, ALPN tolerant of
   // http/1.1-only clients, the certificate chosen per handshake from this store, and (when
-  // `clientCaFile` is set) required and verified client certificates.
-  std::string ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile,
-                               std::chrono::seconds ticketKeyRotation = std::chrono::hours(1));
+  // `clientCaFile` is set) required and verified client certificates. Failure: IOError when
+  // OpenSSL refuses a setting or the client CA file cannot be read, InvalidArgument when that
+  // file holds no PEM certificate; `ctx` is then partly configured and must not serve.
+  Status ConfigureContext(SSL_CTX& ctx, const std::string& clientCaFile,
+                          std::chrono::seconds ticketKeyRotation = std::chrono::hours(1));
 
   // Replaces the session ticket keys now, as the periodic rotation does (tests).
   void RotateTicketKeys();
@@ -82,8 +87,10 @@ class CertificateStore {
   static int SelectCertificate(SSL* ssl, void* self);
   static int TicketKeyCallback(SSL* ssl, unsigned char* name, unsigned char* iv,
                                EVP_CIPHER_CTX* cipher, EVP_MAC_CTX* mac, int encrypt);
-  std::string Load(std::shared_ptr<const Pair>& out);
-  std::string LoadClientCa(std::shared_ptr<const ClientCa>& out);
+  // Reads and checks the pair into `out` (and the bytes read); failure as LoadInitial's.
+  Status Load(std::shared_ptr<const Pair>& out);
+  // Reads clientCaFile_ into `out`; failure as ConfigureContext's for the client CA.
+  Status LoadClientCa(std::shared_ptr<const ClientCa>& out);
   bool ReloadClientCaIfChanged();
   void RotateTicketKeysLocked(std::chrono::steady_clock::time_point now);
 

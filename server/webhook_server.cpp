@@ -37,21 +37,20 @@ WebhookServer::~WebhookServer() {
   Shutdown(std::chrono::milliseconds(0));
 }
 
-std::string WebhookServer::Start() {
+Status WebhookServer::Start() {
   budget_ = std::make_unique<http::ByteBudget>(options_.maxInflightRequestBytes);
   // port -1 (--role=controller): no webhook listener, no certificate; the probe port only.
   if (options_.port >= 0) {
     certs_ = std::make_unique<tls::CertificateStore>(options_.certFile, options_.keyFile, metrics_);
-    if (std::string err = certs_->LoadInitial(options_.waitForCertificate); !err.empty())
-      return err;
+    if (Status err = certs_->LoadInitial(options_.waitForCertificate); !err.ok()) return err;
     tls_.reset(SSL_CTX_new(TLS_server_method()));
     if (!tls_) {
       ERR_clear_error();
-      return "cannot create the TLS context";
+      return Status::IOError("cannot create the TLS context");
     }
-    if (std::string err =
+    if (Status err =
             certs_->ConfigureContext(*tls_, options_.clientCaFile, options_.ticketKeyRotation);
-        !err.empty()) {
+        !err.ok()) {
       return err;
     }
 
@@ -72,7 +71,7 @@ std::string WebhookServer::Start() {
         [this](int status, std::string_view message, std::string_view path, http::Response& res) {
           Refuse(status, message, path, res);
         });
-    if (std::string err = https_->Start(); !err.empty()) return err;
+    if (Status err = https_->Start(); !err.ok()) return err;
     port_ = https_->Port();
     metrics_.AddCollector([server = https_.get()](std::string& out) {
       out += "# HELP inplace_webhook_open_connections Connections open on the webhook port.\n";
@@ -98,13 +97,13 @@ std::string WebhookServer::Start() {
         [](int status, std::string_view message, std::string_view, http::Response& res) {
           SendText(res, status, std::string(message) + "\n");
         });
-    if (std::string err = probes_->Start(); !err.empty()) return "probes: " + err;
+    if (Status err = probes_->Start(); !err.ok()) return err.Prefixed("probes");
     probePort_ = probes_->Port();
   }
   metrics_.AddCollector([this](std::string& out) { RenderProtectionMetrics(out); });
   if (certs_) certs_->StartWatching(options_.certCheckInterval);
   ready_ = true;
-  return {};
+  return Status::Ok();
 }
 
 void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {

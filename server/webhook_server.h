@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "hooks/admission.h"
+#include "lib/status.h"
 #include "server/metrics.h"
 #include "server/tls_certificates.h"
 
@@ -68,8 +69,10 @@ class WebhookServer {
   WebhookServer& operator=(const WebhookServer&) = delete;
 
   // Loads the certificate, binds both ports and starts serving on background threads.
-  // Returns an error message, or "" on success.
-  std::string Start();
+  // Failure: CertificateStore::LoadInitial's or ConfigureContext's, IOError when the TLS context
+  // cannot be made, or http::Server::Start's (prefixed "probes: " for the probe port); Shutdown()
+  // (or the destructor) then stops whatever did start.
+  Status Start();
 
   // Graceful stop: /readyz turns false, then after `drainDelay` (for endpoints to notice) the
   // HTTPS listener stops accepting, reviews under way get their answer for up to

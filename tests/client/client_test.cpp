@@ -474,9 +474,8 @@ TEST_CASE("Retries: reads on 5xx/429, writes only when the server asks, never on
 
 TEST_CASE("Transport errors come back as code 0; a dead server is retried for reads only") {
   // Nothing listens on port 1 of loopback.
-  std::string error;
-  auto cfg = ClientConfig::FromUrl("http://127.0.0.1:1", "", "", error);
-  REQUIRE(cfg);
+  auto cfg = ClientConfig::FromUrl("http://127.0.0.1:1", "", "");
+  REQUIRE(cfg.ok());
   cfg->maxRetries = 2;
   cfg->retryBaseDelay = std::chrono::milliseconds(1);
   Client client(*cfg);
@@ -679,9 +678,8 @@ TEST_CASE("HTTPS: the server certificate is verified against the configured CA")
   REQUIRE(url != nullptr);
   REQUIRE(ca != nullptr);
   REQUIRE(otherCa != nullptr);
-  std::string error;
-  auto cfg = ClientConfig::FromUrl(url, env.tokenFile, ca, error);
-  REQUIRE_MESSAGE(cfg, error);
+  auto cfg = ClientConfig::FromUrl(url, env.tokenFile, ca);
+  REQUIRE_MESSAGE(cfg.ok(), cfg.status().message());
   cfg->retryBaseDelay = std::chrono::milliseconds(1);
   Client client(*cfg);
   const std::string ns = "t-tls";
@@ -709,8 +707,8 @@ TEST_CASE("HTTPS: the server certificate is verified against the configured CA")
   CHECK(watched.stopped);
 
   // The same server behind a CA that did not sign it: refused, and not retried.
-  auto wrong = ClientConfig::FromUrl(url, env.tokenFile, otherCa, error);
-  REQUIRE(wrong);
+  auto wrong = ClientConfig::FromUrl(url, env.tokenFile, otherCa);
+  REQUIRE_MESSAGE(wrong.ok(), wrong.status().message());
   Client untrusting(*wrong);
   Result r = untrusting.Get(PodPath(ns, "p"));
   CHECK(r.code == 0);
@@ -781,9 +779,8 @@ TEST_CASE(
   });
   const int port = server.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { server.listen_after_bind(); });
-  std::string error;
-  auto cfg = ClientConfig::FromUrl("http://127.0.0.1:" + std::to_string(port), "", "", error);
-  REQUIRE(cfg);
+  auto cfg = ClientConfig::FromUrl("http://127.0.0.1:" + std::to_string(port), "", "");
+  REQUIRE(cfg.ok());
   Client client(*cfg);
   using std::chrono::milliseconds;
   using Steady = std::chrono::steady_clock;

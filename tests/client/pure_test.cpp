@@ -139,11 +139,11 @@ TEST_CASE("ClientConfig::FromUrl accepts http(s) URLs and rejects the rest") {
   };
   for (const auto& c : cases) {
     CAPTURE(c.url);
-    std::string error;
-    auto cfg = ClientConfig::FromUrl(c.url, "", "", error);
-    CHECK(cfg.has_value() == c.ok);
-    if (!cfg) {
-      CHECK_FALSE(error.empty());
+    iw::StatusOr<ClientConfig> cfg = ClientConfig::FromUrl(c.url, "", "");
+    CHECK(cfg.ok() == c.ok);
+    if (!cfg.ok()) {
+      CHECK(cfg.status().code() == iw::Status::Code::kInvalidArgument);
+      CHECK(cfg.status().message().starts_with("--api-server "));
       continue;
     }
     CHECK(cfg->scheme == c.scheme);
@@ -151,26 +151,40 @@ TEST_CASE("ClientConfig::FromUrl accepts http(s) URLs and rejects the rest") {
     CHECK(cfg->port == c.port);
     CHECK(cfg->basePath == c.base);
   }
-  std::string error;
-  CHECK_FALSE(ClientConfig::FromUrl("http://h", "/nonexistent/token", "", error));
-  CHECK(error.find("--token-file") != std::string::npos);
-  CHECK_FALSE(ClientConfig::FromUrl("http://h", "", "/nonexistent/ca.crt", error));
+  iw::StatusOr<ClientConfig> noToken = ClientConfig::FromUrl("http://h", "/nonexistent/token", "");
+  REQUIRE_FALSE(noToken.ok());
+  CHECK(noToken.status().code() == iw::Status::Code::kIOError);
+  CHECK(noToken.status().message() == "cannot read --token-file /nonexistent/token");
+  iw::StatusOr<ClientConfig> plainCa = ClientConfig::FromUrl("http://h", "", "/nonexistent/ca.crt");
+  REQUIRE_FALSE(plainCa.ok());
+  CHECK(plainCa.status().code() == iw::Status::Code::kInvalidArgument);
+  CHECK(plainCa.status().message() == "--certificate-authority needs an https:// --api-server");
+  iw::StatusOr<ClientConfig> noCa = ClientConfig::FromUrl("https://h", "", "/nonexistent/ca.crt");
+  REQUIRE_FALSE(noCa.ok());
+  CHECK(noCa.status().code() == iw::Status::Code::kIOError);
+  CHECK(noCa.status().message() == "cannot read --certificate-authority /nonexistent/ca.crt");
 }
 
 TEST_CASE("ClientConfig::InClusterFrom reads the service-account directory") {
   TempDir dir;
-  std::string error;
-  CHECK_FALSE(ClientConfig::InClusterFrom("10.0.0.1", "443", dir.path.string(), error));
-  CHECK(error.find("token") != std::string::npos);
+  iw::StatusOr<ClientConfig> noToken =
+      ClientConfig::InClusterFrom("10.0.0.1", "443", dir.path.string());
+  REQUIRE_FALSE(noToken.ok());
+  CHECK(noToken.status().code() == iw::Status::Code::kIOError);
+  CHECK(noToken.status().message().find("token") != std::string::npos);
 
   dir.Write("token", "abc\n");
-  CHECK_FALSE(ClientConfig::InClusterFrom("10.0.0.1", "443", dir.path.string(), error));
-  CHECK(error.find("ca.crt") != std::string::npos);
+  iw::StatusOr<ClientConfig> noCa =
+      ClientConfig::InClusterFrom("10.0.0.1", "443", dir.path.string());
+  REQUIRE_FALSE(noCa.ok());
+  CHECK(noCa.status().code() == iw::Status::Code::kIOError);
+  CHECK(noCa.status().message().find("ca.crt") != std::string::npos);
 
   dir.Write("ca.crt", "-----BEGIN CERTIFICATE-----\n");
   dir.Write("namespace", "team-a\n");
-  auto cfg = ClientConfig::InClusterFrom("fd00::1", "6443", dir.path.string(), error);
-  REQUIRE(cfg);
+  iw::StatusOr<ClientConfig> cfg =
+      ClientConfig::InClusterFrom("fd00::1", "6443", dir.path.string());
+  REQUIRE_MESSAGE(cfg.ok(), cfg.status().message());
   CHECK(cfg->scheme == "https");
   CHECK(cfg->host == "fd00::1");
   CHECK(cfg->port == 6443);
@@ -179,7 +193,11 @@ TEST_CASE("ClientConfig::InClusterFrom reads the service-account directory") {
   CHECK(cfg->caFile == (dir.path / "ca.crt").string());
   CHECK(cfg->Url() == "https://[fd00::1]:6443");
 
-  CHECK_FALSE(ClientConfig::InClusterFrom("10.0.0.1", "https", dir.path.string(), error));
+  iw::StatusOr<ClientConfig> badPort =
+      ClientConfig::InClusterFrom("10.0.0.1", "https", dir.path.string());
+  REQUIRE_FALSE(badPort.ok());
+  CHECK(badPort.status().code() == iw::Status::Code::kInvalidArgument);
+  CHECK(badPort.status().message() == "KUBERNETES_SERVICE_PORT is not a port number: https");
 }
 
 TEST_CASE("TokenFile re-reads the file only when it changed") {
@@ -253,19 +271,18 @@ TEST_CASE("LabelSelector parses the query syntax and matches like the API server
   };
   for (const auto& c : cases) {
     CAPTURE(c.selector);
-    std::string error;
-    auto s = LabelSelector::Parse(c.selector, error);
-    REQUIRE_MESSAGE(s.has_value(), error);
+    StatusOr<LabelSelector> s = LabelSelector::Parse(c.selector);
+    REQUIRE_MESSAGE(s.ok(), s.status().message());
     CHECK(s->Matches(&labels) == c.matches);
   }
   for (std::string bad : {"=x", "a in x", "a in (x", "a b", "a,", "a < 3", "a=b)"}) {
     CAPTURE(bad);
-    std::string error;
-    CHECK_FALSE(LabelSelector::Parse(bad, error).has_value());
-    CHECK_FALSE(error.empty());
+    const Status s = LabelSelector::Parse(bad).status();
+    CHECK_FALSE(s.ok());
+    CHECK_FALSE(s.message().empty());
   }
-  std::string error;
-  auto s = LabelSelector::Parse("app=web", error);
+  StatusOr<LabelSelector> s = LabelSelector::Parse("app=web");
+  REQUIRE(s.ok());
   CHECK_FALSE(s->Matches(nullptr));
   CHECK(LabelSelector().Matches(nullptr));
 }
@@ -294,10 +311,9 @@ TEST_CASE("LabelSelector::FromJson reads metav1.LabelSelector") {
   for (const auto& c : cases) {
     CAPTURE(c.selector);
     json::Document d = Parse(c.selector);
-    std::string error;
-    auto s = LabelSelector::FromJson(d, error);
-    CHECK(s.has_value() == c.valid);
-    if (s) CHECK(s->Matches(&labels) == c.matches);
+    StatusOr<LabelSelector> s = LabelSelector::FromJson(d);
+    CHECK(s.ok() == c.valid);
+    if (s.ok()) CHECK(s->Matches(&labels) == c.matches);
   }
 }
 
@@ -501,8 +517,8 @@ TEST_CASE("Informer resumes after a normal close and reconciles on relist after 
     REQUIRE(informer.Get("ns", "c"));
     CHECK(informer.Get("ns", "c")->ResourceVersion() == "20");
     CHECK(informer.ResourceVersion() == "30");
-    std::string error;
-    auto web = LabelSelector::Parse("app=web", error);
+    StatusOr<LabelSelector> web = LabelSelector::Parse("app=web");
+    REQUIRE(web.ok());
     CHECK(informer.List("ns", *web).size() == 2);
     CHECK(informer.List("other", *web).empty());
     CHECK(informer.ListOwnedBy("ns", "rs-db").size() == 1);

@@ -59,9 +59,8 @@ inline void RotateToken(const std::string& path, const std::string& token) {
 // A client with fast retries for tests; `tweak` adjusts the configuration.
 inline std::unique_ptr<kube::Client> MakeClient(
     const ServerEnv& env, const std::function<void(kube::ClientConfig&)>& tweak = {}) {
-  std::string error;
-  auto cfg = kube::ClientConfig::FromUrl(env.url, env.tokenFile, "", error);
-  REQUIRE_MESSAGE(cfg.has_value(), error);
+  StatusOr<kube::ClientConfig> cfg = kube::ClientConfig::FromUrl(env.url, env.tokenFile, "");
+  REQUIRE_MESSAGE(cfg.ok(), cfg.status().message());
   cfg->retryBaseDelay = std::chrono::milliseconds(10);
   cfg->retryMaxDelay = std::chrono::milliseconds(100);
   if (tweak) tweak(*cfg);

@@ -224,7 +224,7 @@ class TestServer {
           out.body = "refused " + std::to_string(status) + " at [" + std::string(path) + "]";
           out.headers.emplace_back("X-Refused", std::to_string(status));
         });
-    startError_ = server_->Start();
+    startStatus_ = server_->Start();
   }
 
   // The default handler: "<method> <target> <body size>\n<body>"; /throw and /throw-int throw;
@@ -251,7 +251,7 @@ class TestServer {
 
   http::Server& operator*() { return *server_; }
   http::Server* operator->() { return server_.get(); }
-  const std::string& StartError() const { return startError_; }
+  const iw::Status& StartStatus() const { return startStatus_; }
   int Port() const { return server_->Port(); }
   int Handled() const { return handled_.load(); }
   std::vector<Refusal> Refusals() {
@@ -263,7 +263,7 @@ class TestServer {
   std::mutex mu_;
   std::vector<Refusal> refusals_;
   std::atomic<int> handled_{0};
-  std::string startError_;
+  iw::Status startStatus_;
   std::unique_ptr<http::Server> server_;  // last: stopped before the rest is destroyed
 };
 
@@ -290,7 +290,7 @@ std::string EchoOf(std::string_view method, std::string_view target, std::string
 
 TEST_CASE("http server: keep-alive serves many requests on one connection") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   CHECK(server->Accepting());
   CHECK(server.Port() > 0);
   Client client(server.Port());
@@ -316,7 +316,7 @@ TEST_CASE("http server: keep-alive serves many requests on one connection") {
 
 TEST_CASE("http server: pipelined requests in one send are answered in order") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   std::string requests;
   std::vector<std::string> expected;
@@ -352,7 +352,7 @@ TEST_CASE("http server: pipelined requests in one send are answered in order") {
 
 TEST_CASE("http server: a request arriving one byte at a time") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   std::string request = Post("/slow?x=1", "{\"a\":1}", "Content-Type: application/json\r\n");
   for (size_t i = 0; i < request.size(); ++i) {
@@ -373,7 +373,7 @@ TEST_CASE("http server: a request arriving one byte at a time") {
 
 TEST_CASE("http server: Expect: 100-continue gets 100 Continue before the body is sent") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   for (bool chunked : {false, true}) {
     CAPTURE(chunked);
     Client client(server.Port());
@@ -404,7 +404,7 @@ TEST_CASE("http server: Expect: 100-continue gets 100 Continue before the body i
 
 TEST_CASE("http server: a chunked request body reaches the handler decoded") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   std::string body;
   std::string request = "POST /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -425,7 +425,7 @@ TEST_CASE("http server: a chunked request body reaches the handler decoded") {
 
 TEST_CASE("http server: large bodies both ways") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   std::string body(3u << 20, 'q');
   for (size_t i = 0; i < body.size(); i += 4093) body[i] = static_cast<char>('a' + i % 26);
@@ -443,7 +443,7 @@ TEST_CASE("http server: large bodies both ways") {
 
 TEST_CASE("http server: HTTP/1.0 and Connection: close end the connection after the answer") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   struct Case {
     const char* name;
     std::string request;
@@ -478,7 +478,7 @@ TEST_CASE("http server: a refused request gets the ErrorResponder's answer, then
   http::ServerOptions options;
   options.limits.maxHeadBytes = 2048;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   struct Case {
     const char* name;
     std::string request;
@@ -523,7 +523,7 @@ TEST_CASE("http server: an oversized body gets 413 while the client is still sen
   http::ServerOptions options;
   options.limits.maxBodyBytes = 1u << 20;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   for (bool expectContinue : {false, true}) {
     CAPTURE(expectContinue);
     Client client(server.Port());
@@ -548,7 +548,7 @@ TEST_CASE("http server: an oversized body gets 413 while the client is still sen
 
 TEST_CASE("http server: a handler that throws gives a 500 and the server keeps serving") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   REQUIRE(client.Send(Post("/throw?x", "payload")));
   auto reply = client.Read();
@@ -581,7 +581,7 @@ TEST_CASE("http server: at maxConnections the idle connection that waited longes
   http::ServerOptions options;
   options.maxConnections = 2;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client first(server.Port());
   REQUIRE(first.Send(Get("/first")));
   REQUIRE(first.Read().has_value());
@@ -611,7 +611,7 @@ TEST_CASE(
   http::ServerOptions options;
   options.maxConnections = 2;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());  // a real client: served, then idle the longest
   REQUIRE(client.Send(Get("/first")));
   REQUIRE(client.Read().has_value());
@@ -634,7 +634,7 @@ TEST_CASE("http server: at maxConnections with every connection busy, a new one 
   http::ServerOptions options;
   options.maxConnections = 2;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   // Both have a request under way (head sent, body not yet): neither may be closed.
   Client first(server.Port()), second(server.Port());
   for (Client* c : {&first, &second}) {
@@ -666,7 +666,7 @@ TEST_CASE("http server: a connection with no request within firstRequestTimeout 
   options.firstRequestTimeout = 300ms;
   options.idleTimeout = 60s;  // a close within the test's wait cannot be the idle timeout
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client silent(server.Port());
   CHECK(silent.WaitClosed(5s));
   CHECK(silent.Pending().empty());
@@ -687,7 +687,7 @@ TEST_CASE("http server: a request over the byte budget is refused with 503 and R
   http::ServerOptions options;
   options.budget = &budget;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   const std::string small(40 * 1024, 's');
   const std::string fits(200 * 1024, 'f');
   const std::string over(400 * 1024, 'o');
@@ -760,7 +760,7 @@ TEST_CASE("http server: the idle timeout closes a connection with no request") {
   http::ServerOptions options;
   options.idleTimeout = 500ms;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   SUBCASE("after a request") {
     Client client(server.Port());
     REQUIRE(client.Send(Get("/once")));
@@ -778,7 +778,7 @@ TEST_CASE("http server: a request that never finishes is closed after requestTim
   options.requestTimeout = 300ms;
   options.idleTimeout = 60s;  // a close within the test's wait cannot be the idle timeout
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   SUBCASE("a head that stops") {
     Client client(server.Port());
     REQUIRE(client.Send("GET /stuck HTTP/1.1\r\nHost: t\r\n"));
@@ -813,7 +813,7 @@ TEST_CASE("http server: a CRLF after a body leaves the connection idle") {
   options.requestTimeout = 300ms;
   options.idleTimeout = 60s;
   TestServer server(options);
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client client(server.Port());
   REQUIRE(client.Send(Post("/p", "abc") + "\r\n"));
   auto reply = client.Read();
@@ -842,7 +842,7 @@ TEST_CASE("http server: Shutdown closes idle connections, finishes running reque
         }
         response.body = std::string(r.path);
       });
-  REQUIRE(server->StartError() == "");
+  REQUIRE_MESSAGE(server->StartStatus().ok(), server->StartStatus().message());
   int port = server->Port();
 
   // The first connection goes to one worker and blocks it in the handler; the second goes to the
@@ -881,7 +881,7 @@ TEST_CASE("http server: Shutdown closes idle connections, finishes running reque
 
 TEST_CASE("http server: Shutdown with nothing open returns and the port is closed") {
   TestServer server(DefaultOptions());
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   int port = server.Port();
   {
     Client client(port);
@@ -897,7 +897,7 @@ TEST_CASE("http server: Shutdown with nothing open returns and the port is close
 
 TEST_CASE("http server: 300 connections opened and dropped, then it still answers") {
   TestServer server(DefaultOptions());  // maxConnections 256: some wait in the backlog
-  REQUIRE(server.StartError() == "");
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   {
     std::vector<std::unique_ptr<Client>> clients;
     for (int i = 0; i < 300; ++i) {
@@ -934,7 +934,7 @@ TEST_CASE("http server: 300 connections opened and dropped, then it still answer
 
 TEST_CASE("http server: Start reports a port already in use") {
   TestServer first(DefaultOptions());
-  REQUIRE(first.StartError() == "");
+  REQUIRE_MESSAGE(first.StartStatus().ok(), first.StartStatus().message());
   http::Server second(
       [&] {
         http::ServerOptions o;
@@ -945,8 +945,10 @@ TEST_CASE("http server: Start reports a port already in use") {
       }(),
       [](const http::Request&, http::Response&) {},
       [](int, std::string_view, std::string_view, http::Response&) {});
-  std::string error = second.Start();
-  CHECK_FALSE(error.empty());
-  CHECK(error.find(std::to_string(first.Port())) != std::string::npos);
+  iw::Status error = second.Start();
+  REQUIRE_FALSE(error.ok());
+  CHECK(error.code() == iw::Status::Code::kIOError);
+  CHECK(error.message().find("cannot listen on 127.0.0.1:" + std::to_string(first.Port())) !=
+        std::string::npos);
   CHECK_FALSE(second.Accepting());
 }

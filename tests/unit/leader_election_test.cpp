@@ -228,8 +228,14 @@ TEST_CASE("leader timing: the durations must leave the leader time to stop befor
     CAPTURE(c.name);
     leader::Timing t{milliseconds(c.lease), milliseconds(c.renew), milliseconds(c.retry),
                      milliseconds(c.margin)};
-    CHECK(leader::CheckTiming(t).empty() == c.ok);
+    Status s = leader::CheckTiming(t);
+    CHECK(s.ok() == c.ok);
+    if (!c.ok) CHECK(s.code() == Status::Code::kInvalidArgument);
   }
+  leader::Timing oneTry{milliseconds(15000), milliseconds(10000), milliseconds(10000),
+                        milliseconds(1000)};
+  CHECK(leader::CheckTiming(oneTry).message() ==
+        "the retry period (10000 ms) must be shorter than the renew deadline (10000 ms)");
 }
 
 TEST_CASE(
@@ -331,7 +337,7 @@ TEST_CASE("leader election: a leader whose API hangs stops writing before its le
   HangingApi hanging(api);
   leader::Options o = Named("a");
   o.timing = {milliseconds(1500), milliseconds(1000), milliseconds(100), milliseconds(200)};
-  REQUIRE(leader::CheckTiming(o.timing).empty());
+  REQUIRE(leader::CheckTiming(o.timing).ok());
   std::atomic<bool> loopRunning{false};
   std::atomic<Steady::time_point::rep> stoppedAt{0};
   o.onStartedLeading = [&] { loopRunning = true; };

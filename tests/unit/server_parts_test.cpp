@@ -128,14 +128,18 @@ TEST_CASE(
   o.probePort = 0;
   o.loopAlive = [&alive] { return alive.load(); };
   server::WebhookServer controller(std::move(o), registry);
-  REQUIRE(controller.Start().empty());
+  Status started = controller.Start();
+  REQUIRE_MESSAGE(started.ok(), started.message());
   CHECK(controller.Port() == 0);
   server::LoopStatusPoller::Options po;
   po.url = "http://127.0.0.1:" + std::to_string(controller.ProbePort()) + "/loopz";
   po.period = std::chrono::milliseconds(20);
   po.staleAfter = std::chrono::milliseconds(200);
-  CHECK(server::LoopStatusPoller::Validate(po.url).empty());
-  CHECK_FALSE(server::LoopStatusPoller::Validate("https://x/loopz").empty());
+  CHECK(server::LoopStatusPoller::Validate(po.url).ok());
+  Status bad = server::LoopStatusPoller::Validate("https://x/loopz");
+  CHECK(bad.code() == Status::Code::kInvalidArgument);
+  CHECK(bad.message() ==
+        "--loop-status-url must be http://HOST[:PORT]/PATH, got \"https://x/loopz\"");
   server::LoopStatusPoller poller(po);
   poller.Start();
   auto eventually = [&poller](bool want) {

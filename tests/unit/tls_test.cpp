@@ -139,23 +139,23 @@ struct Fixture {
 
   explicit Fixture(bool clientAuth) {
     const int64_t now = Now();
-    REQUIRE(certs::GenerateCa("server CA", now - 60, now + 3600, serverCa).empty());
-    REQUIRE(certs::IssueServing(serverCa, {"svc.ns.svc"}, now - 60, now + 3600, serving).empty());
-    REQUIRE(certs::GenerateCa("client CA A", now - 60, now + 3600, clientCaA).empty());
-    REQUIRE(certs::GenerateCa("client CA B", now - 60, now + 3600, clientCaB).empty());
-    REQUIRE(certs::IssueClient(clientCaA, "apiserver", now - 60, now + 3600, clientA).empty());
-    REQUIRE(certs::IssueClient(clientCaB, "apiserver", now - 60, now + 3600, clientB).empty());
+    REQUIRE(certs::GenerateCa("server CA", now - 60, now + 3600, serverCa).ok());
+    REQUIRE(certs::IssueServing(serverCa, {"svc.ns.svc"}, now - 60, now + 3600, serving).ok());
+    REQUIRE(certs::GenerateCa("client CA A", now - 60, now + 3600, clientCaA).ok());
+    REQUIRE(certs::GenerateCa("client CA B", now - 60, now + 3600, clientCaB).ok());
+    REQUIRE(certs::IssueClient(clientCaA, "apiserver", now - 60, now + 3600, clientA).ok());
+    REQUIRE(certs::IssueClient(clientCaB, "apiserver", now - 60, now + 3600, clientB).ok());
     Write(dir.path / "tls.crt", serving.cert);
     Write(dir.path / "tls.key", serving.key);
     Write(dir.path / "client-ca.crt", clientCaA.cert);
     store = std::make_unique<tls::CertificateStore>((dir.path / "tls.crt").string(),
                                                     (dir.path / "tls.key").string(), metrics);
-    REQUIRE(store->LoadInitial().empty());
+    REQUIRE(store->LoadInitial().ok());
     server.reset(SSL_CTX_new(TLS_server_method()));
     REQUIRE(store
                 ->ConfigureContext(*server, clientAuth ? (dir.path / "client-ca.crt").string() : "",
                                    std::chrono::hours(1))
-                .empty());
+                .ok());
   }
 };
 
@@ -163,11 +163,11 @@ struct Fixture {
 
 TEST_CASE("cert_crypto: a CA, a serving certificate it signs, what Inspect reads back") {
   certs::Pem ca, other, serving;
-  REQUIRE(certs::GenerateCa("test CA", kNow - 60, kNow + 3600, ca).empty());
-  REQUIRE(certs::GenerateCa("other CA", kNow - 60, kNow + 3600, other).empty());
+  REQUIRE(certs::GenerateCa("test CA", kNow - 60, kNow + 3600, ca).ok());
+  REQUIRE(certs::GenerateCa("other CA", kNow - 60, kNow + 3600, other).ok());
   REQUIRE(certs::IssueServing(ca, {"a.ns.svc", "a.ns.svc.cluster.local"}, kNow - 60, kNow + 600,
                               serving)
-              .empty());
+              .ok());
   certs::CertInfo info = certs::Inspect(serving.cert, serving.key);
   CHECK(info.present);
   CHECK(info.notBefore == kNow - 60);
@@ -184,6 +184,16 @@ TEST_CASE("cert_crypto: a CA, a serving certificate it signs, what Inspect reads
   CHECK(certs::Base64Decode(certs::Base64Encode("ab"), decoded));
   CHECK(decoded == "ab");
   CHECK_FALSE(certs::Base64Decode("abc", decoded));
+
+  certs::Pem none;
+  Status noNames = certs::IssueServing(ca, {}, kNow - 60, kNow + 600, none);
+  CHECK(noNames.code() == Status::Code::kInvalidArgument);
+  CHECK(noNames.message() == "no DNS names for the serving certificate");
+  Status badCa = certs::IssueServing(certs::Pem{"garbage", "garbage"}, {"a.ns.svc"}, kNow - 60,
+                                     kNow + 600, none);
+  CHECK(badCa.code() == Status::Code::kInvalidArgument);
+  CHECK(badCa.message() == "the CA certificate or key does not parse");
+  CHECK(none.cert.empty());  // untouched on failure
 }
 
 TEST_CASE("TLS: resumption with a client certificate, TLS 1.2 and 1.3") {
@@ -246,15 +256,17 @@ TEST_CASE("TLS: started without the certificate files, serving once they appear"
   metrics::Registry metrics;
   tls::CertificateStore store((dir.path / "tls.crt").string(), (dir.path / "tls.key").string(),
                               metrics);
-  CHECK_FALSE(store.LoadInitial().empty());  // by default missing files are an error
-  CHECK(store.LoadInitial(true).empty());
+  Status missing = store.LoadInitial();  // by default missing files are an error
+  CHECK(missing.code() == Status::Code::kIOError);
+  CHECK(missing.message() == "cannot read certificate file " + (dir.path / "tls.crt").string());
+  CHECK(store.LoadInitial(true).ok());
   CHECK_FALSE(store.HasCertificate());
   std::unique_ptr<SSL_CTX, CtxFree> server(SSL_CTX_new(TLS_server_method()));
-  REQUIRE(store.ConfigureContext(*server, "").empty());
+  REQUIRE(store.ConfigureContext(*server, "").ok());
   const int64_t now = Now();
   certs::Pem ca, serving;
-  REQUIRE(certs::GenerateCa("CA", now - 60, now + 3600, ca).empty());
-  REQUIRE(certs::IssueServing(ca, {"svc.ns.svc"}, now - 60, now + 3600, serving).empty());
+  REQUIRE(certs::GenerateCa("CA", now - 60, now + 3600, ca).ok());
+  REQUIRE(certs::IssueServing(ca, {"svc.ns.svc"}, now - 60, now + 3600, serving).ok());
   auto client = ClientContext(ca, nullptr, TLS1_3_VERSION);
   CHECK_FALSE(Connect(server.get(), client.get(), nullptr).ok);
   Write(dir.path / "tls.key", serving.key);
