@@ -264,6 +264,21 @@ std::optional<std::string_view> LabelOf(const json::Value& object, std::string_v
 std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key) {
   return MapString(object, "annotations", key);
 }
+
+const json::Value* ControllerRefOf(const json::Value& object) {
+  const json::Value* refs = json::Find(Meta(object), "ownerReferences");
+  if (refs == nullptr || !refs->IsArray()) return nullptr;
+  for (const auto& ref : refs->GetArray()) {
+    const json::Value* controller = json::Find(&ref, "controller");
+    if (controller != nullptr && controller->IsBool() && controller->GetBool()) return &ref;
+  }
+  return nullptr;
+}
+
+std::string_view ControllerNameOf(const json::Value& object, std::string_view kind) {
+  const json::Value* ref = ControllerRefOf(object);
+  return json::StringOr(ref, "kind") == kind ? json::StringOr(ref, "name") : std::string_view{};
+}
 const json::Value* ConditionOf(const json::Value& object, std::string_view type) {
   const json::Value* conditions = json::Path(&object, {"status", "conditions"});
   if (conditions == nullptr || !conditions->IsArray()) return nullptr;
@@ -299,15 +314,7 @@ const json::Value* ObjectView::labels() const {
   return l != nullptr && l->IsObject() ? l : nullptr;
 }
 std::string_view ObjectView::controllerUid() const {
-  const json::Value* refs = json::Find(Meta(*object_), "ownerReferences");
-  if (refs == nullptr || !refs->IsArray()) return {};
-  for (const auto& ref : refs->GetArray()) {
-    const json::Value* controller = json::Find(&ref, "controller");
-    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
-      return json::StringOr(&ref, "uid");
-    }
-  }
-  return {};
+  return json::StringOr(ControllerRefOf(*object_), "uid");
 }
 bool ObjectView::deleting() const {
   const json::Value* ts = json::Find(Meta(*object_), "deletionTimestamp");

@@ -134,6 +134,11 @@ class Pod : public ObjectView {
 // when absent or not a string.
 std::optional<std::string_view> LabelOf(const json::Value& object, std::string_view key);
 std::optional<std::string_view> AnnotationOf(const json::Value& object, std::string_view key);
+// The ownerReference with controller: true of any object, or nullptr (a view's controllerUid()
+// reads it).
+const json::Value* ControllerRefOf(const json::Value& object);
+// The name of that owner when it is of `kind`; empty otherwise.
+std::string_view ControllerNameOf(const json::Value& object, std::string_view kind);
 // status.conditions[type == `type`] of any object, or nullptr.
 const json::Value* ConditionOf(const json::Value& object, std::string_view type);
 

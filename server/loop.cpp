@@ -1,4 +1,5 @@
 #include "server/loop.h"
+#include "server/loop_projections.h"
 
 #include "lib/kube_objects.h"
 
@@ -32,7 +33,6 @@ constexpr auto kSyncPoll = std::chrono::milliseconds(200);
 constexpr auto kTrimDelay = std::chrono::seconds(1);
 constexpr int kWorkDeployment = 0;
 constexpr int kWorkPodGate = 1;
-constexpr std::string_view kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
 
 std::string_view Meta(const Value& o, std::string_view k) {
   return json::StringOr(json::Find(&o, "metadata"), k);
@@ -73,25 +73,6 @@ bool InProgress(const kube::ObjectPtr& d) {
   return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
 }
 
-// The name of the controller owner of `object` if it is of `kind`, else "".
-std::string_view ControllerName(const Value& object, std::string_view kind) {
-  const Value* refs = json::Path(&object, {"metadata", "ownerReferences"});
-  if (refs == nullptr || !refs->IsArray()) return {};
-  for (const auto& ref : refs->GetArray()) {
-    const Value* controller = json::Find(&ref, "controller");
-    if (controller != nullptr && controller->IsBool() && controller->GetBool()) {
-      return json::StringOr(&ref, "kind") == kind ? json::StringOr(&ref, "name")
-                                                  : std::string_view{};
-    }
-  }
-  return {};
-}
-
-bool OptedIn(const Value* templ) {
-  return json::StringOr(json::Path(templ, {"metadata", "labels"}), keys::kEnabledLabel) ==
-         keys::kTrue;
-}
-
 // Whether resourceVersion `have` is `want` or, both being decimal numbers (etcd revisions, as
 // every API server uses), a later one.
 bool AtLeast(std::string_view have, std::string_view want) {
@@ -106,138 +87,7 @@ bool AtLeast(std::string_view have, std::string_view want) {
   return h >= w;
 }
 
-// A copy of `full` without managedFields and the last-applied annotation.
-void CopyTrimmed(const Value& full, Value& out, json::Allocator& alloc) {
-  out.CopyFrom(full, alloc);
-  if (Value* meta = json::FindMutable(&out, "metadata")) {
-    json::Remove(*meta, "managedFields");
-    if (Value* annotations = json::FindMutable(meta, "annotations")) {
-      json::Remove(*annotations, kLastApplied);
-    }
-  }
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Projections
-
-kube::Projection DeploymentProjection() {
-  return
-      [](const Value& full, Value& out, json::Allocator& alloc) { CopyTrimmed(full, out, alloc); };
-}
-
-kube::Projection ReplicaSetProjection() {
-  // What the loop reads of a cached ReplicaSet: of one a Deployment controls, its metadata,
-  // spec.replicas and spec.selector, and its template only when that is opted in (the planner
-  // hashes and compares opted-in templates; of another template it reads only that it is not
-  // opted in, which an absent template says too: such a Deployment is read through the API,
-  // PodsCacheable). Of any other ReplicaSet only what the uid index needs (a pod's owner).
-  static const kube::Projection identity =
-      kube::KeepFields({"metadata.name", "metadata.namespace", "metadata.uid",
-                        "metadata.resourceVersion", "metadata.ownerReferences"});
-  return [](const Value& full, Value& out, json::Allocator& alloc) {
-    if (ControllerName(full, "Deployment").empty()) {
-      identity(full, out, alloc);
-      return;
-    }
-    CopyTrimmed(full, out, alloc);
-    json::Remove(out, "status");
-    Value* spec = json::FindMutable(&out, "spec");
-    if (spec != nullptr && !OptedIn(json::Find(spec, "template"))) json::Remove(*spec, "template");
-  };
-}
-
-kube::Projection PodProjection() {
-  static const std::vector<std::string> fields = {
-      "metadata.name",
-      "metadata.namespace",
-      "metadata.uid",
-      "metadata.resourceVersion",
-      "metadata.generation",
-      "metadata.deletionTimestamp",
-      "metadata.labels",
-      "metadata.annotations",
-      "metadata.finalizers",
-      "metadata.ownerReferences[].uid",
-      "metadata.ownerReferences[].controller",
-      "spec.containers[].name",
-      "spec.containers[].image",
-      "spec.readinessGates",
-      "status.phase",
-      "status.observedGeneration",
-      "status.containerStatuses[].name",
-      "status.containerStatuses[].image",
-      "status.containerStatuses[].imageID",
-      "status.containerStatuses[].containerID",
-      "status.containerStatuses[].restartCount",
-      "status.containerStatuses[].state.running.startedAt",
-      "status.containerStatuses[].state.terminated.startedAt",
-  };
-  auto keep = std::make_shared<const kube::Projection>(kube::KeepFields(fields));
-  return [keep](const Value& full, Value& out, json::Allocator& alloc) {
-    (*keep)(full, out, alloc);
-    if (!out.IsObject()) out.SetObject();
-    Value& status = json::EnsureObject(out, "status", alloc);
-    // The phase only matters when it ends the pod (kube::Pod::live).
-    const std::string_view phase = json::StringOr(&status, "phase");
-    if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
-    // The image a container reports and when it started only decide whether an Updating pod's
-    // restart is done.
-    if (pod_update::StateOf(out) != keys::kStateUpdating) {
-      if (Value* statuses = json::FindMutable(&status, "containerStatuses");
-          statuses != nullptr && statuses->IsArray()) {
-        for (auto& st : statuses->GetArray()) {
-          json::Remove(st, "image");
-          json::Remove(st, "state");
-        }
-      }
-    }
-    // Conditions: only those the loop reads, with the fields it reads: Ready (availability; its
-    // lastTransitionTime starts minReadySeconds) and the readiness gates' (our gate's
-    // lastTransitionTime anchors the drain).
-    const Value* conditions = json::Path(&full, {"status", "conditions"});
-    if (conditions == nullptr || !conditions->IsArray()) return;
-    const Value* gates = json::Path(&full, {"spec", "readinessGates"});
-    auto gated = [gates](std::string_view type) {
-      if (gates == nullptr || !gates->IsArray()) return false;
-      for (const auto& g : gates->GetArray()) {
-        if (json::StringOr(&g, "conditionType") == type) return true;
-      }
-      return false;
-    };
-    auto wanted = [&](std::string_view type) { return type == "Ready" || gated(type); };
-    Value kept(rapidjson::kArrayType);
-    for (const auto& c : conditions->GetArray()) {
-      const std::string_view type = json::StringOr(&c, "type");
-      if (!wanted(type)) continue;
-      Value k(rapidjson::kObjectType);
-      auto copy = [&k, &c, &alloc](std::string_view field) {
-        if (const Value* v = json::Find(&c, field)) json::Set(k, field, *v, alloc);
-      };
-      copy("type");
-      copy("status");
-      if (type == keys::kReadyCondition || type == "Ready") copy("lastTransitionTime");
-      kept.PushBack(k, alloc);
-    }
-    status.AddMember("conditions", kept, alloc);
-  };
-}
-
-bool PodsCacheable(const json::Value& deployment,
-                   const std::vector<const json::Value*>& replicaSets) {
-  if (!OptedIn(json::Path(&deployment, {"spec", "template"}))) return false;
-  bool active = false;
-  for (const Value* raw : replicaSets) {
-    if (raw == nullptr) continue;
-    StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(*raw, "replicaSet");
-    if (!rs.ok()) return false;  // the fresh read reports it
-    if (rs->replicas() == 0) continue;
-    if (!OptedIn(&rs->podTemplate())) return false;
-    active = true;
-  }
-  return active;
-}
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
   size_t slash = key.find('/');
@@ -452,7 +302,7 @@ void Loop::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) 
 }
 
 void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
-  std::string_view owner = ControllerName(rs->Value(), "Deployment");
+  std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
   if (owner.empty()) return;
   const Value& v = rs->Value();
   bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
@@ -475,7 +325,7 @@ void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
   }
   const std::string_view ownerUid = view->controllerUid();
   if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
-    std::string_view owner = ControllerName(rs->Value(), "Deployment");
+    std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
     if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
       Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
             Steady::now() + options_.batchDelay);
@@ -930,12 +780,12 @@ void Loop::SafetyResync() {
                 [now](const auto& entry) { return entry.second.second <= now; });
 }
 
-void Loop::Run() {
-  // Wait for the first LIST of every cache; events queue work meanwhile.
+bool Loop::WaitForCaches() {
+  // Events queue work meanwhile.
   for (;;) {
     {
       std::lock_guard lock(mu_);
-      if (stop_) return;
+      if (stop_) return false;
     }
     if (caches_->Synced()) break;
     caches_->deployments->WaitForSync(kSyncPoll);
@@ -946,101 +796,133 @@ void Loop::Run() {
             {{"deployments", std::to_string(caches_->deployments->Size())},
              {"replicaSets", std::to_string(caches_->replicaSets->Size())},
              {"pods", std::to_string(caches_->pods->Size())}});
-  Steady::time_point nextResync = Steady::now();
-  // The LIST responses are gone once the informers have applied them: hand their memory back to
-  // the system (glibc keeps freed heap otherwise), a moment after the first sync and after any
+  return true;
+}
+
+void Loop::TrimMemory(Timers& timers) {
+  timers.trimAt = Steady::time_point::max();
+  timers.listsTrimmed = caches_->Lists();
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+void Loop::RunResync(Timers& timers, Steady::time_point now) {
+  // A relist since the last trim left LIST responses freed but held: trim again after it.
+  if (caches_->Lists() != timers.listsTrimmed) timers.trimAt = now + kTrimDelay;
+  timers.nextResync = now + options_.resyncPeriod;
+  try {
+    SafetyResync();
+  } catch (const std::exception& e) {
+    log::Error("in-place loop: resync failed", {{"error", e.what()}});
+  } catch (...) {
+    log::Error("in-place loop: resync failed", {{"error", "unknown exception"}});
+  }
+}
+
+std::vector<std::pair<int, std::string>> Loop::TakeDue(Steady::time_point now) {
+  std::vector<std::pair<int, std::string>> ready;
+  for (auto it = due_.begin(); it != due_.end();) {
+    if (it->second <= now) {
+      ready.push_back(it->first);
+      it = due_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ready;
+}
+
+void Loop::RunGate(const std::string& podKey) {
+  try {
+    SetGate(podKey);
+  } catch (const std::exception& e) {
+    log::Error("in-place loop: readiness gate failed", {{"pod", podKey}, {"error", e.what()}});
+  } catch (...) {
+    log::Error("in-place loop: readiness gate failed", {{"pod", podKey}});
+  }
+}
+
+std::optional<std::chrono::milliseconds> Loop::RequeueDelay(const ReconcileResult& r,
+                                                            int failures) const {
+  if (!r.ok && !r.conflict) {
+    return std::min(options_.maxBackoff,
+                    std::chrono::milliseconds(500L << std::min(failures - 1, 8)));
+  }
+  if (r.conflict) return options_.conflictTimeout;  // the cache's next version of it comes first
+  if (r.waiting) return std::max(*r.requeueAfter, std::chrono::milliseconds(kMinRequeue));
+  if (r.requeueAfter) {
+    return std::clamp(*r.requeueAfter + kRequeueMargin, std::chrono::milliseconds(kMinRequeue),
+                      options_.resyncPeriod);
+  }
+  // Otherwise the next change of the Deployment, its ReplicaSets or pods brings it back.
+  return std::nullopt;
+}
+
+void Loop::RunDeployment(const std::string& key) {
+  ReconcileResult r;
+  try {
+    r = ReconcileCached(key);
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = e.what();
+    log::Error("in-place loop: reconcile failed", {{"deployment", key}, {"error", e.what()}});
+  } catch (...) {
+    r.ok = false;
+    r.error = "unknown exception";
+    log::Error("in-place loop: reconcile failed", {{"deployment", key}});
+  }
+  // A write that failed otherwise than by a conflict may have been applied: read through the API
+  // next time rather than wait for a version we do not know.
+  if (!r.ok && !r.conflict && caches_) caches_->freshNext.insert(key);
+  std::lock_guard lock(mu_);
+  int failures = 0;
+  if (r.ok) {
+    failures_.erase(key);
+  } else if (!r.conflict) {
+    failures = ++failures_[key];
+  }
+  if (std::optional<std::chrono::milliseconds> delay = RequeueDelay(r, failures)) {
+    auto due = Steady::now() + *delay;
+    auto [it, added] = due_.try_emplace({kWorkDeployment, key}, due);
+    if (!added && due < it->second) it->second = due;
+  }
+}
+
+void Loop::Run() {
+  if (!WaitForCaches()) return;
+  // The LIST responses are gone once the informers have applied them: their memory goes back to
+  // the system (glibc keeps freed heap otherwise) a moment after the first sync and after any
   // relist.
-  Steady::time_point trimAt = Steady::now() + kTrimDelay;
-  uint64_t listsTrimmed = 0;
+  Timers timers{Steady::now(), Steady::now() + kTrimDelay, 0};
   std::unique_lock lock(mu_);
   while (!stop_) {
-    Steady::time_point wake = std::min(nextResync, trimAt);
+    Steady::time_point wake = std::min(timers.nextResync, timers.trimAt);
     for (const auto& [key, due] : due_) wake = std::min(wake, due);
     if (wake > Steady::now()) {
       cv_.wait_until(lock, wake);
       continue;  // re-evaluate: stop, new work, or time
     }
     const Steady::time_point now = Steady::now();
-    if (now >= trimAt) {
-      trimAt = Steady::time_point::max();
-      listsTrimmed = caches_->Lists();
-#ifdef __GLIBC__
+    if (now >= timers.trimAt) {
       lock.unlock();
-      malloc_trim(0);
-      lock.lock();
-#endif
-      continue;
-    }
-    if (now >= nextResync) {
-      if (caches_->Lists() != listsTrimmed) trimAt = now + kTrimDelay;
-      nextResync = now + options_.resyncPeriod;
-      lock.unlock();
-      try {
-        SafetyResync();
-      } catch (const std::exception& e) {
-        log::Error("in-place loop: resync failed", {{"error", e.what()}});
-      } catch (...) {
-        log::Error("in-place loop: resync failed", {{"error", "unknown exception"}});
-      }
+      TrimMemory(timers);
       lock.lock();
       continue;
     }
-    std::vector<std::pair<int, std::string>> ready;
-    for (auto it = due_.begin(); it != due_.end();) {
-      if (it->second <= now) {
-        ready.push_back(it->first);
-        it = due_.erase(it);
-      } else {
-        ++it;
-      }
+    if (now >= timers.nextResync) {
+      lock.unlock();
+      RunResync(timers, now);
+      lock.lock();
+      continue;
     }
+    const std::vector<std::pair<int, std::string>> ready = TakeDue(now);
     lock.unlock();
     for (const auto& [kind, key] : ready) {
       if (kind == kWorkPodGate) {
-        try {
-          SetGate(key);
-        } catch (const std::exception& e) {
-          log::Error("in-place loop: readiness gate failed", {{"pod", key}, {"error", e.what()}});
-        } catch (...) {
-          log::Error("in-place loop: readiness gate failed", {{"pod", key}});
-        }
-        continue;
-      }
-      ReconcileResult r;
-      try {
-        r = ReconcileCached(key);
-      } catch (const std::exception& e) {
-        r.ok = false;
-        r.error = e.what();
-        log::Error("in-place loop: reconcile failed", {{"deployment", key}, {"error", e.what()}});
-      } catch (...) {
-        r.ok = false;
-        r.error = "unknown exception";
-        log::Error("in-place loop: reconcile failed", {{"deployment", key}});
-      }
-      // A write that failed otherwise than by a conflict may have been applied: read through the
-      // API next time rather than wait for a version we do not know.
-      if (!r.ok && !r.conflict && caches_) caches_->freshNext.insert(key);
-      std::lock_guard relock(mu_);
-      if (r.ok) failures_.erase(key);
-      std::optional<std::chrono::milliseconds> delay;
-      if (!r.ok && !r.conflict) {
-        int n = ++failures_[key];
-        delay =
-            std::min(options_.maxBackoff, std::chrono::milliseconds(500L << std::min(n - 1, 8)));
-      } else if (r.conflict) {
-        delay = options_.conflictTimeout;  // the cache's next version of it comes first
-      } else if (r.waiting) {
-        delay = std::max(*r.requeueAfter, std::chrono::milliseconds(kMinRequeue));
-      } else if (r.requeueAfter) {
-        delay = std::clamp(*r.requeueAfter + kRequeueMargin, std::chrono::milliseconds(kMinRequeue),
-                           options_.resyncPeriod);
-      }
-      // Otherwise the next change of the Deployment, its ReplicaSets or pods brings it back.
-      if (delay) {
-        auto due = Steady::now() + *delay;
-        auto [it, added] = due_.try_emplace({kWorkDeployment, key}, due);
-        if (!added && due < it->second) it->second = due;
+        RunGate(key);
+      } else {
+        RunDeployment(key);
       }
     }
     lock.lock();

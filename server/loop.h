@@ -32,7 +32,8 @@
 // API (tests and one-shot use). Run the thread only while leading (server/leader_election).
 //
 // Thread safety: Start() and Stop() from any thread but the loop's (serialized by
-// `lifecycleMu_`; Stop() joins the thread, then drops the caches, joining the informers).
+// `lifecycleMu_`; Stop() joins the thread, then drops the caches, joining the informers). TakeDue
+// is called with `mu_` held, RunDeployment takes it; the other Run steps run without it.
 // Enqueue(), GetCacheStats(), RenderMetrics() and Running() from any thread (Running() reads
 // `started_` and `stop_` under `mu_`, never thread_, which Stop() joins outside it).
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the thread does
@@ -62,6 +63,7 @@
 #include "hooks/rollout_plan.h"
 #include "server/informer.h"
 #include "server/loop_metrics.h"
+#include "server/loop_projections.h"
 
 namespace iw::loop {
 
@@ -181,8 +183,25 @@ class Loop {
                         std::vector<Expectation>* expectations = nullptr, bool cached = false);
   bool CreateEvent(rollout::Action& action);
 
-  // The thread's side.
+  // The thread's side: Run waits for the caches, then, until Stop, sleeps until the next due
+  // work, memory trim or safety resync and runs it.
+  struct Timers {
+    std::chrono::steady_clock::time_point nextResync, trimAt;
+    uint64_t listsTrimmed = 0;  // caches' LIST count at the last trim
+  };
   void Run();
+  bool WaitForCaches();  // false: stopped first
+  void TrimMemory(Timers& timers);
+  void RunResync(Timers& timers, std::chrono::steady_clock::time_point now);
+  std::vector<std::pair<int, std::string>> TakeDue(std::chrono::steady_clock::time_point now);
+  void RunGate(const std::string& podKey);
+  // Plans one Deployment from the caches and queues it again as its result asks.
+  void RunDeployment(const std::string& key);
+  // When a Deployment is looked at again after `r` (`failures`: consecutive failed passes):
+  // exponential backoff after errors, the conflict timeout after a 409, the plan's own wait
+  // otherwise; nullopt: at its next change.
+  std::optional<std::chrono::milliseconds> RequeueDelay(const ReconcileResult& r,
+                                                        int failures) const;
   ReconcileResult ReconcileCached(const std::string& key);
   Expect CheckExpectations(const std::string& key);
   bool ExpectationMet(const Expectation& e) const;
@@ -223,26 +242,5 @@ class Loop {
 
 // "namespace/name" → {namespace, name}.
 std::pair<std::string, std::string> SplitKey(std::string_view key);
-
-// The projections of the loop's caches (what each keeps is what hooks/rollout_plan reads):
-// Deployments without managedFields and the last-applied annotation; ReplicaSets likewise and
-// without status, and without their template when they have no replicas and their template is
-// not opted in (history that can never be the base or the target of an update); pods reduced to
-// metadata (name, namespace, uid, resourceVersion, generation, deletionTimestamp, labels,
-// annotations, finalizers, ownerReferences uid/controller), container names and images, readiness
-// gates, the phase only when Succeeded or Failed, status.observedGeneration, the conditions Ready
-// and those of the readiness gates (type, status; lastTransitionTime of Ready's and our gate's),
-// and container statuses (name, imageID, containerID, restartCount; the image and
-// state.running/terminated.startedAt too while the pod is Updating, the only state whose decision
-// reads them).
-kube::Projection DeploymentProjection();
-kube::Projection ReplicaSetProjection();
-kube::Projection PodProjection();
-
-// Whether the pod cache (opted-in pods only) holds every pod an update of `deployment` can
-// touch: its template and the template of every ReplicaSet with replicas carry the opt-in label,
-// and at least one ReplicaSet has replicas. `replicaSets` are those it controls.
-bool PodsCacheable(const json::Value& deployment,
-                   const std::vector<const json::Value*>& replicaSets);
 
 }  // namespace iw::loop
