@@ -11,240 +11,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-rapidjson::CrtAllocator& SharedCrt() {
-  static rapidjson::CrtAllocator crt;  // stateless: safe to share between pools and threads
-  return crt;
-}
-
-// Forwards SAX events, forcing every string and key to be copied (a plain CopyFrom keeps
-// references to constant strings, which could outlive their owner).
-template <class Handler>
-struct CopyingHandler {
-  Handler& h;
-  bool Null() { return h.Null(); }
-  bool Bool(bool b) { return h.Bool(b); }
-  bool Int(int i) { return h.Int(i); }
-  bool Uint(unsigned u) { return h.Uint(u); }
-  bool Int64(int64_t i) { return h.Int64(i); }
-  bool Uint64(uint64_t u) { return h.Uint64(u); }
-  bool Double(double d) { return h.Double(d); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool) { return h.RawNumber(s, n, true); }
-  bool String(const char* s, rapidjson::SizeType n, bool) { return h.String(s, n, true); }
-  bool StartObject() { return h.StartObject(); }
-  bool Key(const char* s, rapidjson::SizeType n, bool) { return h.Key(s, n, true); }
-  bool EndObject(rapidjson::SizeType n) { return h.EndObject(n); }
-  bool StartArray() { return h.StartArray(); }
-  bool EndArray(rapidjson::SizeType n) { return h.EndArray(n); }
-};
-
-// Deep copy of `src` allocated from `alloc`, strings included; exact capacities.
-json::Value DeepCopy(const json::Value& src, json::Allocator& alloc) {
-  json::Document d(&alloc);
-  auto generate = [&src](json::Document& handler) {
-    CopyingHandler<json::Document> copying{handler};
-    return src.Accept(copying);
-  };
-  d.Populate(generate);
-  json::Value out;
-  out.Swap(d);
-  return out;
-}
-
-std::string_view MetaString(const json::Value& v, std::string_view field) {
-  return json::StringOr(json::Find(&v, "metadata"), field);
-}
-
-// --- field paths ---------------------------------------------------------------------------
-
-struct FieldTree {
-  std::map<std::string, FieldTree, std::less<>> children;
-  bool whole = false;  // keep this value entirely
-  bool each = false;   // an array: apply the children to each element
-};
-
-struct Segment {
-  std::string name;
-  bool each = false;
-};
-
-std::vector<Segment> SplitPath(std::string_view path) {
-  std::vector<Segment> out;
-  while (!path.empty()) {
-    size_t dot = path.find('.');
-    std::string_view seg = path.substr(0, dot);
-    Segment s;
-    if (seg.ends_with("[]")) {
-      s.each = true;
-      seg.remove_suffix(2);
-    }
-    s.name = std::string(seg);
-    if (!s.name.empty()) out.push_back(std::move(s));
-    if (dot == std::string_view::npos) break;
-    path.remove_prefix(dot + 1);
-  }
-  return out;
-}
-
-FieldTree BuildTree(const std::vector<std::string>& paths) {
-  FieldTree root;
-  for (const auto& p : paths) {
-    FieldTree* node = &root;
-    for (const auto& seg : SplitPath(p)) {
-      node = &node->children[seg.name];
-      if (seg.each) node->each = true;
-    }
-    if (node != &root) node->whole = true;
-  }
-  return root;
-}
-
-// Copies into `out` the members of object `src` that `tree` names.
-void Keep(const json::Value& src, const FieldTree& tree, json::Value& out, json::Allocator& a) {
-  out.SetObject();
-  for (const auto& [name, child] : tree.children) {
-    const json::Value* v = json::Find(&src, name);
-    if (v == nullptr) continue;
-    json::Value copy;
-    if (child.whole) {
-      copy.CopyFrom(*v, a);
-    } else if (child.each) {
-      if (!v->IsArray()) continue;
-      copy.SetArray();
-      copy.Reserve(v->Size(), a);
-      for (const auto& e : v->GetArray()) {
-        json::Value ce;
-        if (e.IsObject()) {
-          Keep(e, child, ce, a);
-        } else {
-          ce.CopyFrom(e, a);
-        }
-        copy.PushBack(ce, a);
-      }
-    } else {
-      if (!v->IsObject()) continue;
-      Keep(*v, child, copy, a);
-    }
-    out.AddMember(json::Value(name.data(), static_cast<rapidjson::SizeType>(name.size()), a), copy,
-                  a);
-  }
-}
-
-void Drop(json::Value& v, const std::vector<Segment>& segs, size_t i) {
-  if (i >= segs.size() || !v.IsObject()) return;
-  const Segment& s = segs[i];
-  if (i + 1 == segs.size() && !s.each) {
-    json::Remove(v, s.name);
-    return;
-  }
-  json::Value* child = json::FindMutable(&v, s.name);
-  if (child == nullptr) return;
-  if (s.each) {
-    if (!child->IsArray()) return;
-    if (i + 1 == segs.size()) {
-      json::Remove(v, s.name);
-      return;
-    }
-    for (auto& e : child->GetArray()) Drop(e, segs, i + 1);
-  } else {
-    Drop(*child, segs, i + 1);
-  }
-}
-
-// --- label selectors -----------------------------------------------------------------------
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Object
-
-Object::Object(Tag, size_t bytes) : alloc_(std::max<size_t>(bytes, 1), &SharedCrt()) {}
-
-std::shared_ptr<const Object> Object::Make(const json::Value& value) {
-  size_t bytes = 0;
-  {
-    json::Allocator sizing(16 * 1024, &SharedCrt());
-    json::Value probe = DeepCopy(value, sizing);
-    bytes = sizing.Size();
-  }
-  auto obj = std::make_shared<Object>(Tag{}, bytes);
-  obj->value_ = DeepCopy(value, obj->alloc_);
-  return obj;
-}
-
-std::string_view Object::Namespace() const {
-  return MetaString(value_, "namespace");
-}
-std::string_view Object::Name() const {
-  return MetaString(value_, "name");
-}
-std::string_view Object::Uid() const {
-  return MetaString(value_, "uid");
-}
-std::string_view Object::ResourceVersion() const {
-  return MetaString(value_, "resourceVersion");
-}
-const json::Value* Object::Labels() const {
-  return json::Path(&value_, {"metadata", "labels"});
-}
-
-size_t Object::ApproxBytes() const {
-  constexpr size_t kMallocOverhead = 16;  // glibc chunk header, per allocation
-  constexpr size_t kControlBlock = 16;    // make_shared's reference counts
-  constexpr size_t kChunkHeader = 3 * sizeof(size_t);
-  size_t capacity = alloc_.Capacity();
-  size_t pool = capacity > 0 ? capacity + kChunkHeader + kMallocOverhead : 0;
-  return sizeof(Object) + kControlBlock + kMallocOverhead + pool;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Projections
-
-Projection KeepFields(const std::vector<std::string>& paths) {
-  auto tree = std::make_shared<const FieldTree>(BuildTree(paths));
-  return [tree](const json::Value& full, json::Value& out, json::Allocator& alloc) {
-    if (!full.IsObject()) {
-      out.CopyFrom(full, alloc);
-      return;
-    }
-    Keep(full, *tree, out, alloc);
-  };
-}
-
-Projection DropFields(const std::vector<std::string>& paths) {
-  auto split = std::make_shared<std::vector<std::vector<Segment>>>();
-  for (const auto& p : paths) split->push_back(SplitPath(p));
-  return [split](const json::Value& full, json::Value& out, json::Allocator& alloc) {
-    out.CopyFrom(full, alloc);
-    for (const auto& segs : *split) Drop(out, segs, 0);
-  };
-}
-
-const std::vector<std::string>& PodFields() {
-  static const std::vector<std::string> fields = {
-      "metadata.name",
-      "metadata.namespace",
-      "metadata.uid",
-      "metadata.resourceVersion",
-      "metadata.creationTimestamp",
-      "metadata.labels",
-      "metadata.annotations",
-      "metadata.finalizers",
-      "metadata.ownerReferences",
-      "metadata.deletionTimestamp",
-      "spec.containers[].name",
-      "spec.containers[].image",
-      "spec.readinessGates",
-      "status.phase",
-      "status.conditions",
-      "status.containerStatuses[].name",
-      "status.containerStatuses[].image",
-      "status.containerStatuses[].imageID",
-      "status.containerStatuses[].containerID",
-      "status.containerStatuses[].restartCount",
-      "status.containerStatuses[].ready",
-  };
-  return fields;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Informer
@@ -390,7 +157,7 @@ bool Informer::ListOnce(std::stop_token stop) {
             fresh[ObjectKey(p->Namespace(), p->Name())] = std::move(p);
           }
         }
-        rv = std::string(MetaString(page, "resourceVersion"));
+        rv = std::string(json::StringOr(json::Find(&page, "metadata"), "resourceVersion"));
         return true;
       });
   if (!r.Ok()) {
@@ -449,7 +216,7 @@ bool Informer::ListOnce(std::stop_token stop) {
 
 void Informer::Apply(WatchEvent& event) {
   const std::string& type = event.type;
-  std::string_view rv = MetaString(event.object, "resourceVersion");
+  std::string_view rv = json::StringOr(json::Find(&event.object, "metadata"), "resourceVersion");
   if (type == "BOOKMARK") {
     if (!rv.empty()) {
       std::unique_lock lock(mu_);
@@ -570,15 +337,6 @@ void Informer::RunResync(std::stop_token stop) {
       log::Error("informer resync failed", {{"informer", options_.name}});
     }
   }
-}
-
-std::string ObjectKey(std::string_view ns, std::string_view name) {
-  std::string k;
-  k.reserve(ns.size() + name.size() + 1);
-  k += ns;
-  k += '/';
-  k += name;
-  return k;
 }
 
 }  // namespace iw::kube

@@ -42,58 +42,11 @@
 
 #include "lib/json.h"
 #include "lib/label_selector.h"
+#include "server/cached_object.h"
 #include "server/kube_client.h"
+#include "server/projection.h"
 
 namespace iw::kube {
-
-// "namespace/name", the key of an object in an informer's cache.
-std::string ObjectKey(std::string_view ns, std::string_view name);
-
-// One cached object: an immutable JSON value in a memory pool sized to fit it.
-class Object {
-  struct Tag {};
-
- public:
-  // Deep-copies `value` (every string copied) into a new exactly sized pool.
-  static std::shared_ptr<const Object> Make(const json::Value& value);
-
-  Object(Tag, size_t bytes);
-  Object(const Object&) = delete;
-  Object& operator=(const Object&) = delete;
-
-  const json::Value& Value() const { return value_; }
-  std::string_view Namespace() const;
-  std::string_view Name() const;
-  std::string_view Uid() const;
-  std::string_view ResourceVersion() const;
-  const json::Value* Labels() const;  // metadata.labels or nullptr
-
-  // Heap bytes held for this object: the pool (with its header) and this object itself.
-  size_t ApproxBytes() const;
-
- private:
-  json::Allocator alloc_;
-  json::Value value_;
-};
-
-using ObjectPtr = std::shared_ptr<const Object>;
-
-// Writes into `out` (allocating from `alloc`) the parts of `full` to keep.
-using Projection =
-    std::function<void(const json::Value& full, json::Value& out, json::Allocator& alloc)>;
-
-// Keeps only the listed paths: dot-separated member names; a segment ending in "[]" is an array
-// whose elements keep the rest of the path ("spec.containers[].image"). Paths sharing a prefix
-// merge ("spec.containers[].name" + "spec.containers[].image" keep both per container, in order).
-// A path naming an object keeps it whole ("metadata.labels").
-Projection KeepFields(const std::vector<std::string>& paths);
-// Keeps everything but the listed paths (same syntax), e.g. {"metadata.managedFields"}.
-Projection DropFields(const std::vector<std::string>& paths);
-// The pod fields the rollout loop reads: metadata name/namespace/uid/resourceVersion/
-// creationTimestamp/labels/annotations/finalizers/ownerReferences/deletionTimestamp,
-// spec.containers[name,image], spec.readinessGates, status.phase, status.conditions,
-// status.containerStatuses[name,image,imageID,containerID,restartCount,ready].
-const std::vector<std::string>& PodFields();
 
 struct InformerHandlers {
   std::function<void(const ObjectPtr&)> onAdd;

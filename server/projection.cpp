@@ -1,0 +1,154 @@
+#include "server/projection.h"
+
+#include <map>
+#include <memory>
+#include <string_view>
+
+namespace iw::kube {
+
+namespace {
+
+struct FieldTree {
+  std::map<std::string, FieldTree, std::less<>> children;
+  bool whole = false;  // keep this value entirely
+  bool each = false;   // an array: apply the children to each element
+};
+
+struct Segment {
+  std::string name;
+  bool each = false;
+};
+
+std::vector<Segment> SplitPath(std::string_view path) {
+  std::vector<Segment> out;
+  while (!path.empty()) {
+    size_t dot = path.find('.');
+    std::string_view seg = path.substr(0, dot);
+    Segment s;
+    if (seg.ends_with("[]")) {
+      s.each = true;
+      seg.remove_suffix(2);
+    }
+    s.name = std::string(seg);
+    if (!s.name.empty()) out.push_back(std::move(s));
+    if (dot == std::string_view::npos) break;
+    path.remove_prefix(dot + 1);
+  }
+  return out;
+}
+
+FieldTree BuildTree(const std::vector<std::string>& paths) {
+  FieldTree root;
+  for (const auto& p : paths) {
+    FieldTree* node = &root;
+    for (const auto& seg : SplitPath(p)) {
+      node = &node->children[seg.name];
+      if (seg.each) node->each = true;
+    }
+    if (node != &root) node->whole = true;
+  }
+  return root;
+}
+
+// Copies into `out` the members of object `src` that `tree` names.
+void Keep(const json::Value& src, const FieldTree& tree, json::Value& out, json::Allocator& a) {
+  out.SetObject();
+  for (const auto& [name, child] : tree.children) {
+    const json::Value* v = json::Find(&src, name);
+    if (v == nullptr) continue;
+    json::Value copy;
+    if (child.whole) {
+      copy.CopyFrom(*v, a);
+    } else if (child.each) {
+      if (!v->IsArray()) continue;
+      copy.SetArray();
+      copy.Reserve(v->Size(), a);
+      for (const auto& e : v->GetArray()) {
+        json::Value ce;
+        if (e.IsObject()) {
+          Keep(e, child, ce, a);
+        } else {
+          ce.CopyFrom(e, a);
+        }
+        copy.PushBack(ce, a);
+      }
+    } else {
+      if (!v->IsObject()) continue;
+      Keep(*v, child, copy, a);
+    }
+    out.AddMember(json::Value(name.data(), static_cast<rapidjson::SizeType>(name.size()), a), copy,
+                  a);
+  }
+}
+
+void Drop(json::Value& v, const std::vector<Segment>& segs, size_t i) {
+  if (i >= segs.size() || !v.IsObject()) return;
+  const Segment& s = segs[i];
+  if (i + 1 == segs.size() && !s.each) {
+    json::Remove(v, s.name);
+    return;
+  }
+  json::Value* child = json::FindMutable(&v, s.name);
+  if (child == nullptr) return;
+  if (s.each) {
+    if (!child->IsArray()) return;
+    if (i + 1 == segs.size()) {
+      json::Remove(v, s.name);
+      return;
+    }
+    for (auto& e : child->GetArray()) Drop(e, segs, i + 1);
+  } else {
+    Drop(*child, segs, i + 1);
+  }
+}
+
+}  // namespace
+
+Projection KeepFields(const std::vector<std::string>& paths) {
+  auto tree = std::make_shared<const FieldTree>(BuildTree(paths));
+  return [tree](const json::Value& full, json::Value& out, json::Allocator& alloc) {
+    if (!full.IsObject()) {
+      out.CopyFrom(full, alloc);
+      return;
+    }
+    Keep(full, *tree, out, alloc);
+  };
+}
+
+Projection DropFields(const std::vector<std::string>& paths) {
+  auto split = std::make_shared<std::vector<std::vector<Segment>>>();
+  for (const auto& p : paths) split->push_back(SplitPath(p));
+  return [split](const json::Value& full, json::Value& out, json::Allocator& alloc) {
+    out.CopyFrom(full, alloc);
+    for (const auto& segs : *split) Drop(out, segs, 0);
+  };
+}
+
+const std::vector<std::string>& PodFields() {
+  static const std::vector<std::string> fields = {
+      "metadata.name",
+      "metadata.namespace",
+      "metadata.uid",
+      "metadata.resourceVersion",
+      "metadata.creationTimestamp",
+      "metadata.labels",
+      "metadata.annotations",
+      "metadata.finalizers",
+      "metadata.ownerReferences",
+      "metadata.deletionTimestamp",
+      "spec.containers[].name",
+      "spec.containers[].image",
+      "spec.readinessGates",
+      "status.phase",
+      "status.conditions",
+      "status.containerStatuses[].name",
+      "status.containerStatuses[].image",
+      "status.containerStatuses[].imageID",
+      "status.containerStatuses[].containerID",
+      "status.containerStatuses[].restartCount",
+      "status.containerStatuses[].ready",
+  };
+  return fields;
+}
+
+}  // namespace iw::kube
