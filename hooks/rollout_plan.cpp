@@ -47,6 +47,25 @@ struct Objects {
   Objects& operator=(const Objects&) = delete;
 };
 
+// Views of `objects` into `store` and pointers to them into `list`; InvalidArgument naming the
+// first object (`kind` and its name) whose shape is not what Kubernetes gives.
+template <class View>
+Status ReadViews(const std::vector<const Value*>& objects, std::string_view kind,
+                 std::vector<View>& store, std::vector<const View*>& list) {
+  store.reserve(objects.size());
+  for (const Value* o : objects) {
+    if (o == nullptr) continue;
+    StatusOr<View> v = View::From(*o, kind);
+    if (!v.ok()) {
+      return v.status().Prefixed(std::string(kind) + " " +
+                                 std::string(json::StringOr(json::Find(o, "metadata"), "name")));
+    }
+    store.push_back(*v);
+  }
+  for (const View& v : store) list.push_back(&v);
+  return Status::Ok();
+}
+
 // Views of every object of `snapshot`; InvalidArgument naming the first object whose shape is
 // not what Kubernetes gives (the plan then writes nothing: a half-read Deployment is never acted
 // on).
@@ -55,27 +74,11 @@ Status ReadObjects(const Snapshot& snapshot, Objects& out) {
   if (!d.ok()) return d.status();
   out.deployment = *d;
   out.now = snapshot.now;
-  out.rsStore.reserve(snapshot.replicaSets.size());
-  for (const Value* rs : snapshot.replicaSets) {
-    if (rs == nullptr) continue;
-    StatusOr<kube::ReplicaSet> v = kube::ReplicaSet::From(*rs, "replicaSet");
-    if (!v.ok())
-      return v.status().Prefixed("ReplicaSet " +
-                                 std::string(json::StringOr(json::Find(rs, "metadata"), "name")));
-    out.rsStore.push_back(*v);
+  if (Status s = ReadViews(snapshot.replicaSets, "ReplicaSet", out.rsStore, out.replicaSets);
+      !s.ok()) {
+    return s;
   }
-  out.podStore.reserve(snapshot.pods.size());
-  for (const Value* pod : snapshot.pods) {
-    if (pod == nullptr) continue;
-    StatusOr<kube::Pod> v = kube::Pod::From(*pod, "pod");
-    if (!v.ok())
-      return v.status().Prefixed("pod " +
-                                 std::string(json::StringOr(json::Find(pod, "metadata"), "name")));
-    out.podStore.push_back(*v);
-  }
-  for (const kube::ReplicaSet& rs : out.rsStore) out.replicaSets.push_back(&rs);
-  for (const kube::Pod& pod : out.podStore) out.pods.push_back(&pod);
-  return Status::Ok();
+  return ReadViews(snapshot.pods, "pod", out.podStore, out.pods);
 }
 
 std::string_view Meta(const Value& object, std::string_view key) {

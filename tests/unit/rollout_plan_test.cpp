@@ -204,6 +204,30 @@ TEST_CASE("no in-progress record: nothing to do") {
   CHECK(p.actions.empty());
 }
 
+TEST_CASE("an object whose shape Kubernetes never gives blocks the plan, naming it; no write") {
+  Scenario s;
+  SUBCASE("a pod") {
+    json::Document& pod = *s.PodNamed("web-b");
+    json::SetString(pod["status"], "conditions", "Ready", pod.GetAllocator());
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kBlocked);
+    CHECK(p.actions.empty());
+    CHECK(p.message ==
+          "cannot read the objects of the update: pod web-b: pod.status.conditions must be an "
+          "array of objects, got string");
+  }
+  SUBCASE("a ReplicaSet") {
+    json::Document& rs = *s.ReplicaSetNamed("web-h1");
+    json::SetString(rs["spec"], "replicas", "3", rs.GetAllocator());
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kBlocked);
+    CHECK(p.actions.empty());
+    CHECK(p.message ==
+          "cannot read the objects of the update: ReplicaSet web-h1: ReplicaSet.spec.replicas must "
+          "be an integer, got string");
+  }
+}
+
 TEST_CASE("the first pass announces the update and starts the first pod by name") {
   Scenario s;
   rollout::Plan p = s.Plan();

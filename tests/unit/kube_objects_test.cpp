@@ -1,0 +1,128 @@
+// lib/kube_objects.h: the typed views and the one definition of each fact they compute. Tables in
+// the style of OpenKruise's lifecycle_utils_test.go.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "lib/kube_objects.h"
+#include "tests/unit/test_json.h"
+
+using namespace iw;
+using test::Parse;
+
+TEST_CASE("a view exists only for an object of Kubernetes' shape") {
+  json::Document ok = Parse(R"({"metadata":{"name":"web"},"spec":{"replicas":2}})");
+  CHECK(kube::Deployment::From(ok).ok());
+  CHECK(kube::ReplicaSet::From(ok).ok());
+  CHECK(kube::Pod::From(Parse(R"({"metadata":{"name":"p"}})")).ok());
+  struct Row {
+    const char* object;
+    const char* message;
+  };
+  for (const Row& r : {
+           Row{"[]", "d must be an object, got array"},
+           Row{R"({"spec":{"replicas":"2"}})", "d.spec.replicas must be an integer, got string"},
+           Row{R"({"spec":{"paused":1}})", "d.spec.paused must be a boolean, got number"},
+           Row{R"({"status":{"conditions":{}}})",
+               "d.status.conditions must be an array of objects, got object"},
+           Row{R"({"metadata":{"labels":{"a":1}}})",
+               "d.metadata.labels[\"a\"] must be a string, got number"},
+       }) {
+    CAPTURE(r.object);
+    const Status s = kube::Deployment::From(Parse(r.object), "d").status();
+    CHECK(s.code() == Status::Code::kInvalidArgument);
+    CHECK(s.message() == r.message);
+  }
+  CHECK(kube::Pod::From(Parse(R"({"status":{"phase":3}})"), "p").status().message() ==
+        "p.status.phase must be a string, got number");
+}
+
+TEST_CASE("replicas: absent is the API default 1, never below 0") {
+  struct Row {
+    const char* spec;
+    int replicas;
+  };
+  for (const Row& r : {Row{"{}", 1}, Row{R"({"replicas":0})", 0}, Row{R"({"replicas":5})", 5},
+                       Row{R"({"replicas":-3})", 0}, Row{R"({"replicas":null})", 1}}) {
+    CAPTURE(r.spec);
+    json::Document d = Parse(std::string(R"({"spec":)") + r.spec + "}");
+    CHECK(test::AsDeployment(d).replicas() == r.replicas);
+    CHECK(test::AsReplicaSet(d).replicas() == r.replicas);
+  }
+}
+
+TEST_CASE("ControllerCaughtUp: observed this generation, every pod of the newest ReplicaSet") {
+  struct Row {
+    int generation, observed, spec, replicas, updated;
+    bool caughtUp;
+  };
+  for (const Row& r : {
+           Row{3, 3, 2, 2, 2, true},
+           Row{3, 4, 2, 2, 2, true},   // observed ahead (kubectl rollout status: >=)
+           Row{3, 2, 2, 2, 2, false},  // the controller has not seen the last write
+           Row{3, 3, 2, 3, 2, false},  // a surge pod still counted
+           Row{3, 3, 2, 2, 1, false},  // an old pod left
+           Row{3, 3, 3, 2, 2, false},  // scaled up, not there yet
+           Row{1, 1, 0, 0, 0, true},
+       }) {
+    CAPTURE(r.generation);
+    CAPTURE(r.observed);
+    CAPTURE(r.replicas);
+    json::Document d = Parse(R"({"metadata":{"generation":)" + std::to_string(r.generation) +
+                             R"(},"spec":{"replicas":)" + std::to_string(r.spec) +
+                             R"(},"status":{"observedGeneration":)" + std::to_string(r.observed) +
+                             R"(,"replicas":)" + std::to_string(r.replicas) +
+                             R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
+    CHECK(test::AsDeployment(d).ControllerCaughtUp() == r.caughtUp);
+  }
+}
+
+TEST_CASE("metadata facts: controller owner, labels, annotations, deletion") {
+  json::Document d = Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u",
+    "labels":{"app":"web"},"annotations":{"deployment.kubernetes.io/revision":"7"},
+    "ownerReferences":[{"kind":"Other","name":"x","uid":"u0"},
+                       {"kind":"Deployment","name":"web","uid":"u1","controller":true}]}})");
+  const kube::ReplicaSet rs = test::AsReplicaSet(d);
+  CHECK(rs.name() == "web-1");
+  CHECK(rs.ns() == "ns");
+  CHECK(rs.controllerUid() == "u1");
+  CHECK(kube::ControllerNameOf(d, "Deployment") == "web");
+  CHECK(kube::ControllerNameOf(d, "StatefulSet").empty());
+  CHECK(rs.label("app") == "web");
+  CHECK_FALSE(rs.label("tier").has_value());
+  CHECK(rs.revision() == 7);
+  CHECK_FALSE(rs.deleting());
+  for (const char* revision : {"", "x", "-1", "7a"}) {
+    json::Document r = Parse(std::string(R"({"metadata":{"annotations":{)") +
+                             R"("deployment.kubernetes.io/revision":")" + revision + R"("}}})");
+    CHECK(test::AsReplicaSet(r).revision() == 0);
+  }
+  CHECK(test::AsReplicaSet(
+            Parse(R"({"metadata":{"ownerReferences":[{"uid":"u","controller":false}]}})"))
+            .controllerUid()
+            .empty());
+}
+
+TEST_CASE("a pod is live unless being deleted or in a terminal phase") {
+  struct Row {
+    const char* pod;
+    bool live;
+  };
+  for (const Row& r : {
+           Row{R"({"status":{"phase":"Running"}})", true},
+           Row{R"({"status":{"phase":"Pending"}})", true},
+           Row{"{}", true},
+           Row{R"({"status":{"phase":"Succeeded"}})", false},
+           Row{R"({"status":{"phase":"Failed"}})", false},
+           Row{R"({"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}})", false},
+       }) {
+    CAPTURE(r.pod);
+    json::Document p = Parse(r.pod);
+    CHECK(test::AsPod(p).live() == r.live);
+  }
+  json::Document p = Parse(R"({"status":{"conditions":[{"type":"Ready","status":"True"},
+    {"type":"inplace-webhook.io/ready","status":"False"}]}})");
+  CHECK(test::AsPod(p).conditionTrue("Ready"));
+  CHECK_FALSE(test::AsPod(p).conditionTrue("inplace-webhook.io/ready"));
+  CHECK_FALSE(test::AsPod(p).conditionTrue("PodScheduled"));
+}
