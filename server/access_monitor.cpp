@@ -1,5 +1,7 @@
 #include "server/access_monitor.h"
 
+#include "lib/stop_sleep.h"
+
 #include <condition_variable>
 #include <exception>
 
@@ -75,14 +77,7 @@ void AccessMonitor::Stop() {
 }
 
 void AccessMonitor::Run(std::stop_token stop) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  while (!stop.stop_requested()) {
-    {
-      std::unique_lock lock(m);
-      if (cv.wait_for(lock, stop, options_.interval, [] { return false; })) break;
-    }
-    if (stop.stop_requested()) break;
+  while (SleepUnlessStopped(options_.interval, stop)) {
     try {
       CheckNow();
     } catch (const std::exception& e) {

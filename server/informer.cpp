@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/stop_sleep.h"
 #include "server/log.h"
 
 namespace iw::kube {
@@ -262,12 +263,7 @@ void Informer::Apply(WatchEvent& event) {
 void Informer::Run(std::stop_token stop) {
   int failures = 0;
   bool needList = true;
-  auto sleep = [&stop](std::chrono::milliseconds d) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    cv.wait_for(lock, stop, d, [] { return false; });
-  };
+  auto sleep = [&stop](std::chrono::milliseconds d) { SleepUnlessStopped(d, stop); };
   while (!stop.stop_requested()) {
     try {
       if (needList) {
@@ -319,14 +315,7 @@ void Informer::Run(std::stop_token stop) {
 }
 
 void Informer::RunResync(std::stop_token stop) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  while (!stop.stop_requested()) {
-    {
-      std::unique_lock lock(m);
-      cv.wait_for(lock, stop, options_.resyncPeriod, [] { return false; });
-    }
-    if (stop.stop_requested()) break;
+  while (SleepUnlessStopped(options_.resyncPeriod, stop)) {
     if (!HasSynced() || !options_.handlers.onResync) continue;
     try {
       for (const auto& o : List()) {

@@ -19,6 +19,7 @@
 #include "hooks/identity_check.h"
 #include "hooks/rollout_plan.h"
 #include "lib/status.h"
+#include "lib/stop_sleep.h"
 #include "server/access_monitor.h"
 #include "server/cert_controller.h"
 #include "server/kube_client.h"
@@ -281,10 +282,7 @@ class LoopRuntime {
       auto delay = iw::kube::Backoff(std::min(attempt, 6), std::chrono::milliseconds(500),
                                      std::chrono::seconds(30));
       iw::log::Warn(why, {{"retryInMs", std::to_string(delay.count())}});
-      std::mutex m;
-      std::condition_variable_any cv;
-      std::unique_lock lock(m);
-      cv.wait_for(lock, stop, delay, [] { return false; });
+      iw::SleepUnlessStopped(delay, stop);
     }
   }
 
@@ -296,10 +294,7 @@ class LoopRuntime {
     for (int attempt = 0; !access_->CheckNow(); ++attempt) {
       auto delay = iw::kube::Backoff(std::min(attempt, 6), std::chrono::milliseconds(500),
                                      std::chrono::seconds(30));
-      std::mutex m;
-      std::condition_variable_any cv;
-      std::unique_lock lock(m);
-      if (cv.wait_for(lock, stop, delay, [] { return false; }) || stop.stop_requested()) return;
+      if (!iw::SleepUnlessStopped(delay, stop)) return;
     }
     SetProblem("");
     access_->Start();
