@@ -318,7 +318,7 @@ bool HasReadinessGate(const json::Value& deployment) {
 std::string AbortCommand(const json::Value& deployment) {
   std::string out = "kubectl annotate " + DeploymentRef(deployment) + " " +
                     std::string(keys::kAbortAnnotation) + "=true";
-  std::string_view ns = json::StringOr(json::Find(&deployment, "metadata"), "namespace");
+  std::string_view ns = kube::MetaOf(deployment, "namespace");
   if (!ns.empty()) out += " -n " + std::string(ns);
   return out;
 }

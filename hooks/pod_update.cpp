@@ -61,7 +61,7 @@ const Value* Condition(const Value& pod, std::string_view type) {
 }
 
 std::string PodName(const Value& pod) {
-  return std::string(json::StringOr(json::Find(&pod, "metadata"), "name"));
+  return std::string(kube::MetaOf(pod, "name"));
 }
 
 // An imageID changed: compared by digest when both carry one (the runtime may report the same

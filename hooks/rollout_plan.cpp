@@ -81,9 +81,6 @@ Status ReadObjects(const Snapshot& snapshot, Objects& out) {
   return ReadViews(snapshot.pods, "pod", out.podStore, out.pods);
 }
 
-std::string_view Meta(const Value& object, std::string_view key) {
-  return json::StringOr(json::Find(&object, "metadata"), key);
-}
 // A copied string value; an empty view may have a null data() (StringOr's default).
 Value Str(std::string_view s, Allocator& a) {
   return s.empty() ? Value("", 0, a)
@@ -963,15 +960,15 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
   e.AddMember("kind", "Event", a);
   Value meta(rapidjson::kObjectType);
   if (!name.empty()) meta.AddMember("name", Str(name, a), a);
-  meta.AddMember("namespace", Str(Meta(involved, "namespace"), a), a);
+  meta.AddMember("namespace", Str(kube::MetaOf(involved, "namespace"), a), a);
   e.AddMember("metadata", meta, a);
   Value obj(rapidjson::kObjectType);
   obj.AddMember("apiVersion", Str(apiVersion, a), a);
   obj.AddMember("kind", Str(kind, a), a);
-  obj.AddMember("namespace", Str(Meta(involved, "namespace"), a), a);
-  obj.AddMember("name", Str(Meta(involved, "name"), a), a);
-  obj.AddMember("uid", Str(Meta(involved, "uid"), a), a);
-  obj.AddMember("resourceVersion", Str(Meta(involved, "resourceVersion"), a), a);
+  obj.AddMember("namespace", Str(kube::MetaOf(involved, "namespace"), a), a);
+  obj.AddMember("name", Str(kube::MetaOf(involved, "name"), a), a);
+  obj.AddMember("uid", Str(kube::MetaOf(involved, "uid"), a), a);
+  obj.AddMember("resourceVersion", Str(kube::MetaOf(involved, "resourceVersion"), a), a);
   e.AddMember("involvedObject", obj, a);
   e.AddMember("reason", Str(reason, a), a);
   e.AddMember("message", Str(Truncate(std::string(message), kMaxEventMessage), a), a);

@@ -258,6 +258,10 @@ int SpecReplicas(const json::Value& workload) {
 
 }  // namespace
 
+std::string_view MetaOf(const json::Value& object, std::string_view field) {
+  return json::StringOr(Meta(object), field);
+}
+
 std::optional<std::string_view> LabelOf(const json::Value& object, std::string_view key) {
   return MapString(object, "labels", key);
 }
@@ -298,7 +302,7 @@ std::string_view ObjectView::uid() const {
   return json::StringOr(Meta(*object_), "uid");
 }
 std::string_view ObjectView::resourceVersion() const {
-  return json::StringOr(Meta(*object_), "resourceVersion");
+  return MetaOf(*object_, "resourceVersion");
 }
 long long ObjectView::generation() const {
   return IntAt(json::Find(Meta(*object_), "generation"), 0);

@@ -129,6 +129,9 @@ class Pod : public ObjectView {
   using ObjectView::ObjectView;
 };
 
+// A string of metadata of any object (name, namespace, uid, resourceVersion, continue of a list,
+// ...); empty when absent or not a string. The views' name(), ns(), ... read it.
+std::string_view MetaOf(const json::Value& object, std::string_view field);
 // A value of metadata.labels / metadata.annotations of any object (a view's label() and
 // annotation() call these; they serve code that holds an object being built or mutated); nullopt
 // when absent or not a string.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/kube_objects.h"
+
 namespace iw::kube {
 
 namespace {
@@ -45,10 +47,6 @@ json::Value DeepCopy(const json::Value& src, json::Allocator& alloc) {
   return out;
 }
 
-std::string_view MetaString(const json::Value& v, std::string_view field) {
-  return json::StringOr(json::Find(&v, "metadata"), field);
-}
-
 // --- field paths ---------------------------------------------------------------------------
 
 }  // namespace
@@ -77,16 +75,16 @@ std::shared_ptr<const Object> Object::Make(const json::Value& value) {
 }
 
 std::string_view Object::Namespace() const {
-  return MetaString(value_, "namespace");
+  return kube::MetaOf(value_, "namespace");
 }
 std::string_view Object::Name() const {
-  return MetaString(value_, "name");
+  return kube::MetaOf(value_, "name");
 }
 std::string_view Object::Uid() const {
-  return MetaString(value_, "uid");
+  return kube::MetaOf(value_, "uid");
 }
 std::string_view Object::ResourceVersion() const {
-  return MetaString(value_, "resourceVersion");
+  return kube::MetaOf(value_, "resourceVersion");
 }
 const json::Value* Object::Labels() const {
   return json::Path(&value_, {"metadata", "labels"});

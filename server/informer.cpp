@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/kube_objects.h"
 #include "lib/stop_sleep.h"
 #include "server/log.h"
 
@@ -158,7 +159,7 @@ bool Informer::ListOnce(std::stop_token stop) {
             fresh[ObjectKey(p->Namespace(), p->Name())] = std::move(p);
           }
         }
-        rv = std::string(json::StringOr(json::Find(&page, "metadata"), "resourceVersion"));
+        rv = std::string(MetaOf(page, "resourceVersion"));
         return true;
       });
   if (!r.Ok()) {
@@ -217,7 +218,7 @@ bool Informer::ListOnce(std::stop_token stop) {
 
 void Informer::Apply(WatchEvent& event) {
   const std::string& type = event.type;
-  std::string_view rv = json::StringOr(json::Find(&event.object, "metadata"), "resourceVersion");
+  std::string_view rv = MetaOf(event.object, "resourceVersion");
   if (type == "BOOKMARK") {
     if (!rv.empty()) {
       std::unique_lock lock(mu_);

@@ -34,10 +34,6 @@ constexpr auto kTrimDelay = std::chrono::seconds(1);
 constexpr int kWorkDeployment = 0;
 constexpr int kWorkPodGate = 1;
 
-std::string_view Meta(const Value& o, std::string_view k) {
-  return json::StringOr(json::Find(&o, "metadata"), k);
-}
-
 std::vector<const Value*> Items(const json::Document& list) {
   std::vector<const Value*> out;
   const Value* items = json::Find(&list, "items");
@@ -66,7 +62,7 @@ bool Terminal(rollout::Phase p) {
 }
 
 bool HasAnnotation(const Value& o, std::string_view key) {
-  return json::Find(json::Path(&o, {"metadata", "annotations"}), key) != nullptr;
+  return kube::AnnotationOf(o, key).has_value();
 }
 
 bool InProgress(const kube::ObjectPtr& d) {
@@ -408,7 +404,7 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       ++res.writes;
       if (expectations != nullptr && r.Ok() && create) {  // (a deleted one may linger: harmless)
         expectations->push_back({CacheKind::kReplicaSets, a.ns, a.name, "",
-                                 std::string(Meta(r.object, "resourceVersion")),
+                                 std::string(kube::MetaOf(r.object, "resourceVersion")),
                                  Steady::now() + options_.expectationTimeout});
       }
       log::Info(a.summary, {{"deployment", std::string(deployment)}});
@@ -451,7 +447,7 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       }
       break;
     }
-    const std::string after(Meta(r.object, "resourceVersion"));
+    const std::string after(kube::MetaOf(r.object, "resourceVersion"));
     versions[object] = after;
     ++res.writes;
     if (expectations != nullptr && !after.empty() && after != rv) {
@@ -499,7 +495,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     // the write is retried with the usual backoff.
     std::optional<kube::Pod> pod;
     for (const Value* p : snapshot.pods) {
-      if (p != nullptr && Meta(*p, "name") == res.refusedPod) {
+      if (p != nullptr && kube::MetaOf(*p, "name") == res.refusedPod) {
         if (StatusOr<kube::Pod> v = kube::Pod::From(*p, "pod"); v.ok()) pod = *v;
       }
     }
@@ -578,9 +574,10 @@ std::optional<std::vector<std::string>> Loop::Resync() {
   std::vector<std::string> inProgress;
   std::map<std::string, const Value*, std::less<>> byUid;
   for (const Value* d : Items(deployments.object)) {
-    byUid[std::string(Meta(*d, "uid"))] = d;
+    byUid[std::string(kube::MetaOf(*d, "uid"))] = d;
     if (HasAnnotation(*d, keys::kInProgressAnnotation)) {
-      inProgress.push_back(kube::ObjectKey(Meta(*d, "namespace"), Meta(*d, "name")));
+      inProgress.push_back(
+          kube::ObjectKey(kube::MetaOf(*d, "namespace"), kube::MetaOf(*d, "name")));
     }
   }
   kube::ListOptions optedIn;
@@ -601,7 +598,8 @@ std::optional<std::vector<std::string>> Loop::Resync() {
       if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
-        Apply(kube::ObjectKey(Meta(*owner->second, "namespace"), Meta(*owner->second, "name")),
+        Apply(kube::ObjectKey(kube::MetaOf(*owner->second, "namespace"),
+                              kube::MetaOf(*owner->second, "name")),
               one);
       }
     }
