@@ -1,4 +1,7 @@
-// The Kubernetes API client: iw::kube::Api over HTTP(S) with cpp-httplib, plus watches.
+// The Kubernetes API client: iw::kube::Api over HTTP(S) with cpp-httplib, plus watches. Its
+// configuration (client_config.h), rate limiter (rate_limiter.h), token file (token_file.h),
+// watch stream and WatchFrom (watch_stream.h) and backoff (backoff.h) each have a file of their
+// own; this header includes them.
 //
 // Behaviour a caller relies on (client-go's rest client is the reference):
 // - Every call has a connect timeout and a read/write inactivity timeout; a watch's read timeout
@@ -27,7 +30,7 @@
 // the idle connections, `countMu_` the call counts, `shutdownMu_` the shutdown flag. Shutdown()
 // ends retry sleeps at once and fails later calls; an attempt, a rate-limit wait or a watch under
 // way runs on (a watch until its stop token). No call may be in progress when the Client is
-// destroyed. RateLimiter and TokenFile are thread-safe; a JsonStreamSplitter serves one stream.
+// destroyed.
 #pragma once
 
 #include <atomic>
@@ -48,98 +51,21 @@
 #include <vector>
 
 #include "hooks/kube_api.h"
-#include "lib/status.h"
+#include "server/client_config.h"
+#include "server/rate_limiter.h"
+#include "server/token_file.h"
+#include "server/watch_stream.h"
+// Not needed by the declarations below: included so that this header still declares Backoff,
+// ErrorResult and QueryEscape for its users, as it did before they moved to these files.
+#include "server/backoff.h"
+#include "server/error_result.h"
+#include "server/query_string.h"
 
 namespace httplib {
 class ClientImpl;
 }
 
 namespace iw::kube {
-
-// Directory of the mounted service-account credentials in a pod.
-inline constexpr std::string_view kServiceAccountDir =
-    "/var/run/secrets/kubernetes.io/serviceaccount";
-
-// "inplace-webhook/<version>" (IW_VERSION when the build defines it).
-std::string DefaultUserAgent();
-
-struct ClientConfig {
-  std::string scheme = "https";  // "http" or "https"
-  std::string host;              // name or IP (IPv6 without brackets)
-  int port = 443;
-  std::string basePath;       // prefix of every request path ("" or e.g. "/k8s/clusters/c-1")
-  std::string tokenFile;      // bearer token, re-read as it rotates; empty: no Authorization header
-  std::string caFile;         // https: CA bundle to verify the server; empty: the system store
-  std::string namespaceName;  // in-cluster: the pod's namespace (service-account file), else ""
-  std::string userAgent = DefaultUserAgent();
-
-  // Client-side rate limit (token bucket; qps <= 0 disables it). client-go's 5/10 is meant for
-  // kubectl-like tools: a controller that starts several informers, renews a Lease every few
-  // seconds and patches pods in bursts during a rollout would queue behind it, and the API
-  // server already protects itself with priority and fairness. 50/100 keeps a runaway loop from
-  // flooding the server while never being the bottleneck of a normal rollout.
-  double qps = 50;
-  int burst = 100;
-
-  std::chrono::milliseconds connectTimeout{5000};
-  std::chrono::milliseconds requestTimeout{30000};  // read/write inactivity of one attempt
-  int maxRetries = 5;                               // attempts after the first
-  std::chrono::milliseconds retryBaseDelay{200};    // first backoff; doubles per attempt
-  std::chrono::milliseconds retryMaxDelay{8000};    // backoff cap
-  std::chrono::seconds maxRetryAfter{30};           // cap on a server's Retry-After
-  std::chrono::milliseconds tokenRecheck{5000};     // token file stat() at most this often
-  size_t maxIdleConnections = 8;
-
-  // In a pod: KUBERNETES_SERVICE_HOST/PORT, and ca.crt, token and namespace from
-  // kServiceAccountDir. Failure: InvalidArgument when the variables are unset, empty or not a
-  // host and port; IOError when the token cannot be read or is empty, or the CA bundle cannot be
-  // read (the namespace file is optional).
-  static StatusOr<ClientConfig> InCluster();
-  // The same from explicit values (tests).
-  static StatusOr<ClientConfig> InClusterFrom(std::string_view host, std::string_view port,
-                                              std::string_view serviceAccountDir);
-  // `url` is http://HOST[:PORT][/prefix] or https://...; `tokenFile` and `caFile` may be empty.
-  // Failure: InvalidArgument when `url` is not such a URL or a CA file is given for http://;
-  // IOError when a given file cannot be read. The message names the flag (--api-server,
-  // --token-file, --certificate-authority).
-  static StatusOr<ClientConfig> FromUrl(std::string_view url, std::string_view tokenFile,
-                                        std::string_view caFile);
-
-  // "https://host:port" (brackets around IPv6, no basePath), for logs.
-  std::string Url() const;
-};
-
-// One watch event: type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and its object (a
-// metav1.Status for ERROR).
-struct WatchEvent {
-  std::string type;
-  json::Document object;
-};
-
-struct WatchOptions {
-  std::string labelSelector;
-  std::string fieldSelector;
-  std::string resourceVersion;  // start after this version ("" = server's choice)
-  int timeoutSeconds = 300;     // the server ends the watch after this long
-  bool allowBookmarks = true;
-};
-
-// The outcome of one watch request.
-struct WatchResult {
-  int code = 0;  // 200 when the stream ended normally; the Status code of an HTTP error or of an
-                 // ERROR event (410 = the resourceVersion is too old: relist); 0 on transport error
-  std::string reason;
-  std::string message;
-  bool stopped = false;  // the stop token fired or the handler returned false
-  size_t events = 0;     // events delivered to the handler (bookmarks included)
-
-  bool Ok() const { return code == 200; }
-  bool Gone() const { return code == 410; }
-};
-
-// Called once per event (not for ERROR: that ends the watch with its Status in WatchResult).
-// Return false to end the watch.
-using WatchHandler = std::function<bool(WatchEvent&)>;
 
 // Called once per page of a paged LIST with that page's list object (its items and metadata:
 // resourceVersion, continue); the page is freed when it returns, before the next is fetched.
@@ -190,43 +116,6 @@ class DeadlineScope {
   std::optional<TimePoint> previous_;
 };
 
-// Blocking token bucket: `qps` tokens a second, at most `burst` stored. Thread-safe.
-class RateLimiter {
- public:
-  RateLimiter(double qps, int burst);
-  // Takes one token, sleeping until one is available; returns the time waited.
-  std::chrono::nanoseconds Acquire();
-
- private:
-  const double qps_;
-  const double burst_;
-  std::mutex mu_;
-  double tokens_;
-  std::chrono::steady_clock::time_point last_;
-};
-
-// A bearer token read from a file, re-read when the file's inode, size or mtime changed (checked
-// at most every `recheck`, or on Reload). A read error keeps the previous token. Thread-safe.
-class TokenFile {
- public:
-  TokenFile(std::string path, std::chrono::milliseconds recheck);
-  // The current token ("" when the file was never readable).
-  std::string Token();
-  // Stats the file now and re-reads it if it changed; returns whether the token changed.
-  bool Reload();
-
- private:
-  bool ReloadLocked();
-
-  const std::string path_;
-  const std::chrono::milliseconds recheck_;
-  std::mutex mu_;
-  std::string token_;
-  std::chrono::steady_clock::time_point checked_{};
-  uint64_t inode_ = 0, size_ = 0;
-  int64_t mtimeNs_ = -1;
-};
-
 class Client : public WatchApi {
  public:
   explicit Client(ClientConfig config);
@@ -249,6 +138,7 @@ class Client : public WatchApi {
 
   // One watch request: delivers events until the server ends the stream, an ERROR event, a
   // transport error, the handler returning false, or `stop`. Not retried (see WatchFrom).
+  // Defined in watch_stream.cpp, with the steps of reading the stream.
   WatchResult Watch(std::string_view path, const WatchOptions& options, const WatchHandler& handler,
                     std::stop_token stop) override;
 
@@ -271,6 +161,8 @@ class Client : public WatchApi {
   void Release(std::unique_ptr<httplib::ClientImpl> connection);
   void Count(std::string_view verb, int code);
   void Throttle();
+  // Whether Shutdown() was called.
+  bool IsShutDown();
   // Sleeps `delay` unless Shutdown() is called; returns false when shut down.
   bool Sleep(std::chrono::milliseconds delay);
   // The deadline watchdog: shuts down the connections of attempts whose deadline passed.
@@ -304,50 +196,5 @@ class Client : public WatchApi {
   bool watchdogStop_ = false;
   std::thread watchdog_;  // last member: started in the constructor, joined in the destructor
 };
-
-// Watches `path` starting after `resourceVersion` and keeps watching: after a normal end of the
-// stream it resumes from the last resourceVersion seen (events and bookmarks move it, so it is
-// updated in place), after other errors it backs off (exponential with jitter, `backoffInitial`
-// up to `backoffMax`) and resumes. Each watch asks for a timeout in [t, 2t) with t =
-// options.timeoutSeconds (client-go spreads reconnects the same way). Returns on `stop`, when the
-// handler returns false, or when the resourceVersion is gone (HTTP 410 or an ERROR event with
-// code 410: result.Gone(); the caller must relist).
-WatchResult WatchFrom(WatchApi& api, std::string_view path, WatchOptions options,
-                      std::string& resourceVersion, const WatchHandler& handler,
-                      std::stop_token stop,
-                      std::chrono::milliseconds backoffInitial = std::chrono::milliseconds(800),
-                      std::chrono::milliseconds backoffMax = std::chrono::seconds(30));
-
-// Percent-encodes a query value (RFC 3986 unreserved characters stay).
-std::string QueryEscape(std::string_view value);
-
-// Maps an HTTP error answer to a Result: the metav1.Status fields when `body` is one, else a
-// reason derived from the code (NotFound, Conflict, ...) and the body text (shortened).
-Result ErrorResult(int code, std::string_view body);
-
-// Splits a watch stream into its top-level JSON values (objects separated by newlines or by
-// nothing at all), across arbitrary chunk boundaries.
-class JsonStreamSplitter {
- public:
-  explicit JsonStreamSplitter(size_t maxValueBytes) : max_(maxValueBytes) {}
-  // Appends `data`; calls `value` for every complete value (return false to stop). Returns false
-  // when stopped or when a value exceeds the limit (error() says which).
-  bool Feed(std::string_view data, const std::function<bool(std::string_view)>& value);
-  const std::string& error() const { return error_; }
-
- private:
-  const size_t max_;
-  std::string buffer_;
-  size_t scanned_ = 0;  // bytes of buffer_ already scanned
-  int depth_ = 0;
-  bool inString_ = false;
-  bool escaped_ = false;
-  std::string error_;
-};
-
-// A duration to wait before retry `attempt` (0-based): base * 2^attempt capped at `max`, then
-// jittered into [d/2, d].
-std::chrono::milliseconds Backoff(int attempt, std::chrono::milliseconds base,
-                                  std::chrono::milliseconds max);
 
 }  // namespace iw::kube

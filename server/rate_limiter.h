@@ -1,0 +1,28 @@
+// The client-side rate limit of API calls (ClientConfig::qps / burst): every attempt of a call,
+// retries included, takes a token from the bucket and waits for one when it is empty.
+//
+// Thread safety: Acquire from any thread, concurrently; `mu_` guards the bucket, and a caller
+// that must wait sleeps outside it (its token is reserved: a negative balance is the queue).
+#pragma once
+
+#include <chrono>
+#include <mutex>
+
+namespace iw::kube {
+
+// Blocking token bucket: `qps` tokens a second, at most `burst` stored; qps <= 0 disables it.
+class RateLimiter {
+ public:
+  RateLimiter(double qps, int burst);
+  // Takes one token, sleeping until one is available; returns the time waited.
+  std::chrono::nanoseconds Acquire();
+
+ private:
+  const double qps_;
+  const double burst_;
+  std::mutex mu_;
+  double tokens_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace iw::kube

@@ -1,0 +1,18 @@
+// Text helpers of the API client's files: the whole contents of a small file (the token, the CA
+// bundle, the namespace) and whitespace trimming (of those files, of header values and of error
+// bodies). Pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace iw::kube {
+
+// The contents of the file at `path`, or nullopt when it cannot be opened or read.
+std::optional<std::string> ReadFile(const std::string& path);
+
+// `s` without leading and trailing whitespace (std::isspace).
+std::string Trim(std::string_view s);
+
+}  // namespace iw::kube
