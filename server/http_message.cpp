@@ -173,7 +173,22 @@ RequestParser::State RequestParser::Feed(std::string_view data) {
   }
 }
 
+// The head as its steps: where it ends, the request line, each header field, the final checks.
 RequestParser::State RequestParser::ParseHead(std::string_view data) {
+  if (State s = FindHead(data); s != State::kComplete) return s;
+  Framing framing;
+  size_t lineEnd = data.find(kCrlf, skipped_);
+  if (State s = ParseRequestLine(data, lineEnd, framing); s != State::kComplete) return s;
+  for (size_t pos = lineEnd + 2; pos < headEnd_ - 2;) {
+    size_t eol = data.find(kCrlf, pos);
+    if (State s = ParseHeaderLine(data, pos, eol, framing); s != State::kComplete) return s;
+    pos = eol + 2;
+  }
+  return FinishHead(data, framing);
+}
+
+// Skips leading empty lines; finds the blank line ending the head (headEnd_), limit maxHeadBytes.
+RequestParser::State RequestParser::FindHead(std::string_view data) {
   // RFC 9112 §2.2: empty lines before the request line are ignored.
   while (data.size() >= skipped_ + 2 && data.substr(skipped_, 2) == kCrlf) {
     skipped_ += 2;
@@ -194,9 +209,12 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
     return Fail(431, "request line and headers are over " + std::to_string(limits_.maxHeadBytes) +
                          " bytes");
   }
+  return State::kComplete;
+}
 
-  // Request line: method SP target SP HTTP-version.
-  size_t lineEnd = data.find(kCrlf, skipped_);
+// The request line (method SP target SP HTTP-version) up to lineEnd: method_, target_, errorPath_.
+RequestParser::State RequestParser::ParseRequestLine(std::string_view data, size_t lineEnd,
+                                                     Framing& framing) {
   std::string_view line = data.substr(skipped_, lineEnd - skipped_);
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -210,10 +228,18 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
       })) {
     return Fail(400, "malformed request target");
   }
+  if (State s = ParseVersion(version, framing); s != State::kComplete) return s;
+  errorPath_ = std::string(target.substr(0, target.find('?')));
+  method_ = {static_cast<uint32_t>(skipped_), static_cast<uint32_t>(method.size())};
+  target_ = {static_cast<uint32_t>(skipped_ + sp1 + 1), static_cast<uint32_t>(target.size())};
+  return State::kComplete;
+}
+
+// HTTP/1.0 (framing.http10) or HTTP/1.1 to 1.9 (taken as 1.1); kError 505 for other HTTP/x.y.
+RequestParser::State RequestParser::ParseVersion(std::string_view version, Framing& framing) {
   // HTTP/1.x with x > 1 is answered as 1.1 (RFC 9110 §6.2).
-  bool http10 = false;
   if (version == "HTTP/1.0") {
-    http10 = true;
+    framing.http10 = true;
   } else if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." || version[7] < '1' ||
              version[7] > '9') {
     if (version.size() == 8 && version.substr(0, 5) == "HTTP/") {
@@ -221,69 +247,75 @@ RequestParser::State RequestParser::ParseHead(std::string_view data) {
     }
     return Fail(400, "malformed HTTP version");
   }
-  errorPath_ = std::string(target.substr(0, target.find('?')));
-  method_ = {static_cast<uint32_t>(skipped_), static_cast<uint32_t>(method.size())};
-  target_ = {static_cast<uint32_t>(skipped_ + sp1 + 1), static_cast<uint32_t>(target.size())};
+  return State::kComplete;
+}
 
-  // Header fields.
-  bool haveLength = false, haveEncoding = false, sawClose = false, sawKeepAlive = false;
-  size_t pos = lineEnd + 2;
-  while (pos < headEnd_ - 2) {
-    size_t eol = data.find(kCrlf, pos);
-    std::string_view field = data.substr(pos, eol - pos);
-    if (field.front() == ' ' || field.front() == '\t') {
-      return Fail(400, "obsolete header line folding is not accepted");
-    }
-    size_t colon = field.find(':');
-    if (colon == std::string_view::npos || !IsToken(field.substr(0, colon))) {
-      return Fail(400, "malformed header field");
-    }
-    std::string_view name = field.substr(0, colon);
-    std::string_view value = TrimWhitespace(field.substr(colon + 1));
-    if (std::any_of(value.begin(), value.end(),
-                    [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
-      return Fail(400, "malformed header value");
-    }
-    if (headerSpans_.size() == limits_.maxHeaders) {
-      return Fail(431, "more than " + std::to_string(limits_.maxHeaders) + " header fields");
-    }
-    size_t valueOffset = static_cast<size_t>(value.data() - data.data());
-    headerSpans_.push_back(
-        {Span{static_cast<uint32_t>(pos), static_cast<uint32_t>(name.size())},
-         Span{static_cast<uint32_t>(valueOffset), static_cast<uint32_t>(value.size())}});
-
-    if (EqualsIgnoreCase(name, "Content-Length")) {
-      size_t n = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
-          value.front() == '+' || value.front() == '-' || (haveLength && n != contentLength_)) {
-        return Fail(400, "malformed Content-Length");
-      }
-      haveLength = true;
-      contentLength_ = n;
-    } else if (EqualsIgnoreCase(name, "Transfer-Encoding")) {
-      if (haveEncoding) return Fail(400, "more than one Transfer-Encoding field");
-      haveEncoding = true;
-      if (!EqualsIgnoreCase(value, "chunked")) {
-        return Fail(501, "transfer coding \"" + std::string(value) + "\" is not supported");
-      }
-      chunked_ = true;
-    } else if (EqualsIgnoreCase(name, "Connection")) {
-      sawClose = sawClose || ListContains(value, "close");
-      sawKeepAlive = sawKeepAlive || ListContains(value, "keep-alive");
-    } else if (EqualsIgnoreCase(name, "Expect")) {
-      // HTTP/1.0 clients cannot ask for 100 Continue (RFC 9110 §10.1.1).
-      expectContinue_ = !http10 && EqualsIgnoreCase(value, "100-continue");
-    }
-    pos = eol + 2;
+// One header field (pos to eol): checked, recorded in headerSpans_, then ApplyFramingHeader.
+RequestParser::State RequestParser::ParseHeaderLine(std::string_view data, size_t pos, size_t eol,
+                                                    Framing& framing) {
+  std::string_view field = data.substr(pos, eol - pos);
+  if (field.front() == ' ' || field.front() == '\t') {
+    return Fail(400, "obsolete header line folding is not accepted");
   }
+  size_t colon = field.find(':');
+  if (colon == std::string_view::npos || !IsToken(field.substr(0, colon))) {
+    return Fail(400, "malformed header field");
+  }
+  std::string_view name = field.substr(0, colon);
+  std::string_view value = TrimWhitespace(field.substr(colon + 1));
+  if (std::any_of(value.begin(), value.end(),
+                  [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
+    return Fail(400, "malformed header value");
+  }
+  if (headerSpans_.size() == limits_.maxHeaders) {
+    return Fail(431, "more than " + std::to_string(limits_.maxHeaders) + " header fields");
+  }
+  size_t valueOffset = static_cast<size_t>(value.data() - data.data());
+  headerSpans_.push_back(
+      {Span{static_cast<uint32_t>(pos), static_cast<uint32_t>(name.size())},
+       Span{static_cast<uint32_t>(valueOffset), static_cast<uint32_t>(value.size())}});
+  return ApplyFramingHeader(name, value, framing);
+}
+
+// What a Content-Length, Transfer-Encoding, Connection or Expect field says about framing.
+RequestParser::State RequestParser::ApplyFramingHeader(std::string_view name,
+                                                       std::string_view value, Framing& framing) {
+  if (EqualsIgnoreCase(name, "Content-Length")) {
+    size_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+        value.front() == '+' || value.front() == '-' ||
+        (framing.haveLength && n != contentLength_)) {
+      return Fail(400, "malformed Content-Length");
+    }
+    framing.haveLength = true;
+    contentLength_ = n;
+  } else if (EqualsIgnoreCase(name, "Transfer-Encoding")) {
+    if (framing.haveEncoding) return Fail(400, "more than one Transfer-Encoding field");
+    framing.haveEncoding = true;
+    if (!EqualsIgnoreCase(value, "chunked")) {
+      return Fail(501, "transfer coding \"" + std::string(value) + "\" is not supported");
+    }
+    chunked_ = true;
+  } else if (EqualsIgnoreCase(name, "Connection")) {
+    framing.sawClose = framing.sawClose || ListContains(value, "close");
+    framing.sawKeepAlive = framing.sawKeepAlive || ListContains(value, "keep-alive");
+  } else if (EqualsIgnoreCase(name, "Expect")) {
+    // HTTP/1.0 clients cannot ask for 100 Continue (RFC 9110 §10.1.1).
+    expectContinue_ = !framing.http10 && EqualsIgnoreCase(value, "100-continue");
+  }
+  return State::kComplete;
+}
+
+// The checks once every field is read (keep-alive, framing, body size), then parses the body.
+RequestParser::State RequestParser::FinishHead(std::string_view data, const Framing& framing) {
   // `close` wins over `keep-alive` (RFC 9112 §9.3); HTTP/1.0 closes unless asked not to.
-  keepAlive_ = !sawClose && (!http10 || sawKeepAlive);
-  if (chunked_ && haveLength) {
+  keepAlive_ = !framing.sawClose && (!framing.http10 || framing.sawKeepAlive);
+  if (chunked_ && framing.haveLength) {
     return Fail(400, "both Content-Length and Transfer-Encoding are set");
   }
   if (chunked_) {
-    if (http10) return Fail(400, "chunked transfer coding needs HTTP/1.1");
+    if (framing.http10) return Fail(400, "chunked transfer coding needs HTTP/1.1");
     phase_ = Phase::kChunkSize;
     scanned_ = headEnd_;
     return ParseChunked(data);

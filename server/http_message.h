@@ -102,8 +102,24 @@ class RequestParser {
  private:
   enum class Phase { kHead, kBody, kChunkSize, kChunkData, kChunkEnd, kTrailers, kDone };
 
+  // What the request line and the header fields say about framing, while the head is parsed.
+  struct Framing {
+    bool http10 = false;
+    bool haveLength = false, haveEncoding = false;
+    bool sawClose = false, sawKeepAlive = false;
+  };
+
   State Fail(int status, std::string message);
+  // The head, as its steps: FindHead, ParseRequestLine (with ParseVersion), ParseHeaderLine for
+  // each field (with ApplyFramingHeader), FinishHead. A step returns kComplete when its part is
+  // done, kNeedMore when bytes are missing, kError through Fail.
   State ParseHead(std::string_view data);
+  State FindHead(std::string_view data);
+  State ParseRequestLine(std::string_view data, size_t lineEnd, Framing& framing);
+  State ParseVersion(std::string_view version, Framing& framing);
+  State ParseHeaderLine(std::string_view data, size_t pos, size_t eol, Framing& framing);
+  State ApplyFramingHeader(std::string_view name, std::string_view value, Framing& framing);
+  State FinishHead(std::string_view data, const Framing& framing);
   State ParseChunked(std::string_view data);
   State Finish(std::string_view data, size_t end);
 
