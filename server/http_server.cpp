@@ -436,114 +436,174 @@ class Server::Worker {
     return Io::kClosed;
   }
 
-  // Moves the connection on as far as it can go without blocking. False: close it.
+  // What a phase handler leaves the driver to do: run the connection's (new) phase, wait for
+  // the epoll events asked for, or close the connection.
+  enum class Step { kAgain, kWait, kClose };
+  // kWait when `kept` (Await/AwaitIo's "keep the connection"), else kClose.
+  static Step WaitIf(bool kept) { return kept ? Step::kWait : Step::kClose; }
+
+  // Moves the connection on as far as it can without blocking, a phase at a time. False: close it.
   bool Drive(Connection& c) {
-    const ServerOptions& o = server_.options_;
-    for (;;) {
+    Step step = Step::kAgain;
+    while (step == Step::kAgain) {
       switch (c.phase) {
-        case Connection::Phase::kHandshake: {
-          int r = SSL_do_handshake(c.ssl.get());
-          if (r != 1) {
-            Io io = SslFailure(c.ssl.get(), r);
-            if (io == Io::kClosed && log::Enabled(log::Level::kDebug)) {
-              log::Debug("TLS handshake failed", {{"server", o.name}, {"remote", c.remote}});
-            }
-            return AwaitIo(c, io);
-          }
-          c.phase = Connection::Phase::kReading;  // the first-request deadline still runs
+        case Connection::Phase::kHandshake:
+          step = Handshake(c);
           break;
-        }
-        case Connection::Phase::kReading: {
-          if (c.in.Size() > 0) {
-            auto state = c.parser.Feed(c.in.View());
-            if (state == RequestParser::State::kComplete) {
-              Answer(c);
-              break;
-            }
-            if (state == RequestParser::State::kError) {
-              Refuse(c);
-              break;
-            }
-            if (c.parser.WantsContinue() && !c.continueSent) {
-              c.continueSent = true;
-              c.then = Connection::Then::kRestOfRequest;
-              c.out.assign(kContinue);
-              c.outSent = 0;
-              c.phase = Connection::Phase::kWriting;
-              break;
-            }
-          } else if (server_.draining_.load()) {
-            return false;  // idle while the server stops
-          }
-          // The whole request at once when its length is known (a step of at most 1 MiB ahead
-          // of what arrived, so a promise of 7 MiB costs nothing until the bytes come), else a
-          // record at a time.
-          // A chunked body is decoded into a second buffer as large as the first.
-          size_t expected = c.parser.ExpectedBytes();
-          size_t want = expected > 0 ? std::min(expected, c.in.Size() + kReserveStep)
-                                     : c.in.Size() + kReadChunk;
-          size_t capacity = c.in.CapacityFor(want);
-          size_t body = c.parser.Chunked() ? std::max(capacity, c.parser.BodyCapacity())
-                                           : c.parser.BodyCapacity();
-          if (!Charge(c, capacity + body)) {
-            Shed(c);
-            break;
-          }
-          c.in.Reserve(want);
-          c.parser.ReserveBody(capacity);
-          size_t got = 0;
-          Io io = Read(c, got);
-          if (io != Io::kDone) return AwaitIo(c, io);
-          if (c.in.Size() == 0) c.deadline = now_ + o.requestTimeout;  // a request starts
-          c.in.Grow(got);
+        case Connection::Phase::kReading:
+          step = ReadRequest(c);
           break;
-        }
-        case Connection::Phase::kWriting: {
-          while (c.outSent < c.out.size()) {
-            size_t put = 0;
-            Io io = Write(c, put);
-            if (io != Io::kDone) return AwaitIo(c, io);
-            c.outSent += put;
-          }
-          c.out.clear();
-          c.outSent = 0;
-          if (c.then == Connection::Then::kClose || c.then == Connection::Then::kLinger) {
-            if (c.ssl && SSL_shutdown(c.ssl.get()) < 0) ERR_clear_error();  // close_notify
-            if (c.then == Connection::Then::kClose) return false;
-            // The client may still be sending the request we refused: read and drop it for a
-            // while, so that closing does not reset the connection before it reads the answer.
-            ::shutdown(c.fd.get(), SHUT_WR);
-            c.phase = Connection::Phase::kLingering;
-            c.deadline = now_ + std::min<Clock::duration>(o.requestTimeout, kLingerTime);
-            break;
-          }
-          if (c.then == Connection::Then::kRestOfRequest) {
-            c.phase = Connection::Phase::kReading;
-            break;
-          }
-          NextRequest(c);
-          if (c.in.Size() > 0) break;
-          if (server_.draining_.load()) return false;
-          c.deadline = now_ + o.idleTimeout;
-          // Bytes TLS already holds would raise no epoll event: read them now.
-          if (c.ssl && SSL_has_pending(c.ssl.get()) == 1) break;
-          return Await(c, EPOLLIN);
-        }
-        case Connection::Phase::kLingering: {
-          char scratch[16384];
-          for (;;) {
-            ssize_t r = ::recv(c.fd.get(), scratch, sizeof scratch, 0);
-            if (r > 0) {
-              c.lingered += static_cast<size_t>(r);
-              if (c.lingered > kLingerBytes) return false;
-              continue;
-            }
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Await(c, EPOLLIN);
-            return false;
-          }
-        }
+        case Connection::Phase::kWriting:
+          step = WriteOut(c);
+          break;
+        case Connection::Phase::kLingering:
+          step = Linger(c);
+          break;
       }
+    }
+    return step == Step::kWait;
+  }
+
+  // kHandshake: advances the TLS handshake, then kReading (the first-request deadline still runs).
+  Step Handshake(Connection& c) {
+    int r = SSL_do_handshake(c.ssl.get());
+    if (r != 1) {
+      Io io = SslFailure(c.ssl.get(), r);
+      if (io == Io::kClosed && log::Enabled(log::Level::kDebug)) {
+        log::Debug("TLS handshake failed",
+                   {{"server", server_.options_.name}, {"remote", c.remote}});
+      }
+      return WaitIf(AwaitIo(c, io));
+    }
+    c.phase = Connection::Phase::kReading;
+    return Step::kAgain;
+  }
+
+  // kReading: acts on the bytes received, else reads more (or Shed); idle: closes if draining.
+  Step ReadRequest(Connection& c) {
+    if (c.in.Size() > 0) {
+      if (ParseReceived(c)) return Step::kAgain;
+    } else if (server_.draining_.load()) {
+      return Step::kClose;  // idle while the server stops
+    }
+    if (!ReserveForRead(c)) {
+      Shed(c);
+      return Step::kAgain;
+    }
+    return Receive(c);
+  }
+
+  // Feeds the parser; true when that queued the answer, the refusal or a 100 Continue (kWriting).
+  bool ParseReceived(Connection& c) {
+    auto state = c.parser.Feed(c.in.View());
+    if (state == RequestParser::State::kComplete) {
+      Answer(c);
+      return true;
+    }
+    if (state == RequestParser::State::kError) {
+      Refuse(c);
+      return true;
+    }
+    if (c.parser.WantsContinue() && !c.continueSent) {
+      QueueContinue(c);
+      return true;
+    }
+    return false;
+  }
+
+  // Queues the interim `100 Continue`; once it is written, the body is read (kRestOfRequest).
+  void QueueContinue(Connection& c) {
+    c.continueSent = true;
+    c.then = Connection::Then::kRestOfRequest;
+    c.out.assign(kContinue);
+    c.outSent = 0;
+    c.phase = Connection::Phase::kWriting;
+  }
+
+  // Sizes the buffers for the next read, charged to the budget; false (nothing changed): refused.
+  bool ReserveForRead(Connection& c) {
+    // The whole request at once when its length is known (a step of at most 1 MiB ahead
+    // of what arrived, so a promise of 7 MiB costs nothing until the bytes come), else a
+    // record at a time.
+    // A chunked body is decoded into a second buffer as large as the first.
+    size_t expected = c.parser.ExpectedBytes();
+    size_t want =
+        expected > 0 ? std::min(expected, c.in.Size() + kReserveStep) : c.in.Size() + kReadChunk;
+    size_t capacity = c.in.CapacityFor(want);
+    size_t body =
+        c.parser.Chunked() ? std::max(capacity, c.parser.BodyCapacity()) : c.parser.BodyCapacity();
+    if (!Charge(c, capacity + body)) return false;
+    c.in.Reserve(want);
+    c.parser.ReserveBody(capacity);
+    return true;
+  }
+
+  // Reads into the reserved room; the first byte of a request starts its requestTimeout.
+  Step Receive(Connection& c) {
+    size_t got = 0;
+    Io io = Read(c, got);
+    if (io != Io::kDone) return WaitIf(AwaitIo(c, io));
+    if (c.in.Size() == 0) c.deadline = now_ + server_.options_.requestTimeout;  // a request starts
+    c.in.Grow(got);
+    return Step::kAgain;
+  }
+
+  // kWriting: writes `out`, then as `then` says: CloseAfterWrite, kReading or AwaitNextRequest.
+  Step WriteOut(Connection& c) {
+    while (c.outSent < c.out.size()) {
+      size_t put = 0;
+      Io io = Write(c, put);
+      if (io != Io::kDone) return WaitIf(AwaitIo(c, io));
+      c.outSent += put;
+    }
+    c.out.clear();
+    c.outSent = 0;
+    if (c.then == Connection::Then::kClose || c.then == Connection::Then::kLinger) {
+      return CloseAfterWrite(c);
+    }
+    if (c.then == Connection::Then::kRestOfRequest) {
+      c.phase = Connection::Phase::kReading;
+      return Step::kAgain;
+    }
+    return AwaitNextRequest(c);
+  }
+
+  // Sends TLS close_notify, then closes (kClose) or half-closes and moves to kLingering (kLinger).
+  Step CloseAfterWrite(Connection& c) {
+    if (c.ssl && SSL_shutdown(c.ssl.get()) < 0) ERR_clear_error();  // close_notify
+    if (c.then == Connection::Then::kClose) return Step::kClose;
+    // The client may still be sending the request we refused: read and drop it for a
+    // while, so that closing does not reset the connection before it reads the answer.
+    ::shutdown(c.fd.get(), SHUT_WR);
+    c.phase = Connection::Phase::kLingering;
+    c.deadline = now_ + std::min<Clock::duration>(server_.options_.requestTimeout, kLingerTime);
+    return Step::kAgain;
+  }
+
+  // Keep-alive: NextRequest, read at once if its bytes are here, else idleTimeout (or close).
+  Step AwaitNextRequest(Connection& c) {
+    NextRequest(c);
+    if (c.in.Size() > 0) return Step::kAgain;
+    if (server_.draining_.load()) return Step::kClose;
+    c.deadline = now_ + server_.options_.idleTimeout;
+    // Bytes TLS already holds would raise no epoll event: read them now.
+    if (c.ssl && SSL_has_pending(c.ssl.get()) == 1) return Step::kAgain;
+    return WaitIf(Await(c, EPOLLIN));
+  }
+
+  // kLingering: drops what the client sends until it would block, ends or passes kLingerBytes.
+  Step Linger(Connection& c) {
+    char scratch[16384];
+    for (;;) {
+      ssize_t r = ::recv(c.fd.get(), scratch, sizeof scratch, 0);
+      if (r > 0) {
+        c.lingered += static_cast<size_t>(r);
+        if (c.lingered > kLingerBytes) return Step::kClose;
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return WaitIf(Await(c, EPOLLIN));
+      return Step::kClose;
     }
   }
 
