@@ -10,8 +10,9 @@
 // older zero-replica ReplicaSet at the target is rewritten to be it, or one is created; further
 // ones at the target are deleted), then the active ReplicaSet's template becomes the stored
 // Deployment template (keeping its pod-template-hash); (2) while still paused, wait until the
-// Deployment controller reports observedGeneration == generation, updatedReplicas == replicas ==
-// spec.replicas and has given the active ReplicaSet the newest revision; (3) one Deployment patch:
+// Deployment controller has caught up (kube::Deployment::ControllerCaughtUp: observedGeneration >=
+// generation, updatedReplicas == replicas == spec.replicas) and has given the active ReplicaSet the
+// newest revision; (3) one Deployment patch:
 // unpause if we paused it, drop `in-progress`; Event InPlaceUpdateCompleted.
 #pragma once
 

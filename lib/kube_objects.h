@@ -2,7 +2,7 @@
 // ReplicaSet and a Pod. A view points into a JSON value it does not own (the value must outlive
 // it) and is obtainable only through From, which runs the object's shape check: every field an
 // accessor reads has the type Kubernetes gives it (null counts as absent), so accessors need no
-// error paths. Each fact about an object is computed here and nowhere else (DESIGN.md §7).
+// error paths. Each fact about an object is computed here and nowhere else (DESIGN.md §6.1).
 //
 // Thread safety: a view is a const pointer; as safe to share as the value it points into.
 #pragma once
