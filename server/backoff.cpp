@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "server/text_util.h"
@@ -32,14 +30,6 @@ std::optional<int> RetryAfterSeconds(std::string_view value) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
   if (ec != std::errc() || p != v.data() + v.size() || seconds < 0) return std::nullopt;
   return seconds;
-}
-
-bool SleepUnlessStopped(std::chrono::milliseconds delay, std::stop_token stop) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock lock(m);
-  cv.wait_for(lock, stop, delay, [] { return false; });
-  return !stop.stop_requested();
 }
 
 }  // namespace iw::kube

@@ -1,15 +1,15 @@
 // How long the API client waits before trying again: exponential backoff with jitter (the
-// retries of a call, the reconnects of WatchFrom, and other callers' own loops), the server's
-// Retry-After, and a sleep that a stop token ends early.
+// retries of a call, the reconnects of WatchFrom, and other callers' own loops) and the server's
+// Retry-After. The sleep itself is lib/stop_sleep.h's (WatchFrom) or the Client's own (Shutdown
+// ends it).
 //
 // Thread safety: all of it from any thread; the jitter comes from a generator per thread
-// (JitterRng). SleepUnlessStopped is woken from any thread through its stop token.
+// (JitterRng).
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <random>
-#include <stop_token>
 #include <string_view>
 
 namespace iw::kube {
@@ -25,8 +25,5 @@ std::mt19937_64& JitterRng();
 // The seconds of a Retry-After header value (integer form only, as client-go; surrounding
 // whitespace allowed), or nullopt (also for "", an absent header).
 std::optional<int> RetryAfterSeconds(std::string_view value);
-
-// Sleeps `delay` unless `stop` fires; returns false when stopped.
-bool SleepUnlessStopped(std::chrono::milliseconds delay, std::stop_token stop);
 
 }  // namespace iw::kube

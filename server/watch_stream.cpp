@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "lib/stop_sleep.h"
 #include "server/backoff.h"
 #include "server/error_result.h"
 #include "server/kube_client.h"
