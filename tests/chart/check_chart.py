@@ -936,7 +936,7 @@ def check_rbac(run, root, texts):
     else:
         # No API client is constructed yet, so the binary makes no call: calls found in the code so
         # far must still be allowed; what is not connected or not used yet is listed, not failed.
-        print("    # NOTE: no code outside server/kube_client.* constructs the API client yet (ClientConfig::InCluster,")
+        print("    # NOTE: no code outside server/kube_client.*, client_config.* constructs the API client yet (ClientConfig::InCluster,")
         print("    # kube::Client ...), so the binary makes no API call. Until it does, unconnected path builders and")
         print("    # unused table rows are listed here and not failed; from then on they fail the check.")
         for e in errs + unused:

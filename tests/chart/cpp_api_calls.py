@@ -711,15 +711,19 @@ BUILDER_RESOURCES = {
 
 
 # The binary talks to the API server once code outside the client itself builds a client.
+# The client's own sources: the Client and its configuration (whose factories define, not call,
+# ClientConfig::InCluster/FromUrl).
+CLIENT_OWN = ("kube_client.", "client_config.")
+
 CLIENT_CONSTRUCTION = re.compile(
     r"\bClientConfig::(?:InCluster|InClusterFrom|FromUrl)\s*\(|\bmake_(?:unique|shared)<\s*(?:iw::)?(?:kube::)?Client\s*>"
     r"|(?<![\w:])(?:iw::)?(?:kube::)?Client\s+[A-Za-z_]\w*\s*[({]")
 
 
 def client_wired(sources):
-    """Files (outside the client's own kube_client.*) that construct the API client."""
+    """Files (outside the client's own kube_client.* and client_config.*) that construct the API client."""
     return [s.name for s in sources
-            if not os.path.basename(s.name).startswith("kube_client.") and CLIENT_CONSTRUCTION.search(s.code)]
+            if not os.path.basename(s.name).startswith(CLIENT_OWN) and CLIENT_CONSTRUCTION.search(s.code)]
 
 
 def parse_routes(text):
