@@ -460,42 +460,40 @@ std::optional<rapidjson::SizeType> ParseIndex(std::string_view token, rapidjson:
   return static_cast<rapidjson::SizeType>(n);
 }
 
-// Returns the value at `tokens` below `root`, or nullptr with `error` set.
-Value* Resolve(Value& root, std::span<const std::string> tokens, std::string& error) {
+// Returns the value at `tokens` below `root`; InvalidArgument naming the token that fails.
+StatusOr<Value*> Resolve(Value& root, std::span<const std::string> tokens) {
   Value* v = &root;
   for (const auto& token : tokens) {
     if (v->IsObject()) {
       auto it = v->FindMember(Value(json::Ref(token)));
       if (it == v->MemberEnd()) {
-        error = "member " + Quote(token) + " does not exist";
-        return nullptr;
+        return Status::InvalidArgument("member " + Quote(token) + " does not exist");
       }
       v = &it->value;
     } else if (v->IsArray()) {
       auto index = ParseIndex(token, v->Size(), /*forAdd=*/false);
       if (!index) {
-        error = "array index " + Quote(token) + " is not valid for an array of " +
-                std::to_string(v->Size()) + " elements";
-        return nullptr;
+        return Status::InvalidArgument("array index " + Quote(token) +
+                                       " is not valid for an array of " +
+                                       std::to_string(v->Size()) + " elements");
       }
       v = &(*v)[*index];
     } else {
-      error = "cannot descend into a scalar with token " + Quote(token);
-      return nullptr;
+      return Status::InvalidArgument("cannot descend into a scalar with token " + Quote(token));
     }
   }
   return v;
 }
 
 // Inserts `value` (moved) at `tokens`: root replacement, object member set, or array insert.
-bool AddAt(Value& root, std::span<const std::string> tokens, Value& value, Allocator& alloc,
-           std::string& error) {
+Status AddAt(Value& root, std::span<const std::string> tokens, Value& value, Allocator& alloc) {
   if (tokens.empty()) {
     root = value;  // moves
-    return true;
+    return Status::Ok();
   }
-  Value* parent = Resolve(root, tokens.first(tokens.size() - 1), error);
-  if (parent == nullptr) return false;
+  StatusOr<Value*> resolved = Resolve(root, tokens.first(tokens.size() - 1));
+  if (!resolved.ok()) return resolved.status();
+  Value* parent = *resolved;
   const std::string& last = tokens.back();
   if (parent->IsObject()) {
     auto it = parent->FindMember(Value(json::Ref(last)));
@@ -505,58 +503,52 @@ bool AddAt(Value& root, std::span<const std::string> tokens, Value& value, Alloc
       parent->AddMember(Value(last.data(), static_cast<rapidjson::SizeType>(last.size()), alloc),
                         value, alloc);
     }
-    return true;
+    return Status::Ok();
   }
   if (parent->IsArray()) {
     auto index = ParseIndex(last, parent->Size(), /*forAdd=*/true);
     if (!index) {
-      error = "array index " + Quote(last) + " is not valid for inserting into an array of " +
-              std::to_string(parent->Size()) + " elements";
-      return false;
+      return Status::InvalidArgument("array index " + Quote(last) +
+                                     " is not valid for inserting into an array of " +
+                                     std::to_string(parent->Size()) + " elements");
     }
     parent->PushBack(value, alloc);
     for (rapidjson::SizeType i = parent->Size() - 1; i > *index; --i) {
       (*parent)[i].Swap((*parent)[i - 1]);
     }
-    return true;
+    return Status::Ok();
   }
-  error = "the parent of the target is not an object or an array";
-  return false;
+  return Status::InvalidArgument("the parent of the target is not an object or an array");
 }
 
 // Removes the value at `tokens`, moving it into `removed`.
-bool RemoveAt(Value& root, std::span<const std::string> tokens, Value& removed,
-              std::string& error) {
-  if (tokens.empty()) {
-    error = "cannot remove the whole document";
-    return false;
-  }
-  Value* parent = Resolve(root, tokens.first(tokens.size() - 1), error);
-  if (parent == nullptr) return false;
+Status RemoveAt(Value& root, std::span<const std::string> tokens, Value& removed) {
+  if (tokens.empty()) return Status::InvalidArgument("cannot remove the whole document");
+  StatusOr<Value*> resolved = Resolve(root, tokens.first(tokens.size() - 1));
+  if (!resolved.ok()) return resolved.status();
+  Value* parent = *resolved;
   const std::string& last = tokens.back();
   if (parent->IsObject()) {
     auto it = parent->FindMember(Value(json::Ref(last)));
     if (it == parent->MemberEnd()) {
-      error = "member " + Quote(last) + " does not exist";
-      return false;
+      return Status::InvalidArgument("member " + Quote(last) + " does not exist");
     }
     removed = it->value;
     parent->EraseMember(it);  // keeps the order of the other members
-    return true;
+    return Status::Ok();
   }
   if (parent->IsArray()) {
     auto index = ParseIndex(last, parent->Size(), /*forAdd=*/false);
     if (!index) {
-      error = "array index " + Quote(last) + " is not valid for an array of " +
-              std::to_string(parent->Size()) + " elements";
-      return false;
+      return Status::InvalidArgument("array index " + Quote(last) +
+                                     " is not valid for an array of " +
+                                     std::to_string(parent->Size()) + " elements");
     }
     removed = (*parent)[*index];
     parent->Erase(parent->Begin() + *index);
-    return true;
+    return Status::Ok();
   }
-  error = "the parent of the target is not an object or an array";
-  return false;
+  return Status::InvalidArgument("the parent of the target is not an object or an array");
 }
 
 bool IsProperPrefix(const std::vector<std::string>& prefix, const std::vector<std::string>& of) {
@@ -617,72 +609,68 @@ Status ParseOperation(const Value& op, Operation& out) {
 }
 
 // Fails when a value of bracket depth `valueDepth` placed at `tokens` would nest too deep.
-bool DepthFits(std::span<const std::string> tokens, int valueDepth, std::string& error) {
-  if (static_cast<std::size_t>(valueDepth) + tokens.size() <= json::kMaxDepth) return true;
-  error = "the result would be nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
-  return false;
+Status DepthFits(std::span<const std::string> tokens, int valueDepth) {
+  if (static_cast<std::size_t>(valueDepth) + tokens.size() <= json::kMaxDepth) return Status::Ok();
+  return Status::InvalidArgument("the result would be nested deeper than " +
+                                 std::to_string(json::kMaxDepth) + " levels");
 }
 
 // Runs one validated operation on `root`. `copyBudget` is the number of values copy operations
 // may still duplicate.
-bool Run(const Operation& op, Value& root, Allocator& alloc, std::size_t& copyBudget,
-         std::string& error) {
+Status Run(const Operation& op, Value& root, Allocator& alloc, std::size_t& copyBudget) {
   switch (op.kind) {
     case OpKind::kAdd: {
-      if (!DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth), error)) return false;
+      if (Status s = DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth)); !s.ok()) return s;
       Value copy(*op.value, alloc);
-      return AddAt(root, op.pathTokens, copy, alloc, error);
+      return AddAt(root, op.pathTokens, copy, alloc);
     }
     case OpKind::kRemove: {
       Value removed;
-      return RemoveAt(root, op.pathTokens, removed, error);
+      return RemoveAt(root, op.pathTokens, removed);
     }
     case OpKind::kReplace: {
-      Value* target = Resolve(root, op.pathTokens, error);
-      if (target == nullptr) return false;
-      if (!DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth), error)) return false;
+      StatusOr<Value*> target = Resolve(root, op.pathTokens);
+      if (!target.ok()) return target.status();
+      if (Status s = DepthFits(op.pathTokens, Depth(*op.value, json::kMaxDepth)); !s.ok()) return s;
       Value copy(*op.value, alloc);
-      *target = copy;
-      return true;
+      **target = copy;
+      return Status::Ok();
     }
     case OpKind::kMove: {
-      Value* source = Resolve(root, op.fromTokens, error);
-      if (source == nullptr) return false;
-      if (op.fromTokens == op.pathTokens) return true;
+      StatusOr<Value*> source = Resolve(root, op.fromTokens);
+      if (!source.ok()) return source.status();
+      if (op.fromTokens == op.pathTokens) return Status::Ok();
       if (IsProperPrefix(op.fromTokens, op.pathTokens)) {
-        error = "cannot move a value into one of its own children";
-        return false;
+        return Status::InvalidArgument("cannot move a value into one of its own children");
       }
-      if (!DepthFits(op.pathTokens, Depth(*source, json::kMaxDepth), error)) return false;
+      if (Status s = DepthFits(op.pathTokens, Depth(**source, json::kMaxDepth)); !s.ok()) return s;
       Value moved;
-      if (!RemoveAt(root, op.fromTokens, moved, error)) return false;
-      return AddAt(root, op.pathTokens, moved, alloc, error);
+      if (Status s = RemoveAt(root, op.fromTokens, moved); !s.ok()) return s;
+      return AddAt(root, op.pathTokens, moved, alloc);
     }
     case OpKind::kCopy: {
-      Value* source = Resolve(root, op.fromTokens, error);
-      if (source == nullptr) return false;
-      if (!DepthFits(op.pathTokens, Depth(*source, json::kMaxDepth), error)) return false;
-      std::size_t n = CountValues(*source);
+      StatusOr<Value*> source = Resolve(root, op.fromTokens);
+      if (!source.ok()) return source.status();
+      if (Status s = DepthFits(op.pathTokens, Depth(**source, json::kMaxDepth)); !s.ok()) return s;
+      std::size_t n = CountValues(**source);
       if (n > copyBudget) {
-        error = "copy operations would duplicate more values than the document and patch hold";
-        return false;
+        return Status::InvalidArgument(
+            "copy operations would duplicate more values than the document and patch hold");
       }
       copyBudget -= n;
-      Value copy(*source, alloc);
-      return AddAt(root, op.pathTokens, copy, alloc, error);
+      Value copy(**source, alloc);
+      return AddAt(root, op.pathTokens, copy, alloc);
     }
     case OpKind::kTest: {
-      Value* target = Resolve(root, op.pathTokens, error);
-      if (target == nullptr) return false;
-      if (!JsonEqual(*target, *op.value)) {
-        error = "test failed: the value differs";
-        return false;
+      StatusOr<Value*> target = Resolve(root, op.pathTokens);
+      if (!target.ok()) return target.status();
+      if (!JsonEqual(**target, *op.value)) {
+        return Status::InvalidArgument("test failed: the value differs");
       }
-      return true;
+      return Status::Ok();
     }
   }
-  error = "unknown op";
-  return false;
+  return Status::InvalidArgument("unknown op");
 }
 
 std::string OperationError(std::size_t index, const Operation* op, const std::string& reason) {
@@ -722,9 +710,8 @@ Status Apply(const json::Value& patch, json::Document& doc) {
   Allocator& alloc = doc.GetAllocator();
   Value work(doc, alloc);
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    std::string error;
-    if (!Run(ops[i], work, alloc, copyBudget, error)) {
-      return Status::InvalidArgument(OperationError(i, &ops[i], error));
+    if (Status s = Run(ops[i], work, alloc, copyBudget); !s.ok()) {
+      return Status::InvalidArgument(OperationError(i, &ops[i], s.message()));
     }
   }
   static_cast<Value&>(doc) = work;  // moves
