@@ -401,7 +401,7 @@ void Apply(const Decision& decision, json::Value& deployment, json::Allocator& a
     if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
     if (decision.dropAbortCommand) json::Remove(*annotations, keys::kAbortAnnotation);
   }
-  if (decision.paused) {  // replaces an equal value with itself: the diff then has no operation
+  if (decision.paused && kube::PausedOf(deployment) != *decision.paused) {
     json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",
               json::Value(*decision.paused), alloc);
   }

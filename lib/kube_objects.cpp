@@ -269,6 +269,11 @@ std::optional<std::string_view> AnnotationOf(const json::Value& object, std::str
   return MapString(object, "annotations", key);
 }
 
+bool PausedOf(const json::Value& deployment) {
+  const json::Value* v = json::Path(&deployment, {"spec", "paused"});
+  return v != nullptr && v->IsBool() && v->GetBool();
+}
+
 const json::Value* ControllerRefOf(const json::Value& object) {
   const json::Value* refs = json::Find(Meta(object), "ownerReferences");
   if (refs == nullptr || !refs->IsArray()) return nullptr;
@@ -333,8 +338,7 @@ int Deployment::replicas() const {
   return SpecReplicas(json());
 }
 bool Deployment::paused() const {
-  const json::Value* v = json::Path(&json(), {"spec", "paused"});
-  return v != nullptr && v->IsBool() && v->GetBool();
+  return PausedOf(json());
 }
 const json::Value& Deployment::podTemplate() const {
   return TemplateOf(json());

@@ -142,6 +142,8 @@ std::optional<std::string_view> AnnotationOf(const json::Value& object, std::str
 const json::Value* ControllerRefOf(const json::Value& object);
 // The name of that owner when it is of `kind`; empty otherwise.
 std::string_view ControllerNameOf(const json::Value& object, std::string_view kind);
+// spec.paused of a Deployment being built or patched; absent is false (Deployment::paused()).
+bool PausedOf(const json::Value& deployment);
 // status.conditions[type == `type`] of any object, or nullptr.
 const json::Value* ConditionOf(const json::Value& object, std::string_view type);
 

@@ -1,5 +1,6 @@
 #include "server/loop_projections.h"
 
+#include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
 #include "lib/kube_objects.h"
@@ -13,8 +14,7 @@ using json::Value;
 constexpr std::string_view kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
 
 bool OptedIn(const Value* templ) {
-  return json::StringOr(json::Path(templ, {"metadata", "labels"}), keys::kEnabledLabel) ==
-         keys::kTrue;
+  return templ != nullptr && deployment::IsOptedIn(*templ);
 }
 
 // A copy of `full` without managedFields and the last-applied annotation.
