@@ -644,7 +644,9 @@ TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no 
   const std::string record = TakeRecord(c);
   Watchable w(c.api);
   loop::LoopMetrics metrics;
-  loop::Loop l(w, ThreadOptions(&metrics));
+  loop::Options opts = ThreadOptions(&metrics);
+  opts.conflictTimeout = std::chrono::hours(1);  // only the cache's newer version lets it go on
+  loop::Loop l(w, opts);
   l.Start();
   REQUIRE(WaitFor([&] { return Synced(l); }));
   w.Hold(kube::PodsPath(""), true);
@@ -654,13 +656,19 @@ TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no 
   PutRecord(c, record);
   REQUIRE(WaitFor([&] { return metrics.conflicts.load() >= 1; }));
   CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateNormal);  // the write was refused
+  CHECK(w.Gets() == 0);  // the refusal read nothing through the API
+  CHECK(l.GetCacheStats().freshPasses == 0);
   w.Hold(kube::PodsPath(""), false);
   REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));
   c.CheckDone();
   CHECK(Annotation(c.Pod("web-a"), "example.com/touched") == "1");
+  // Stopped, the counters hold still. Each full fresh pass reads the Deployment and lists twice,
+  // after the informers' three lists; a read after the end finds no update and stops at its GET, so
+  // a slow run may have more GETs than full passes.
+  l.Stop();
   const uint64_t fresh = l.GetCacheStats().freshPasses;  // the finish and the end
   CHECK(fresh >= 2);
-  CHECK(w.Gets() == fresh);
+  CHECK(w.Gets() >= fresh);
   CHECK(w.Lists() == 3 + 2 * fresh);
 }
 
