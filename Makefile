@@ -13,7 +13,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
 
 all: build
 
@@ -92,6 +92,11 @@ image: deps
 	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build build-release -j $(JOBS) --target inplace-webhook
 	@cluster/images/product.sh build-release/inplace-webhook build-release/images
+
+# The release artifacts of the VERSION file's version (README "Releasing"): the packaged chart, the image archive, the
+# kubectl plugin's krew archive and manifest, SHA256SUMS, into build-release/release/VERSION/ (printed last).
+release: deps
+	@release/release.sh
 
 BENCH_SECONDS ?= 10
 bench: deps

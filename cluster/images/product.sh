@@ -4,7 +4,7 @@
 #   cluster/images/product.sh BINARY OUTDIR [VERSION]     (`make image` runs it on the Release build)
 #
 # writes OUTDIR/inplace-webhook-VERSION.tar holding localhost/inplace-webhook:VERSION and prints its path
-# as the last line. VERSION defaults to charts/inplace-webhook/Chart.yaml's appVersion and must be what
+# as the last line. VERSION defaults to the repository's VERSION file and must be what
 # `BINARY --version` reports. Import it with: ctr -n k8s.io images import OUTDIR/inplace-webhook-VERSION.tar
 #
 # The layer: a stripped copy of BINARY at /usr/local/bin/inplace-webhook; the shared libraries `ldd` lists
@@ -19,13 +19,12 @@ repo="$(cd "$here/../.." && pwd)"
 binary="$1"
 mkdir -p "$2"
 out="$(cd "$2" && pwd)"
-version="${3:-$(sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}[[:space:]]*$/\1/p' \
-  "$repo/charts/inplace-webhook/Chart.yaml")}"
-[[ -n "$version" ]] || { echo "no appVersion in charts/inplace-webhook/Chart.yaml" >&2; exit 1; }
+version="${3:-$(head -n 1 "$repo/VERSION")}"
+[[ -n "$version" ]] || { echo "the VERSION file is empty" >&2; exit 1; }
 reported="$("$binary" --version)"
 if [[ "$reported" != "inplace-webhook $version" ]]; then
-  echo "$binary --version says '$reported', the image would be tagged $version: align CMakeLists.txt's" \
-    "project VERSION and the chart's appVersion" >&2
+  echo "$binary --version says '$reported', the image would be tagged $version: rebuild it (CMake reads" \
+    "VERSION at configure time)" >&2
   exit 1
 fi
 

@@ -8,7 +8,8 @@ Runs every check, prints `ok - NAME` or `FAIL - NAME` with one line per violatio
 
 What is checked (charts/inplace-webhook unless said otherwise):
 - every non-template YAML file parses, values.schema.json is JSON;
-- Chart.yaml: apiVersion v2, name, SemVer version, appVersion == CMakeLists.txt's project VERSION;
+- Chart.yaml: apiVersion v2, name, SemVer version, version == appVersion == the VERSION file (one version for
+  the binary, the chart and the image: README "Releasing");
 - values.yaml (and tests/chart/values-*.yaml) validate against values.schema.json, with a small
   JSON-Schema validator for the keywords the schema uses; every schema key has a default in
   values.yaml; a table of bad values is rejected and a table of good ones accepted;
@@ -629,18 +630,19 @@ def check_chart(run, root):
 
     # 2. Chart.yaml.
     errors = []
-    cmake_version = re.search(r"project\(\s*inplace-webhook\s+VERSION\s+([0-9.]+)", read(os.path.join(root, "CMakeLists.txt")))
+    release_version = read(os.path.join(root, "VERSION")).strip()
     if meta.get("apiVersion") != "v2":
         errors.append("Chart.yaml apiVersion must be v2")
     if meta.get("name") != "inplace-webhook":
         errors.append("Chart.yaml name must be inplace-webhook (the directory name)")
     if not re.match(r"^\d+\.\d+\.\d+(-[\w.]+)?(\+[\w.]+)?$", str(meta.get("version", ""))):
         errors.append("Chart.yaml version %r is not SemVer" % meta.get("version"))
-    if not cmake_version:
-        errors.append("CMakeLists.txt: no project(inplace-webhook VERSION x.y.z)")
-    elif str(meta.get("appVersion")) != cmake_version.group(1):
-        errors.append("Chart.yaml appVersion %r differs from CMakeLists.txt's VERSION %s (the default image tag)"
-                      % (meta.get("appVersion"), cmake_version.group(1)))
+    if not re.match(r"^\d+\.\d+\.\d+$", release_version):
+        errors.append("VERSION %r is not MAJOR.MINOR.PATCH" % release_version)
+    for key in ("version", "appVersion"):
+        if str(meta.get(key)) != release_version:
+            errors.append("Chart.yaml %s %r differs from the VERSION file's %s (the binary's --version, the default "
+                          "image tag)" % (key, meta.get(key), release_version))
     run.case("Chart.yaml metadata", errors)
 
     # 3. values.yaml against the schema; the schema's keys all have defaults; bad values rejected.
