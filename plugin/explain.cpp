@@ -1,0 +1,176 @@
+#include "plugin/explain.h"
+
+#include <climits>
+#include <cstdint>
+
+#include "hooks/admission.h"
+#include "hooks/deployment_rules.h"
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "lib/kube_objects.h"
+
+namespace iw::plugin {
+namespace {
+
+using json::Value;
+
+// The Deployment as a user's write would carry it, with `podTemplate` (if given) as its template
+// and none of the update's bookkeeping or commands; `caughtUp` sets the status the controller
+// leaves after a finished rollout (the start of an update asks for it).
+json::Document AsWritten(const Value& deployment, const Value* podTemplate, bool caughtUp) {
+  json::Document out;
+  out.CopyFrom(deployment, out.GetAllocator());
+  auto& a = out.GetAllocator();
+  if (Value* ann = json::FindMutable(json::FindMutable(&out, "metadata"), "annotations")) {
+    for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation,
+                               keys::kPauseAnnotation, keys::kUndoAnnotation}) {
+      json::Remove(*ann, k);
+    }
+  }
+  Value& spec = json::EnsureObject(out, "spec", a);
+  if (podTemplate != nullptr) {
+    json::Set(spec, "template", *podTemplate, a);
+    if (Value* labels = json::FindMutable(
+            json::FindMutable(json::FindMutable(&spec, "template"), "metadata"), "labels")) {
+      json::Remove(*labels, keys::kPodTemplateHashLabel);
+    }
+  }
+  json::Remove(spec, "paused");
+  if (caughtUp) {
+    Value& meta = json::EnsureObject(out, "metadata", a);
+    json::Remove(meta, "generation");
+    meta.AddMember("generation", 1, a);
+    int64_t replicas = 1;
+    if (const Value* r = json::Find(&spec, "replicas"); r != nullptr && r->IsInt64()) {
+      replicas = r->GetInt64();
+    }
+    Value status(rapidjson::kObjectType);
+    status.AddMember("observedGeneration", 1, a);
+    status.AddMember("replicas", Value(replicas), a);
+    status.AddMember("updatedReplicas", Value(replicas), a);
+    json::Remove(out, "status");
+    out.AddMember("status", status, a);
+  }
+  return out;
+}
+
+int RevisionOf(const Value& object) {
+  std::optional<std::string_view> r = kube::AnnotationOf(object, keys::kRevisionAnnotation);
+  if (!r) return 0;
+  try {
+    return std::stoi(std::string(*r));
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+StatusOr<Explanation> Explain(const Value& deployment, const Value& replicaSets) {
+  StatusOr<kube::Deployment> dv = kube::Deployment::From(deployment, "deployment");
+  if (!dv.ok()) return dv.status();
+  Explanation e;
+  e.name = dv->name();
+  if (!deployment::IsOptedIn(deployment)) {
+    e.kind = Explanation::Kind::kNotOptedIn;
+    return e;
+  }
+  const int current = RevisionOf(deployment);
+  const std::string currentHash = TemplateHash(dv->podTemplate());
+  std::optional<InProgress> record =
+      ParseInProgressOrNone(dv->annotation(keys::kInProgressAnnotation));
+  const Value* earlier = nullptr;
+  int earlierRevision = -1;
+  const Value* items = json::Find(&replicaSets, "items");
+  if (items != nullptr && items->IsArray()) {
+    for (const Value& rs : items->GetArray()) {
+      const Value* t = json::Path(&rs, {"spec", "template"});
+      if (t == nullptr || kube::ControllerNameOf(rs, "Deployment") != dv->name()) continue;
+      const int rev = RevisionOf(rs);
+      if (record) {
+        if (TemplateHash(*t) == record->from && rev > earlierRevision) {
+          earlier = t;
+          earlierRevision = rev;
+        }
+      } else if (rev < current && rev > earlierRevision) {
+        earlier = t;
+        earlierRevision = rev;
+      }
+    }
+  }
+  e.to = "revision " + std::to_string(current) + " (current, template " + currentHash + ")";
+  if (earlier == nullptr) {
+    e.kind = Explanation::Kind::kNoHistory;
+    return e;
+  }
+  e.from = record ? "template " + record->from + " (where the running update started)"
+                  : "revision " + std::to_string(earlierRevision) + " (template " +
+                        TemplateHash(*earlier) + ")";
+
+  json::Document oldD = AsWritten(deployment, earlier, true);
+  json::Document newD = AsWritten(deployment, nullptr, false);
+  admission::Context ctx;
+  ctx.loopAlive = true;
+  deployment::Decision d = deployment::Decide(oldD, newD, ctx);
+  e.decisionReason = d.reason;
+  e.warnings = d.warnings;
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deployment);
+  lifecycle::Policy policy = settings.ok() ? settings->policy : lifecycle::Policy{};
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, policy);
+  using Action = deployment::Decision::Action;
+  if (d.action == Action::kIgnore) {
+    e.kind = Explanation::Kind::kNotOptedIn;
+  } else if (d.action == Action::kStart) {
+    e.kind = Explanation::Kind::kInPlace;
+    e.plan = r.plan;
+  } else if (r.verdict == eligibility::Verdict::kNoChange) {
+    e.kind = Explanation::Kind::kNoChange;
+  } else {
+    e.kind = Explanation::Kind::kNative;
+    if (r.verdict == eligibility::Verdict::kNotEligible) {
+      e.blockingPath = r.blockingPath;
+      e.reason = r.reason;
+      e.podApiRefuses = r.podApiRefuses;
+    }
+  }
+  return e;
+}
+
+std::string RenderExplanation(const Explanation& e) {
+  const std::string ref = "deploy/" + e.name;
+  using Kind = Explanation::Kind;
+  switch (e.kind) {
+    case Kind::kNotOptedIn:
+      return ref + ": not opted in (label inplace-webhook.io/enabled=true on the Deployment and " +
+             "its pod template): every change is a native rollout\n";
+    case Kind::kNoHistory:
+      return ref + ": no earlier template to compare " + e.to + " with\n";
+    case Kind::kNoChange:
+      return ref + ": the template of " + e.from + " equals " + e.to + ": nothing to update\n";
+    default:
+      break;
+  }
+  std::string out = ref + ": the last template change, " + e.from + " -> " + e.to + ",\n";
+  if (e.kind == Kind::kInPlace) {
+    out += "  is made IN PLACE:\n";
+    for (const auto& [c, image] : e.plan.images) out += "    image of " + c + " -> " + image + "\n";
+    for (const auto& [k, v] : e.plan.labels) {
+      out += "    label " + k + (v ? " -> " + *v : std::string(" removed")) + "\n";
+    }
+    for (const auto& [k, v] : e.plan.annotations) {
+      out += "    annotation " + k + (v ? " -> " + *v : std::string(" removed")) + "\n";
+    }
+  } else {
+    out += "  is NOT made in place: a native rollout replaces the pods\n";
+    if (!e.blockingPath.empty()) out += "    blocking path: " + e.blockingPath + "\n";
+    if (!e.reason.empty()) out += "    why: " + e.reason + "\n";
+    if (!e.podApiRefuses.empty()) {
+      out += "    the pod API refuses to change " + e.podApiRefuses + " on a running pod\n";
+    }
+  }
+  out += "  webhook: " + e.decisionReason + "\n";
+  for (const std::string& w : e.warnings) out += "  Warning: " + w + "\n";
+  return out;
+}
+
+}  // namespace iw::plugin

@@ -1,0 +1,247 @@
+// kubectl-inplace: the kubectl plugin of inplace-webhook (`kubectl inplace ...`, DESIGN.md §8.13).
+// This file is the plugin's I/O: it runs kubectl (kubectl_runner.h) and prints; what to run and
+// what the answers mean are the pure parts (command_line.h, status_report.h, explain.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hooks/in_progress.h"
+#include "hooks/keys.h"
+#include "lib/json.h"
+#include "lib/kube_objects.h"
+#include "lib/label_selector.h"
+#include "plugin/command_line.h"
+#include "plugin/explain.h"
+#include "plugin/kubectl_runner.h"
+#include "plugin/status_report.h"
+
+#ifndef IW_VERSION
+#define IW_VERSION "0.0.0"
+#endif
+
+namespace iw::plugin {
+namespace {
+
+// Exit status when kubectl cannot read what a command needs (after retries).
+constexpr int kExitError = 4;
+constexpr int kReadAttempts = 5;
+
+// kubectl's answer, parsed; a failed kubectl is retried (a transient API or network failure) up
+// to kReadAttempts times a second apart, except when the object does not exist.
+Status ReadJson(const std::vector<std::string>& args, json::Document& out) {
+  Status last;
+  for (int attempt = 1; attempt <= kReadAttempts; ++attempt) {
+    if (attempt > 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+    StatusOr<KubectlResult> r = RunKubectl(args);
+    if (!r.ok()) return r.status();  // kubectl itself is missing: no retry helps
+    if (r->exitCode == 0) {
+      Status s = json::ParseUntrusted(r->out, out);
+      if (s.ok()) return s;
+      last = s.Prefixed("kubectl printed no JSON");
+      continue;
+    }
+    std::string err = r->err;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    last = Status::IOError(err.empty() ? "kubectl exited " + std::to_string(r->exitCode) : err);
+    if (err.find("NotFound") != std::string::npos || err.find("not found") != std::string::npos) {
+      return Status::NotFound(last.message());
+    }
+  }
+  return last;
+}
+
+struct Snapshot {
+  json::Document deployment, pods, replicaSets;
+};
+
+Status Read(const Invocation& inv, Snapshot& s, bool withPods) {
+  if (Status st = ReadJson(GetDeployment(inv), s.deployment); !st.ok()) return st;
+  s.pods.SetObject();
+  s.replicaSets.SetObject();
+  if (!withPods) return Status::Ok();
+  const json::Value* sel = json::Path(&s.deployment, {"spec", "selector"});
+  if (sel == nullptr) return Status::InvalidArgument("the Deployment has no spec.selector");
+  StatusOr<kube::LabelSelector> selector = kube::LabelSelector::FromJson(*sel);
+  if (!selector.ok()) return selector.status();
+  const std::string text = selector->ToString();
+  if (Status st = ReadJson(GetPods(inv, text), s.pods); !st.ok()) return st;
+  return ReadJson(GetReplicaSets(inv, text), s.replicaSets);
+}
+
+int Fail(const Status& s, int code = kExitError) {
+  std::cerr << "error: " << s.message() << "\n";
+  return code;
+}
+
+// Runs kubectl, passing through what it prints (warnings of the webhook included, on stderr).
+int Pass(const std::vector<std::string>& args) {
+  StatusOr<KubectlResult> r = RunKubectl(args);
+  if (!r.ok()) return Fail(r.status(), 1);
+  std::cout << r->out << std::flush;
+  std::cerr << r->err << std::flush;
+  return r->exitCode == 0 ? 0 : 1;
+}
+
+std::string Key(StatusReport r) {
+  for (PodRow& p : r.pods) p.inStateFor.reset();
+  return RenderStatus(r);
+}
+
+int Status_(const Invocation& inv) {
+  const bool tty = ::isatty(1) == 1;
+  const auto started = std::chrono::steady_clock::now();
+  bool sawRunning = false;
+  std::optional<std::chrono::steady_clock::time_point> settlingSince;
+  std::string lastKey;
+  for (;;) {
+    Snapshot s;
+    if (Status st = Read(inv, s, true); !st.ok()) return Fail(st);
+    StatusOr<StatusReport> r = BuildStatus(s.deployment, s.pods, s.replicaSets, Clock::now());
+    if (!r.ok()) return Fail(r.status());
+    if (!inv.watch) {
+      std::cout << RenderStatus(*r);
+      return 0;
+    }
+    const std::string key = Key(*r);
+    if (tty) {
+      std::cout << "\033[H\033[2J" << RenderStatus(*r) << std::flush;
+    } else if (key != lastKey) {
+      std::cout << RenderStatus(*r) << "\n" << std::flush;
+    }
+    lastKey = key;
+    const WatchVerdict v = Judge(*r, sawRunning);
+    if (r->record) sawRunning = true;
+    const std::string why = r->conditionReason + ": " + r->conditionMessage;
+    switch (v) {
+      case WatchVerdict::kDone:
+        std::cout << (sawRunning ? "in-place update completed\n" : "no in-place update runs\n");
+        return kExitDone;
+      case WatchVerdict::kStuck:
+        std::cout << "in-place update stuck: " << why << "\n";
+        return kExitStuck;
+      case WatchVerdict::kAborted:
+        std::cout << "in-place update aborted: " << r->conditionMessage << "\n";
+        return kExitAborted;
+      case WatchVerdict::kSettling:
+        if (!settlingSince) settlingSince = std::chrono::steady_clock::now();
+        // The loop writes the end's condition after the Deployment's: wait for it a while; an end
+        // the webhook made (abort without a loop, a change that is not eligible) gets none.
+        if (std::chrono::steady_clock::now() - *settlingSince > std::chrono::seconds(10)) {
+          std::cout << "in-place update ended without completing\n";
+          return kExitAborted;
+        }
+        break;
+      case WatchVerdict::kRunning:
+        break;
+    }
+    if (inv.timeout && std::chrono::steady_clock::now() - started >= *inv.timeout) {
+      std::cout << "timed out after " << FormatDuration(*inv.timeout) << "\n";
+      return kExitTimeout;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// The running update's record, or a message (exit 1) when none runs.
+int WithRunningUpdate(const Invocation& inv, const char* nothingTo,
+                      std::optional<InProgress>& record) {
+  Snapshot s;
+  if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
+  std::optional<std::string_view> text =
+      kube::AnnotationOf(s.deployment, keys::kInProgressAnnotation);
+  record = ParseInProgressOrNone(text);
+  if (!text) {
+    std::cerr << "error: no in-place update runs on deploy/" << inv.name << ": nothing to "
+              << nothingTo << "\n";
+    return 1;
+  }
+  if (!record) {
+    std::cerr << "error: the in-progress record of deploy/" << inv.name
+              << " is malformed; the loop aborts the update\n";
+    return 1;
+  }
+  return 0;
+}
+
+int Command(const Invocation& inv) {
+  if (inv.command == "help") {
+    std::cout << Usage();
+    return 0;
+  }
+  if (inv.command == "version") {
+    std::cout << "kubectl-inplace " << IW_VERSION << "\n";
+    return 0;
+  }
+  if (inv.command == "status") return Status_(inv);
+  if (inv.command == "explain") {
+    Snapshot s;
+    if (Status st = Read(inv, s, true); !st.ok()) return Fail(st, 1);
+    StatusOr<Explanation> e = Explain(s.deployment, s.replicaSets);
+    if (!e.ok()) return Fail(e.status(), 1);
+    std::cout << RenderExplanation(*e);
+    return 0;
+  }
+  std::optional<InProgress> record;
+  if (inv.command == "undo") {
+    Snapshot s;
+    if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
+    if (!kube::AnnotationOf(s.deployment, keys::kInProgressAnnotation))
+      return Pass(RolloutUndo(inv));
+    if (inv.toRevision) {
+      std::cerr << "error: an in-place update runs on deploy/" << inv.name
+                << ": undo moves its pods back to the template they started from; "
+                   "--to-revision applies only when no update runs (kubectl rollout undo)\n";
+      return 1;
+    }
+    return Pass(Annotate(inv, keys::kUndoAnnotation));
+  }
+  if (inv.command == "abort") {
+    if (int rc = WithRunningUpdate(inv, "abort", record); rc != 0) return rc;
+    return Pass(Annotate(inv, keys::kAbortAnnotation));
+  }
+  if (inv.command == "pause") {
+    if (int rc =
+            WithRunningUpdate(inv, "pause (kubectl rollout pause pauses a Deployment)", record);
+        rc != 0) {
+      return rc;
+    }
+    if (!record->pausedByUs) {
+      std::cout << "the in-place update of deploy/" << inv.name
+                << " is already paused; kubectl inplace resume continues it\n";
+      return 0;
+    }
+    return Pass(Annotate(inv, keys::kPauseAnnotation));
+  }
+  if (inv.command == "resume") {
+    if (int rc =
+            WithRunningUpdate(inv, "resume (kubectl rollout resume resumes a Deployment)", record);
+        rc != 0) {
+      return rc;
+    }
+    if (record->pausedByUs) {
+      std::cout << "the in-place update of deploy/" << inv.name << " is not paused: it runs\n";
+      return 0;
+    }
+    return Pass(RolloutResume(inv));
+  }
+  std::cerr << "error: unknown command " << inv.command << "\n";
+  return 1;
+}
+
+}  // namespace
+}  // namespace iw::plugin
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  iw::StatusOr<iw::plugin::Invocation> inv = iw::plugin::ParseCommandLine(args);
+  if (!inv.ok()) {
+    std::cerr << "error: " << inv.status().message() << "\nSee 'kubectl inplace --help'.\n";
+    return 1;
+  }
+  return iw::plugin::Command(*inv);
+}

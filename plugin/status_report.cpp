@@ -1,0 +1,284 @@
+#include "plugin/status_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "hooks/keys.h"
+#include "hooks/lifecycle.h"
+#include "hooks/pod_update.h"
+#include "hooks/progress.h"
+#include "lib/kube_objects.h"
+#include "lib/label_selector.h"
+#include "lib/rfc3339.h"
+
+namespace iw::plugin {
+namespace {
+
+using json::Value;
+
+std::string Images(const Value& obj) {
+  std::string out;
+  const Value* cs = json::Path(&obj, {"spec", "containers"});
+  if (cs == nullptr || !cs->IsArray()) return out;
+  for (const Value& c : cs->GetArray()) {
+    if (!out.empty()) out += ",";
+    out += std::string(json::StringOr(&c, "name")) + "=" + std::string(json::StringOr(&c, "image"));
+  }
+  return out;
+}
+
+bool HasFinalizer(const Value& pod, std::string_view f) {
+  const Value* fs = json::Path(&pod, {"metadata", "finalizers"});
+  if (fs == nullptr || !fs->IsArray()) return false;
+  for (const Value& v : fs->GetArray()) {
+    if (v.IsString() && json::View(v) == f) return true;
+  }
+  return false;
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+// The handlers of `hook` that are present on the pod (`present`) or missing from it (!present).
+std::vector<std::string> Handlers(const lifecycle::Hook& hook, const Value& pod, bool present) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : hook.labelsHandler) {
+    if ((kube::LabelOf(pod, k) == std::string_view(v)) == present)
+      out.push_back("label " + k + "=" + v);
+  }
+  for (const std::string& f : hook.finalizersHandler) {
+    if (HasFinalizer(pod, f) == present) out.push_back("finalizer " + f);
+  }
+  return out;
+}
+
+std::string TimeoutNote(const lifecycle::Hook& hook, std::optional<std::chrono::seconds> since) {
+  if (!hook.timeoutSeconds || !since || since->count() < *hook.timeoutSeconds) return "";
+  return " (past its " + std::to_string(*hook.timeoutSeconds) + "s timeout)";
+}
+
+// What the loop waits for before it moves this pod on (pod_update::Decide's waits, in words).
+std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* target,
+                    const InProgress& record, const Value& pod, std::string_view state,
+                    bool updated, std::optional<std::chrono::seconds> since,
+                    Clock::time_point now) {
+  if (state == keys::kStatePreparingUpdate) {
+    if (rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod)) {
+      return "pre-update hook: " + Join(Handlers(*rules.pre, pod, true)) +
+             TimeoutNote(*rules.pre, since);
+    }
+    const bool gate = pod_update::HasGate(pod);
+    const long long grace = pod_update::GraceSeconds(rules, gate);
+    if (gate && pod_update::GateStatus(pod) != false &&
+        ((rules.pre != nullptr && rules.pre->markPodNotReady) || grace > 0)) {
+      return "drain: readiness gate going False";
+    }
+    if (grace > 0) {
+      std::optional<Clock::time_point> anchor =
+          rfc3339::Parse(kube::AnnotationOf(pod, keys::kStateTimestampAnnotation).value_or(""));
+      long long left = grace;
+      if (anchor) {
+        left = grace + 1 - std::chrono::duration_cast<std::chrono::seconds>(now - *anchor).count();
+      }
+      if (left > 0) return "drain grace " + std::to_string(grace) + "s";
+    }
+    return "its update write";
+  }
+  if (state == keys::kStateUpdating) {
+    std::vector<std::string> names;
+    if (std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod)) {
+      for (const auto& [name, rec] : us->lastContainerStatuses) names.push_back(name);
+    }
+    if (names.empty() && target != nullptr) {
+      names.assign(target->changedContainers.begin(), target->changedContainers.end());
+    }
+    if (names.empty()) return "kubelet to see the update";
+    return "containers restarting: " + Join(names);
+  }
+  if (state == keys::kStateUpdated) {
+    if (rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, pod)) {
+      return "post-update hook: " + Join(Handlers(*rules.post, pod, false)) +
+             TimeoutNote(*rules.post, since);
+    }
+    return "back in service";
+  }
+  if (updated) return "";
+  if (!record.pausedByUs) return "held: the update is paused";
+  return "its turn";
+}
+
+const Value* Items(const Value& list) {
+  const Value* items = json::Find(&list, "items");
+  return items != nullptr && items->IsArray() ? items : nullptr;
+}
+
+}  // namespace
+
+std::string FormatDuration(std::chrono::seconds d) {
+  long long s = std::max<long long>(0, d.count());
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  }
+  return buf;
+}
+
+std::string ProgressBar(int done, int total, int width) {
+  const int filled = total > 0 ? std::clamp(done * width / total, 0, width) : 0;
+  return "[" + std::string(static_cast<size_t>(filled), '#') +
+         std::string(static_cast<size_t>(width - filled), '-') + "] " + std::to_string(done) + "/" +
+         std::to_string(total) + " pods updated";
+}
+
+StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pods,
+                                   const Value& replicaSets, Clock::time_point now) {
+  StatusOr<kube::Deployment> dv = kube::Deployment::From(deploymentJson, "deployment");
+  if (!dv.ok()) return dv.status();
+  const kube::Deployment& d = *dv;
+  StatusReport r;
+  r.ns = d.ns();
+  r.name = d.name();
+  r.abortRequested = d.annotation(keys::kAbortAnnotation) == keys::kTrue;
+  r.undoRequested = d.annotation(keys::kUndoAnnotation) == keys::kTrue;
+  if (std::optional<std::string_view> text = d.annotation(keys::kInProgressAnnotation)) {
+    StatusOr<InProgress> rec = ParseInProgress(*text);
+    if (rec.ok()) {
+      r.record = *rec;
+      r.userPaused = !rec->pausedByUs;
+    } else {
+      r.recordMalformed = true;
+    }
+  }
+  if (const Value* c = d.condition(keys::kProgressCondition)) {
+    r.conditionStatus = json::StringOr(c, "status");
+    r.conditionReason = json::StringOr(c, "reason");
+    r.conditionMessage = json::StringOr(c, "message");
+  }
+  if (const Value* c = d.condition("Progressing")) r.controllerReason = json::StringOr(c, "reason");
+
+  // The loop's rules and target, when they can be made (else rows say less).
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deploymentJson);
+  lifecycle::Settings noSettings;
+  const lifecycle::Settings& s = settings.ok() ? *settings : noSettings;
+  const pod_update::Rules rules = pod_update::MakeRules(s);
+  std::optional<pod_update::Target> target;
+  if (r.record) {
+    if (const Value* rss = Items(replicaSets)) {
+      for (const Value& rs : rss->GetArray()) {
+        const Value* t = json::Path(&rs, {"spec", "template"});
+        if (t == nullptr || TemplateHash(*t) != r.record->from) continue;
+        StatusOr<pod_update::Target> made =
+            pod_update::MakeTarget(*t, d.podTemplate(), s.policy, r.record->from, r.record->to);
+        if (made.ok()) target = *std::move(made);
+        break;
+      }
+    }
+  }
+
+  StatusOr<kube::LabelSelector> selector =
+      kube::LabelSelector::FromJson(json::Path(&deploymentJson, {"spec", "selector"}) != nullptr
+                                        ? *json::Path(&deploymentJson, {"spec", "selector"})
+                                        : Value(rapidjson::kObjectType).Move());
+  if (const Value* items = Items(pods)) {
+    for (const Value& podJson : items->GetArray()) {
+      StatusOr<kube::Pod> pv = kube::Pod::From(podJson, "pod");
+      if (!pv.ok() || !pv->live()) continue;
+      if (selector.ok() && !selector->Matches(pv->labels())) continue;
+      PodRow row;
+      row.name = pv->name();
+      row.state = pod_update::StateOf(podJson);
+      row.ready = pv->conditionTrue("Ready");
+      row.images = Images(podJson);
+      if (r.record) {
+        if (target) {
+          row.updated = pod_update::AtTarget(*target, podJson);
+        } else {
+          std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
+          row.updated = us && us->revision == r.record->to && row.state == keys::kStateNormal;
+        }
+      }
+      if (row.state != keys::kStateNormal) {
+        if (auto t = rfc3339::Parse(
+                kube::AnnotationOf(podJson, keys::kStateTimestampAnnotation).value_or(""))) {
+          row.inStateFor = std::chrono::duration_cast<std::chrono::seconds>(now - *t);
+        }
+      }
+      if (r.record) {
+        row.waitsOn = WaitsOn(rules, target ? &*target : nullptr, *r.record, podJson, row.state,
+                              row.updated, row.inStateFor, now);
+      }
+      if (row.updated) ++r.updated;
+      r.pods.push_back(std::move(row));
+    }
+  }
+  std::sort(r.pods.begin(), r.pods.end(),
+            [](const PodRow& a, const PodRow& b) { return a.name < b.name; });
+  r.total = static_cast<int>(r.pods.size());
+  return r;
+}
+
+std::string RenderStatus(const StatusReport& r) {
+  std::string out = "Deployment " + r.ns + "/" + r.name + ": ";
+  if (r.record) {
+    out += "in-place update " + r.record->from + " -> " + r.record->to + ", started " +
+           r.record->startedAt + "\n";
+    out += "  paused by user: " + std::string(r.userPaused ? "yes" : "no") +
+           "   abort requested: " + std::string(r.abortRequested ? "yes" : "no");
+    if (r.undoRequested) out += "   undo requested: yes";
+    out += "\n";
+  } else if (r.recordMalformed) {
+    out += "the in-progress record is malformed (the loop aborts the update)\n";
+  } else {
+    out += "no in-place update runs\n";
+  }
+  if (!r.conditionReason.empty()) {
+    out += std::string(r.record ? "  progress: " : "  last in-place update: ") + r.conditionStatus +
+           " " + r.conditionReason + ": " + r.conditionMessage + "\n";
+  }
+  if (r.record) out += ProgressBar(r.updated, r.total) + "\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"POD", "STATE", "READY", "IMAGES", "WAITING ON", "FOR"});
+  for (const PodRow& p : r.pods) {
+    std::string waits = p.waitsOn.empty() ? (p.updated ? "(updated)" : "-") : p.waitsOn;
+    rows.push_back({p.name, p.state, p.ready ? "true" : "false", p.images, waits,
+                    p.inStateFor ? FormatDuration(*p.inStateFor) : "-"});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+WatchVerdict Judge(const StatusReport& r, bool sawRunning) {
+  if (r.record || r.recordMalformed) {
+    if (r.conditionStatus == "False" && (r.conditionReason == progress::kReasonDeadline ||
+                                         r.conditionReason == progress::kReasonRefused)) {
+      return WatchVerdict::kStuck;
+    }
+    if (r.controllerReason == progress::kReasonDeadline) return WatchVerdict::kStuck;
+    return WatchVerdict::kRunning;
+  }
+  if (!sawRunning) return WatchVerdict::kDone;
+  if (r.conditionReason == progress::kReasonCompleted) return WatchVerdict::kDone;
+  if (r.conditionReason == progress::kReasonAborted) return WatchVerdict::kAborted;
+  return WatchVerdict::kSettling;
+}
+
+}  // namespace iw::plugin

@@ -1,0 +1,181 @@
+// kubectl-inplace status: the report from a Deployment, its pods and ReplicaSets
+// (plugin/status_report.h), and what --watch concludes from it.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "hooks/in_progress.h"
+#include "lib/rfc3339.h"
+#include "plugin/status_report.h"
+#include "tests/unit/test_json.h"
+
+using namespace iw;
+using namespace iw::plugin;
+
+namespace {
+
+using test::Parse;
+
+std::string Template(const std::string& image) {
+  return R"({"metadata":{"labels":{"app":"web","inplace-webhook.io/enabled":"true"}},
+             "spec":{"containers":[{"name":"app","image":")" +
+         image + R"("},{"name":"sidecar","image":"pause:1"}]}})";
+}
+
+std::string Hash(const std::string& image) {
+  json::Document t = Parse(Template(image));
+  return TemplateHash(t);
+}
+
+std::string Deployment(const std::string& inProgress, const std::string& conditions) {
+  std::string ann =
+      R"("inplace-webhook.io/lifecycle":"{\"preUpdate\":{\"finalizersHandler\":[\"lb.example.com/registered\"]},\"postUpdate\":{\"labelsHandler\":{\"lb\":\"up\"}}}")";
+  if (!inProgress.empty()) {
+    json::Document rec;
+    rec.SetString(json::Ref(inProgress), rec.GetAllocator());
+    ann += R"(,"inplace-webhook.io/in-progress":)" + json::Serialize(rec);
+  }
+  return R"({"metadata":{"name":"web","namespace":"shop","labels":{"inplace-webhook.io/enabled":"true"},
+             "annotations":{)" +
+         ann + R"(}},
+          "spec":{"replicas":4,"paused":true,"selector":{"matchLabels":{"app":"web"}},"template":)" +
+         Template("v2") + R"(},
+          "status":{"conditions":[)" +
+         conditions + "]}}";
+}
+
+std::string Pod(const std::string& name, const std::string& image, const std::string& state,
+                const std::string& extraMeta, const std::string& updateRevision) {
+  std::string ann = R"("inplace-webhook.io/state-timestamp":"2026-12-02T10:00:00Z")";
+  if (!updateRevision.empty()) {
+    ann +=
+        R"(,"inplace-webhook.io/update-state":"{\"revision\":\")" + updateRevision +
+        R"(\",\"updateTimestamp\":\"2026-12-02T10:00:00Z\",\"lastContainerStatuses\":{\"app\":{\"imageID\":\"i\",\"containerID\":\"c\",\"restartCount\":0}}}")";
+  }
+  return R"({"metadata":{"name":")" + name +
+         R"(","labels":{"app":"web","inplace-webhook.io/enabled":"true","inplace-webhook.io/state":")" +
+         state + R"("},"annotations":{)" + ann + "}" + extraMeta + R"(},
+          "spec":{"containers":[{"name":"app","image":")" +
+         image + R"("},{"name":"sidecar","image":"pause:1"}]},
+          "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}})";
+}
+
+const auto kNow = *rfc3339::Parse("2026-12-02T10:01:05Z");
+
+}  // namespace
+
+TEST_CASE("plugin status: rows say which hook each waiting pod waits on, and for how long") {
+  const std::string from = Hash("v1"), to = Hash("v2");
+  json::Document d = Parse(Deployment(
+      R"({"from":")" + from + R"(","to":")" + to +
+          R"(","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})",
+      R"({"type":"inplace-webhook.io/Progressing","status":"True","reason":"InPlaceUpdateProgressing","message":"1/4 pods updated to template )" +
+          to + R"x( (1 PreparingUpdate, 1 Updating)"})x"));
+  json::Document pods = Parse(
+      "{\"items\":[" + Pod("web-a", "v2", "Normal", "", to) + "," +
+      Pod("web-b", "v1", "PreparingUpdate", R"(,"finalizers":["lb.example.com/registered"])", "") +
+      "," + Pod("web-c", "v2", "Updating", "", to) + "," +
+      Pod("web-d", "v1", "Normal", R"(,"finalizers":["lb.example.com/registered"])", "") + "," +
+      Pod("other", "v1", "Normal", "", "") + "]}");
+  // `other` must be dropped by the selector: give it another app label.
+  {
+    json::Value& other = pods["items"][4];
+    other["metadata"]["labels"]["app"].SetString("db");
+  }
+  json::Document rss = Parse(
+      "{\"items\":[{\"metadata\":{\"name\":\"web-1\"},\"spec\":{\"template\":" + Template("v1") +
+      "}}]}");
+  StatusOr<StatusReport> r = BuildStatus(d, pods, rss, kNow);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  REQUIRE(r->record.has_value());
+  CHECK(r->record->from == from);
+  CHECK(!r->userPaused);
+  CHECK(r->conditionReason == "InPlaceUpdateProgressing");
+  CHECK(r->total == 4);
+  CHECK(r->updated == 2);  // web-a, and web-c whose content is already the target's
+  REQUIRE(r->pods.size() == 4);
+  CHECK(r->pods[0].name == "web-a");
+  CHECK(r->pods[0].updated);
+  CHECK(r->pods[0].waitsOn == "");
+  CHECK(r->pods[1].state == "PreparingUpdate");
+  CHECK(r->pods[1].waitsOn == "pre-update hook: finalizer lb.example.com/registered");
+  REQUIRE(r->pods[1].inStateFor.has_value());
+  CHECK(r->pods[1].inStateFor->count() == 65);
+  CHECK(r->pods[2].waitsOn == "containers restarting: app");
+  CHECK(r->pods[3].waitsOn == "its turn");
+  CHECK(!r->pods[3].inStateFor.has_value());
+
+  const std::string text = RenderStatus(*r);
+  CHECK(text.find("Deployment shop/web: in-place update " + from + " -> " + to) == 0);
+  CHECK(text.find("[###############---------------] 2/4 pods updated") != std::string::npos);
+  CHECK(text.find("pre-update hook: finalizer lb.example.com/registered  1m05s") !=
+        std::string::npos);
+  CHECK(Judge(*r, false) == WatchVerdict::kRunning);
+}
+
+TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
+  const std::string from = Hash("v1"), to = Hash("v2");
+  json::Document d =
+      Parse(Deployment(R"({"from":")" + from + R"(","to":")" + to +
+                           R"(","pausedByUs":false,"startedAt":"2026-12-02T09:59:00Z"})",
+                       ""));
+  json::Document pods = Parse("{\"items\":[" + Pod("web-a", "v2", "Updated", "", to) + "," +
+                              Pod("web-b", "v1", "Normal", "", "") + "," +
+                              Pod("web-c", "v1", "PreparingUpdate", "", "") + "]}");
+  // web-c declares the readiness gate, already False: the drain (3 s default) from 10:01:04.
+  pods["items"][2]["metadata"]["annotations"]["inplace-webhook.io/state-timestamp"].SetString(
+      "2026-12-02T10:01:04Z");
+  json::Document gate =
+      Parse(R"({"readinessGates":[{"conditionType":"inplace-webhook.io/ready"}]})");
+  pods["items"][2]["spec"].AddMember("readinessGates", gate["readinessGates"], pods.GetAllocator());
+  json::Document cond = Parse(R"({"type":"inplace-webhook.io/ready","status":"False"})");
+  pods["items"][2]["status"]["conditions"].PushBack(cond.Move(), pods.GetAllocator());
+  json::Document rss = Parse("{\"items\":[]}");
+  StatusOr<StatusReport> r = BuildStatus(d, pods, rss, kNow);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  CHECK(r->userPaused);
+  CHECK(r->pods[0].waitsOn == "post-update hook: label lb=up");
+  CHECK(r->pods[1].waitsOn == "held: the update is paused");
+  CHECK(r->pods[2].waitsOn == "drain grace 3s");
+  CHECK(RenderStatus(*r).find("paused by user: yes") != std::string::npos);
+}
+
+TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet reported") {
+  json::Document rss = Parse("{\"items\":[]}");
+  json::Document pods = Parse("{\"items\":[]}");
+  auto report = [&](const std::string& record, const std::string& cond) {
+    json::Document d = Parse(Deployment(record, cond));
+    StatusOr<StatusReport> r = BuildStatus(d, pods, rss, kNow);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  const std::string rec =
+      R"({"from":"a","to":"b","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})";
+  auto ours = [](const char* status, const char* reason) {
+    return std::string(R"({"type":"inplace-webhook.io/Progressing","status":")") + status +
+           R"(","reason":")" + reason + R"(","message":"m"})";
+  };
+  CHECK(Judge(report("", ""), false) == WatchVerdict::kDone);
+  CHECK(Judge(report("", ours("False", "InPlaceUpdateAborted")), false) == WatchVerdict::kDone);
+  CHECK(Judge(report(rec, ours("False", "ProgressDeadlineExceeded")), true) ==
+        WatchVerdict::kStuck);
+  CHECK(Judge(report(rec, ours("False", "PodUpdateRefused")), true) == WatchVerdict::kStuck);
+  CHECK(Judge(report(
+                  rec,
+                  R"({"type":"Progressing","status":"False","reason":"ProgressDeadlineExceeded"})"),
+              true) == WatchVerdict::kStuck);
+  CHECK(Judge(report(rec, ours("True", "InPlaceUpdateProgressing")), true) ==
+        WatchVerdict::kRunning);
+  CHECK(Judge(report("", ours("True", "InPlaceUpdateCompleted")), true) == WatchVerdict::kDone);
+  CHECK(Judge(report("", ours("False", "InPlaceUpdateAborted")), true) == WatchVerdict::kAborted);
+  CHECK(Judge(report("", ours("True", "InPlaceUpdateProgressing")), true) ==
+        WatchVerdict::kSettling);
+}
+
+TEST_CASE("plugin status: durations and the bar") {
+  CHECK(FormatDuration(std::chrono::seconds(5)) == "5s");
+  CHECK(FormatDuration(std::chrono::seconds(192)) == "3m12s");
+  CHECK(FormatDuration(std::chrono::seconds(3720)) == "1h02m");
+  CHECK(ProgressBar(2, 3, 14) == "[#########-----] 2/3 pods updated");
+  CHECK(ProgressBar(0, 0, 4) == "[----] 0/0 pods updated");
+}
