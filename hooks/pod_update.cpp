@@ -212,6 +212,13 @@ void CheckTimeout(const View& v, Step& step, std::optional<long long> timeoutSec
   step.summary = "hook timeout reported";
 }
 
+// The step ends the pod's wait in its state (for the hook-wait histograms).
+void EndWait(const View& v, Step& step, Step::Wait wait, Clock::time_point now) {
+  step.waitEnded = wait;
+  if (v.stateTime)
+    step.waitSeconds = std::max(0.0, std::chrono::duration<double>(now - *v.stateTime).count());
+}
+
 // Rewrites only the revision of an update-state this run wrote, when the newer target asks for
 // nothing else of the pod.
 void Restamp(const Target& target, const View& v, Step& step) {
@@ -676,6 +683,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
       return step;
     }
     Write(target, rules, v, step, now);
+    EndWait(v, step, Step::Wait::kPreparingUpdate, now);
     return step;
   }
 
@@ -705,6 +713,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
       AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, keys::kStateNormal, now));
       AddEvent(step, "Normal", "PodUpdated",
                "post-update hook satisfied; pod is Normal at template " + target.to);
+      EndWait(v, step, Step::Wait::kUpdated, now);
       step.summary = "Updated -> Normal";
     } else {
       CheckTimeout(v, step, rules.post->timeoutSeconds,

@@ -171,6 +171,12 @@ struct Step {
   bool completed = false;    // its containers finished restarting
   double updateSeconds = 0;  // with `completed`: time since the pod write
   bool timedOut = false;     // a HookTimeout is reported by this step
+  // The pod leaves a wait with this step's first pod write: PreparingUpdate -> Updating
+  // (kPreparingUpdate) or Updated -> Normal (kUpdated), after `waitSeconds` since its
+  // state-timestamp (0 when that is missing or unreadable).
+  enum class Wait { kNone, kPreparingUpdate, kUpdated };
+  Wait waitEnded = Wait::kNone;
+  double waitSeconds = 0;
   std::optional<Clock::duration> wakeAfter;  // a time-based wait ends then (grace, timeout)
   std::string summary;                       // one line for the logs, "" when nothing happens
 };

@@ -181,6 +181,7 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
       }
     }
   }
+  plan.stalled = stalled;
   if (!stalled && OurStall(progressing)) wantProgressing = PausedProgressing();
   if (wantOurs && Same(ours, *wantOurs)) wantOurs = std::nullopt;
   if (!wantOurs && !wantProgressing) return;

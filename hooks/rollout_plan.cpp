@@ -312,6 +312,11 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
         w.seconds = step.updateSeconds;
       } else if (step.timedOut) {
         w.metric = Metric::kHookTimeout;
+      } else if (step.waitEnded != pod_update::Step::Wait::kNone) {
+        w.metric = step.waitEnded == pod_update::Step::Wait::kPreparingUpdate
+                       ? Metric::kPreUpdateWaitEnded
+                       : Metric::kPostUpdateWaitEnded;
+        w.seconds = step.waitSeconds;
       }
     }
     plan.actions.push_back(std::move(w));

@@ -61,6 +61,8 @@ enum class Metric {
   kPodUpdateStarted,    // a pod left Normal for the update
   kPodUpdateCompleted,  // `seconds`: time from the pod write to its containers running
   kHookTimeout,
+  kPreUpdateWaitEnded,   // `seconds`: time the pod spent in PreparingUpdate (hook and drain)
+  kPostUpdateWaitEnded,  // `seconds`: time the pod spent in Updated (the post-update hook)
 };
 
 struct Action {
@@ -103,6 +105,9 @@ struct Plan {
   int podsAtTarget = -1;
   int podsTotal = 0;
   std::string target;
+  // No progress for spec.progressDeadlineSeconds: the progress condition reports
+  // ProgressDeadlineExceeded (set by progress::AddProgress, for the stalled-update gauge).
+  bool stalled = false;
 };
 
 // The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action but

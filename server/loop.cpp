@@ -253,6 +253,7 @@ void Loop::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  const bool ran = thread_.joinable();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   std::unique_ptr<Caches> caches;
   {
@@ -264,6 +265,8 @@ void Loop::Stop() {
   due_.clear();
   failures_.clear();
   expectations_.clear();
+  // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
+  if (ran && options_.metrics != nullptr) options_.metrics->ForgetUpdates();
 }
 
 bool Loop::Running() const {
@@ -486,8 +489,11 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
         "in-place update", {{"deployment", key}, {"phase", phase}, {"message", plan.message}});
   }
   if (options_.metrics != nullptr) {
-    options_.metrics->SetPodsByState(
-        key, Terminal(plan.phase) ? std::map<std::string, int>{} : plan.podsByState);
+    if (Terminal(plan.phase)) {
+      options_.metrics->ForgetUpdate(key);
+    } else {
+      options_.metrics->SetUpdate(key, plan.podsByState, plan.stalled);
+    }
   }
   ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
@@ -532,7 +538,7 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
   };
   kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
   if (d.NotFound() || (d.Ok() && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
-    if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     lastPhase_.erase(key);
     return res;
   }
@@ -667,7 +673,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     expectations_.erase(key);
     caches_->freshNext.erase(key);
     lastPhase_.erase(key);
-    if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     return {};
   }
   switch (CheckExpectations(key)) {
@@ -717,7 +723,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
     caches_->freshNext.erase(key);
     lastPhase_.erase(key);
-    if (options_.metrics != nullptr) options_.metrics->SetPodsByState(key, {});
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     ReconcileResult res;
     for (const kube::ObjectPtr& rs : owned) {
       if (std::optional<rollout::Action> a =

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "hooks/keys.h"
+#include "server/metrics.h"
 
 namespace iw::loop {
 
@@ -36,13 +37,22 @@ void DurationHistogram::Render(std::string& out, std::string_view name,
   const std::string n(name);
   out += "# HELP " + n + " " + std::string(help) + "\n";
   out += "# TYPE " + n + " histogram\n";
+  RenderSeries(out, name, "");
+}
+
+void DurationHistogram::RenderSeries(std::string& out, std::string_view name,
+                                     std::string_view labels) const {
+  const std::string n(name);
+  const std::string l(labels);
+  const std::string sep = l.empty() ? "" : ",";
+  const std::string braces = l.empty() ? "" : "{" + l + "}";
   for (size_t i = 0; i < kBuckets.size(); ++i) {
-    out += n + "_bucket{le=\"" + Number(kBuckets[i]) + "\"} " + std::to_string(counts_[i].load()) +
-           "\n";
+    out += n + "_bucket{" + l + sep + "le=\"" + Number(kBuckets[i]) + "\"} " +
+           std::to_string(counts_[i].load()) + "\n";
   }
-  out += n + "_bucket{le=\"+Inf\"} " + std::to_string(count_.load()) + "\n";
-  out += n + "_sum " + Number(static_cast<double>(sumMillis_.load()) / 1000.0) + "\n";
-  out += n + "_count " + std::to_string(count_.load()) + "\n";
+  out += n + "_bucket{" + l + sep + "le=\"+Inf\"} " + std::to_string(count_.load()) + "\n";
+  out += n + "_sum" + braces + " " + Number(static_cast<double>(sumMillis_.load()) / 1000.0) + "\n";
+  out += n + "_count" + braces + " " + std::to_string(count_.load()) + "\n";
 }
 
 void LoopMetrics::Count(rollout::Metric metric, double seconds) {
@@ -50,29 +60,51 @@ void LoopMetrics::Count(rollout::Metric metric, double seconds) {
   counters_[static_cast<size_t>(metric)].fetch_add(1);
   if (metric == rollout::Metric::kPodUpdateCompleted) podUpdate_.Observe(seconds);
   if (metric == rollout::Metric::kRolloutCompleted) rollout_.Observe(seconds);
+  if (metric == rollout::Metric::kPreUpdateWaitEnded) preUpdateWait_.Observe(seconds);
+  if (metric == rollout::Metric::kPostUpdateWaitEnded) postUpdateWait_.Observe(seconds);
 }
 
 uint64_t LoopMetrics::Value(rollout::Metric metric) const {
   return counters_[static_cast<size_t>(metric)].load();
 }
 
-void LoopMetrics::SetPodsByState(const std::string& deployment,
-                                 const std::map<std::string, int>& counts) {
+void LoopMetrics::SetUpdate(const std::string& deployment,
+                            const std::map<std::string, int>& podsByState, bool stalled) {
   std::lock_guard lock(mu_);
-  if (counts.empty()) {
-    podsByState_.erase(deployment);
-  } else {
-    podsByState_[deployment] = counts;
-  }
+  updates_[deployment] = Update{podsByState, stalled};
+}
+
+void LoopMetrics::ForgetUpdate(const std::string& deployment) {
+  std::lock_guard lock(mu_);
+  updates_.erase(deployment);
+}
+
+void LoopMetrics::ForgetUpdates() {
+  std::lock_guard lock(mu_);
+  updates_.clear();
 }
 
 std::map<std::string, int> LoopMetrics::PodsByState() const {
   std::lock_guard lock(mu_);
   std::map<std::string, int> sum;
-  for (const auto& [d, counts] : podsByState_) {
-    for (const auto& [state, n] : counts) sum[state] += n;
+  for (const auto& [d, u] : updates_) {
+    for (const auto& [state, n] : u.podsByState) sum[state] += n;
   }
   return sum;
+}
+
+int LoopMetrics::UpdatesInProgress() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(updates_.size());
+}
+
+std::vector<std::string> LoopMetrics::StalledUpdates() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [d, u] : updates_) {
+    if (u.stalled) out.push_back(d);
+  }
+  return out;
 }
 
 void LoopMetrics::Render(std::string& out) const {
@@ -98,6 +130,13 @@ void LoopMetrics::Render(std::string& out) const {
           "Loop writes answered 409 Conflict (re-read and retried).", conflicts.load());
   Counter(out, "inplace_webhook_loop_errors_total", "Loop API calls that failed otherwise.",
           errors.load());
+  const std::string_view wait = "inplace_webhook_hook_wait_seconds";
+  out += "# HELP " + std::string(wait) +
+         " Time a pod waited before the loop moved it on: hook=\"preUpdate\" PreparingUpdate -> "
+         "Updating (pre-update hook and drain), hook=\"postUpdate\" Updated -> Normal.\n";
+  out += "# TYPE " + std::string(wait) + " histogram\n";
+  preUpdateWait_.RenderSeries(out, wait, "hook=\"preUpdate\"");
+  postUpdateWait_.RenderSeries(out, wait, "hook=\"postUpdate\"");
   podUpdate_.Render(out, "inplace_webhook_pod_update_duration_seconds",
                     "Time from a pod's in-place write to its containers running the new images.");
   rollout_.Render(out, "inplace_webhook_rollout_duration_seconds",
@@ -110,6 +149,29 @@ void LoopMetrics::Render(std::string& out) const {
     auto it = sum.find(std::string(state));
     out += "inplace_webhook_pods{state=\"" + std::string(state) + "\"} " +
            std::to_string(it == sum.end() ? 0 : it->second) + "\n";
+  }
+  out +=
+      "# HELP inplace_webhook_updates_in_progress In-place updates of Deployments this loop is "
+      "running (0 on replicas that do not lead).\n";
+  out += "# TYPE inplace_webhook_updates_in_progress gauge\n";
+  out += "inplace_webhook_updates_in_progress " + std::to_string(UpdatesInProgress()) + "\n";
+  out +=
+      "# HELP inplace_webhook_update_stalled In-place updates with no progress for "
+      "spec.progressDeadlineSeconds (ProgressDeadlineExceeded), 1 per Deployment; updates that "
+      "progress are 0. The label is deployment_namespace, not namespace, which Prometheus' target "
+      "labels take.\n";
+  out += "# TYPE inplace_webhook_update_stalled gauge\n";
+  std::map<std::string, bool> stalled;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [d, u] : updates_) stalled[d] = u.stalled;
+  }
+  for (const auto& [d, s] : stalled) {
+    const size_t slash = d.find('/');
+    const std::string ns = slash == std::string::npos ? "" : d.substr(0, slash);
+    const std::string name = slash == std::string::npos ? d : d.substr(slash + 1);
+    out += "inplace_webhook_update_stalled{deployment_namespace=\"" + metrics::EscapeLabel(ns) +
+           "\",deployment=\"" + metrics::EscapeLabel(name) + "\"} " + (s ? "1" : "0") + "\n";
   }
 }
 

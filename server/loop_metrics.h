@@ -1,10 +1,12 @@
-// Metrics of the in-place rollout loop: plain atomic counters, two histograms and a pods-by-state
-// gauge, rendered as Prometheus text lines (the /metrics handler appends them, e.g. through
-// metrics::Registry::AddCollector).
+// Metrics of the in-place rollout loop: plain atomic counters, histograms (pod updates, rollouts,
+// hook waits) and per-update gauges (pods by state, updates in progress, stalled updates),
+// rendered as Prometheus text lines (the /metrics handler appends them, e.g. through
+// metrics::Registry::AddCollector). Every family is rendered with HELP and TYPE from the start,
+// before any event, so rules and dashboards can be checked against a fresh process.
 //
 // Thread safety: every method from any thread (the loop's thread writes, /metrics reads). The
 // counters and histogram buckets are atomics read one at a time, so a scrape racing an Observe()
-// may see a bucket ahead of _count; `mu_` guards the pods-by-state map.
+// may see a bucket ahead of _count; `mu_` guards the per-update map.
 #pragma once
 
 #include <array>
@@ -14,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hooks/rollout_plan.h"
 
@@ -25,7 +28,10 @@ class DurationHistogram {
   static constexpr std::array<double, 11> kBuckets = {1,   5,   10,   30,   60,  120,
                                                       300, 600, 1800, 3600, 7200};
   void Observe(double seconds);
+  // HELP, TYPE and the series (no labels).
   void Render(std::string& out, std::string_view name, std::string_view help) const;
+  // The series only, each with `labels` (`key="value"`, escaped; "" for none) before `le`.
+  void RenderSeries(std::string& out, std::string_view name, std::string_view labels) const;
 
  private:
   std::array<std::atomic<uint64_t>, kBuckets.size()> counts_{};
@@ -39,9 +45,18 @@ class LoopMetrics {
   void Count(rollout::Metric metric, double seconds = 0);
   uint64_t Value(rollout::Metric metric) const;
 
-  // The pods of one Deployment by state (an empty map forgets the Deployment).
-  void SetPodsByState(const std::string& deployment, const std::map<std::string, int>& counts);
+  // Records the in-progress update of `deployment` ("namespace/name"): its pods by state and
+  // whether it is stalled (no progress for spec.progressDeadlineSeconds, reported as
+  // ProgressDeadlineExceeded). Replaces what was recorded for it before.
+  void SetUpdate(const std::string& deployment, const std::map<std::string, int>& podsByState,
+                 bool stalled);
+  // Forgets one Deployment (its update ended, or it is gone) or all of them (the loop stopped: a
+  // replica that no longer leads reports no update).
+  void ForgetUpdate(const std::string& deployment);
+  void ForgetUpdates();
   std::map<std::string, int> PodsByState() const;  // summed over Deployments
+  int UpdatesInProgress() const;
+  std::vector<std::string> StalledUpdates() const;  // "namespace/name", sorted
 
   std::atomic<uint64_t> reconciles{0};
   std::atomic<uint64_t> conflicts{0};  // writes answered 409 (retried on the next pass)
@@ -51,11 +66,17 @@ class LoopMetrics {
   void Render(std::string& out) const;
 
  private:
-  std::array<std::atomic<uint64_t>, 7> counters_{};
+  struct Update {
+    std::map<std::string, int> podsByState;
+    bool stalled = false;
+  };
+  std::array<std::atomic<uint64_t>, 9> counters_{};
   DurationHistogram podUpdate_;
   DurationHistogram rollout_;
+  DurationHistogram preUpdateWait_;   // hook="preUpdate": time in PreparingUpdate
+  DurationHistogram postUpdateWait_;  // hook="postUpdate": time in Updated
   mutable std::mutex mu_;
-  std::map<std::string, std::map<std::string, int>> podsByState_;
+  std::map<std::string, Update> updates_;  // by "namespace/name"
 };
 
 }  // namespace iw::loop
