@@ -9,7 +9,8 @@ CERT_DIR ?= $(BUILD)/certs
 
 # Debian packages the build and the tests need; `make deps` installs the missing ones as root.
 BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidjson-dev \
-                  libcxxopts-dev doctest-dev openssl curl python3 python3-yaml lua5.1
+                  libcxxopts-dev doctest-dev openssl curl python3 python3-yaml lua5.1 \
+                  prometheus
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 

@@ -67,6 +67,12 @@ void Registry::RecordHandlerError(std::string_view route) {
   ++handlerErrors_[std::string(route)];
 }
 
+void Registry::DeclareRoute(std::string_view route) {
+  std::lock_guard lock(mu_);
+  handlerErrors_.try_emplace(std::string(route), 0);
+  if (latency_.find(route) == latency_.end()) latency_.try_emplace(std::string(route));
+}
+
 void Registry::AddCollector(std::function<void(std::string&)> collector) {
   std::lock_guard lock(mu_);
   collectors_.push_back(std::move(collector));

@@ -41,6 +41,9 @@ class Registry {
   // Admission requests.
   void RecordRequest(std::string_view route, int httpCode, double seconds);
   void RecordHandlerError(std::string_view route);
+  // Starts the route's handler-error counter and latency histogram at 0, so that their series
+  // exist before the first request or error (alerts and dashboards read them; DESIGN.md §5).
+  void DeclareRoute(std::string_view route);
   std::atomic<int64_t> inFlight{0};
 
   // TLS certificate reloads.

@@ -73,6 +73,7 @@ Status WebhookServer::Start() {
         });
     if (Status err = https_->Start(); !err.ok()) return err;
     port_ = https_->Port();
+    for (const admission::Route& r : admission::Routes()) metrics_.DeclareRoute(r.path);
     metrics_.AddCollector([server = https_.get()](std::string& out) {
       out += "# HELP inplace_webhook_open_connections Connections open on the webhook port.\n";
       out += "# TYPE inplace_webhook_open_connections gauge\n";

@@ -46,6 +46,12 @@ run "defaults: two renders are identical and set no caBundle" bash -c "
   a=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
   b=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
   [ \"\$a\" = \"\$b\" ] && ! grep -q '^ *caBundle:' <<<\"\$a\""
+# The alerts and the dashboard as helm renders them: what tests/chart/check_alerts.py (ctest chart_alerts) checks
+# without helm, and rules promtool accepts.
+run "alerts and dashboard: helm's render is what check_alerts.py checks; promtool accepts the rules" bash -c "
+  helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube' \
+    --set metrics.prometheusRule.enabled=true --set metrics.grafanaDashboard.enabled=true >'$out/alerts.yaml' &&
+  python3 '$root/tests/chart/check_alerts.py' --helm-output '$out/alerts.yaml' '$root'"
 # The chart must refuse what it cannot render correctly.
 expect_fail() {  # expect_fail NAME ARGS...
   local name=$1

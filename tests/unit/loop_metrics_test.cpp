@@ -15,6 +15,7 @@
 #include "hooks/rollout_plan.h"
 #include "lib/rfc3339.h"
 #include "server/loop_metrics.h"
+#include "server/metrics.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
 #include "tests/unit/test_json.h"
@@ -182,4 +183,18 @@ TEST_CASE("a stall marks the plan stalled; progress before the deadline does not
   const json::Document old = deployment("2026-01-01T00:09:00Z");
   progress::AddProgress(stuck, test::AsDeployment(old), now);
   CHECK(stuck.stalled);
+}
+
+TEST_CASE("a declared route has its handler-error and latency series at 0 before any request") {
+  metrics::Registry r;
+  r.DeclareRoute("/mutate/pods");
+  std::string out = r.Render();
+  CHECK(Has(out, R"(inplace_webhook_handler_errors_total{route="/mutate/pods"} 0)"));
+  CHECK(Has(out, R"(inplace_webhook_request_duration_seconds_count{route="/mutate/pods"} 0)"));
+  r.RecordHandlerError("/mutate/pods");
+  r.RecordRequest("/mutate/pods", 500, 0.001);
+  r.DeclareRoute("/mutate/pods");  // again: keeps what was counted
+  out = r.Render();
+  CHECK(Has(out, R"(inplace_webhook_handler_errors_total{route="/mutate/pods"} 1)"));
+  CHECK(Has(out, R"(inplace_webhook_request_duration_seconds_count{route="/mutate/pods"} 1)"));
 }
