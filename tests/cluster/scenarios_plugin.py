@@ -102,8 +102,9 @@ def k01_status_watch_done_and_explain(s):
 
 
 def k02_watch_exits_1_on_a_stall(s):
-    """A hook that is never released, with progressDeadlineSeconds 10: `status --watch` exits 1 and says the update is
-    stuck (ProgressDeadlineExceeded), as `kubectl rollout status` fails on the deadline."""
+    """A hook that is never released, with progressDeadlineSeconds 10: `status --watch --timeout=2s` exits 3 first;
+    then `status --watch` exits 1 and says the update is stuck (ProgressDeadlineExceeded), as `kubectl rollout
+    status` fails on the deadline."""
     app = tc.App(s, "k02")
     obj = tc.deployment("web", replicas=2, lifecycle={"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}})
     obj["spec"]["progressDeadlineSeconds"] = 10
@@ -112,6 +113,10 @@ def k02_watch_exits_1_on_a_stall(s):
         app.set_label(q["metadata"]["name"], "true")
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
     t0 = time.time()
+    p = inplace(app, "status", "deploy/web", "-w", "--timeout=2s", rc=3)
+    print("  status --watch --timeout=2s before the stall: exit 3 after %.1f s: %s" % (
+        time.time() - t0, p.stdout.splitlines()[-1]))
+    check("timed out after 2s" in p.stdout, "watch with a timeout: %s" % p.stdout[-500:])
     p = inplace(app, "status", "deploy/web", "-w", "--timeout=120s", rc=None, timeout=180)
     took = time.time() - t0
     print("  status --watch on a stall: exit %d after %.1f s: %s" % (p.returncode, took, p.stdout.splitlines()[-1]))
