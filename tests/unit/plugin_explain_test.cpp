@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "hooks/in_progress.h"
 #include "plugin/explain.h"
 #include "tests/unit/test_json.h"
 
@@ -71,7 +72,7 @@ TEST_CASE("plugin explain: an env change names the blocking path") {
         std::string::npos);
 }
 
-TEST_CASE("plugin explain: not opted in, no history, no change, and a running update's start") {
+TEST_CASE("plugin explain: not opted in, no history, no change") {
   json::Document rss = Parse("{\"items\":[" + Rs("web-3", 3, "v1", "1") + "]}");
   json::Document out = Parse(Deployment("v1", "1", false));
   CHECK(Explain(out, rss).value().kind == Explanation::Kind::kNotOptedIn);
@@ -80,4 +81,24 @@ TEST_CASE("plugin explain: not opted in, no history, no change, and a running up
   json::Document same =
       Parse("{\"items\":[" + Rs("web-2", 2, "v1", "1") + "," + Rs("web-3", 3, "v1", "1") + "]}");
   CHECK(Explain(d, same).value().kind == Explanation::Kind::kNoChange);
+}
+
+TEST_CASE("plugin explain: while an update runs, the change is from where it started") {
+  json::Document rs1 = Parse(Rs("web-1", 1, "v1", "1"));
+  const std::string from = TemplateHash(rs1["spec"]["template"]);
+  json::Document d = Parse(Deployment("v2", "1"));
+  json::Value record;
+  const std::string text =
+      R"({"from":")" + from + R"(","to":"x","pausedByUs":true,"startedAt":"2026-12-02T10:00:00Z"})";
+  record.SetString(json::Ref(text), d.GetAllocator());
+  d["metadata"]["annotations"].AddMember("inplace-webhook.io/in-progress", record,
+                                         d.GetAllocator());
+  // Revision 2 (v0) is newer than the run's start but is not where the pods came from.
+  json::Document rss =
+      Parse("{\"items\":[" + Rs("web-1", 1, "v1", "1") + "," + Rs("web-2", 2, "v0", "1") + "]}");
+  StatusOr<Explanation> e = Explain(d, rss);
+  REQUIRE_MESSAGE(e.ok(), e.status().message());
+  CHECK(e->kind == Explanation::Kind::kInPlace);
+  CHECK(e->from == "template " + from + " (where the running update started)");
+  CHECK(e->plan.images == std::map<std::string, std::string>{{"app", "v2"}});
 }
