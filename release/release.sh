@@ -59,7 +59,9 @@ cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 targets=(inplace-webhook)
 # The plugin (plugin/) is part of every release once its CMake target exists.
 plugin=0
-if cmake --build "$build" --target help | grep -qx '\.\.\. kubectl-inplace'; then
+# (The list in a variable first: grep -q stops reading at the match, and pipefail would count cmake's SIGPIPE.)
+known_targets="$(cmake --build "$build" --target help)"
+if grep -qx '\.\.\. kubectl-inplace' <<<"$known_targets"; then
   plugin=1 targets+=(kubectl-inplace)
 fi
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" >/dev/null
@@ -107,8 +109,8 @@ spec:
   version: v$version
   shortDescription: Watch and steer inplace-webhook's in-place Deployment updates
   description: |
-    kubectl inplace shows the in-place update of a Deployment run by inplace-webhook (the pods' states, the
-    hooks they wait in) and aborts it.
+    kubectl inplace shows the in-place update of a Deployment run by inplace-webhook (each pod's state and the
+    hook or drain it waits on, --watch until it ends) and aborts, pauses, resumes, undoes or explains it.
   platforms:
     - selector:
         matchLabels:

@@ -1,7 +1,7 @@
 """Issue 15 item 4: the README's quickstart is a test. q01 takes the shell blocks marked `<!-- quickstart: NAME -->`
 out of README.md (install, opt-in, update, watch, abort, the uninstall under "Install with Helm", cleanup), runs
 each with bash (`set -euo pipefail`) exactly as written, in what a user of the README has: KUBECONFIG (the
-cluster's admin), PATH with the pinned kubectl and helm first (and the build's kubectl-inplace when there is one),
+cluster's admin), PATH with the pinned kubectl and helm first and the build's kubectl-inplace (the plugin),
 the repository root as working directory. After each block it checks what the real cluster reports.
 
 What only the test cluster needs stays out of the README and is done here: the suite's own release (same name and
@@ -45,9 +45,11 @@ class Shell:
         os.makedirs(d, exist_ok=True)
         self.kubeconfig = os.path.join(d, "kubeconfig")
         shutil.copyfile(s.env.kubeconfig("admin"), self.kubeconfig)
-        path = [s.env.bin]
-        if s.binary and os.path.exists(os.path.join(os.path.dirname(s.binary), "kubectl-inplace")):
-            path.append(os.path.dirname(s.binary))
+        # The build's kubectl-inplace (next to the product binary), as the README's `export PATH=$PWD/build:$PATH`.
+        plugin_dir = os.path.dirname(s.binary or "")
+        check(os.access(os.path.join(plugin_dir, "kubectl-inplace"), os.X_OK), "no kubectl-inplace in %r: build it"
+              " (cmake --build BUILD --target kubectl-inplace)" % plugin_dir)
+        path = [s.env.bin, plugin_dir]
         self.env = dict(os.environ, KUBECONFIG=self.kubeconfig, PATH=":".join(path + [os.environ["PATH"]]),
                         HELM_CACHE_HOME=os.path.join(s.env.run, "helm", "cache"),
                         HELM_CONFIG_HOME=os.path.join(s.env.run, "helm", "config"),
@@ -101,7 +103,7 @@ def q01_readme_quickstart(s):
         out = sh.run("update")
         check("in-place update: 2 pods will be updated" in out.stderr, "kubectl set image printed: %r" % out.stderr)
 
-        out = sh.run("watch")
+        out = sh.run("watch")  # `kubectl inplace status --watch` exited 0: the update completed
         check("successfully rolled out" in out.stdout, "rollout status said: %r" % out.stdout)
         pods = app.pods()
         check({p["metadata"]["uid"] for p in pods} == before, "the in-place update replaced pods: %s -> %s"
@@ -114,6 +116,7 @@ def q01_readme_quickstart(s):
 
         out = sh.run("abort")
         check("condition met" in out.stdout, "kubectl wait saw no pod in PreparingUpdate: %r" % out.stdout)
+        check(tc.HANDLER_LABEL in out.stdout, "kubectl inplace status names no hook label: %r" % out.stdout)
         check(app.events_with("InPlaceUpdateAborted", "Deployment"), "no InPlaceUpdateAborted Event")
         d = app.deployment()
         check(not d["spec"].get("paused") and IN_PROGRESS not in annotations_of(d),

@@ -107,7 +107,10 @@ def check_plugin(out, scratch):
     d = os.path.join(scratch, "plugin")
     os.makedirs(d)
     with tarfile.open(path) as t:
-        t.extractall(d, filter="data")
+        names = t.getnames()
+        if any(n.startswith("/") or ".." in n.split("/") for n in names):
+            return ["%s has a member outside its directory: %s" % (name, names)]
+        t.extractall(d)
     exe = os.path.join(d, "kubectl-inplace")
     if not os.access(exe, os.X_OK):
         return errors + ["no executable kubectl-inplace at the top of " + name]
