@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
@@ -145,6 +146,7 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   StatusReport r;
   r.ns = d.ns();
   r.name = d.name();
+  r.optedIn = deployment::IsOptedIn(deploymentJson);
   r.abortRequested = d.annotation(keys::kAbortAnnotation) == keys::kTrue;
   r.undoRequested = d.annotation(keys::kUndoAnnotation) == keys::kTrue;
   if (std::optional<std::string_view> text = d.annotation(keys::kInProgressAnnotation)) {
@@ -229,12 +231,15 @@ std::string RenderStatus(const StatusReport& r) {
   if (r.record) {
     out += "in-place update " + r.record->from + " -> " + r.record->to + ", started " +
            r.record->startedAt + "\n";
-    out += "  paused by user: " + std::string(r.userPaused ? "yes" : "no") +
+    out += "  phase: " + Phase(r) +
+           "   paused by user: " + std::string(r.userPaused ? "yes" : "no") +
            "   abort requested: " + std::string(r.abortRequested ? "yes" : "no");
     if (r.undoRequested) out += "   undo requested: yes";
     out += "\n";
   } else if (r.recordMalformed) {
     out += "the in-progress record is malformed (the loop aborts the update)\n";
+  } else if (!r.optedIn) {
+    out += "no in-place update runs (not opted in: label inplace-webhook.io/enabled=true)\n";
   } else {
     out += "no in-place update runs\n";
   }
@@ -264,6 +269,17 @@ std::string RenderStatus(const StatusReport& r) {
     out += line + "\n";
   }
   return out;
+}
+
+std::string Phase(const StatusReport& r) {
+  if (!r.record && !r.recordMalformed) return "";
+  if (Judge(r, true) == WatchVerdict::kStuck) return "stuck";
+  if (r.abortRequested) return "aborting";
+  if (r.userPaused) return "held";
+  const bool allNormal = std::all_of(r.pods.begin(), r.pods.end(),
+                                     [](const PodRow& p) { return p.state == keys::kStateNormal; });
+  if (r.total > 0 && r.updated == r.total && allNormal) return "finishing";
+  return "updating";
 }
 
 WatchVerdict Judge(const StatusReport& r, bool sawRunning) {

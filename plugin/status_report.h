@@ -38,8 +38,9 @@ struct StatusReport {
   std::string conditionStatus, conditionReason, conditionMessage;
   // The controller's own Progressing condition reason (ProgressDeadlineExceeded on a stall).
   std::string controllerReason;
-  int updated = 0;  // pods at the target
-  int total = 0;    // live pods of the Deployment
+  bool optedIn = false;  // the Deployment's inplace-webhook.io/enabled label is "true"
+  int updated = 0;       // pods at the target
+  int total = 0;         // live pods of the Deployment
   std::vector<PodRow> pods;
 };
 
@@ -48,6 +49,11 @@ struct StatusReport {
 // the Deployment's shape is not one Kubernetes gives.
 StatusOr<StatusReport> BuildStatus(const json::Value& deployment, const json::Value& pods,
                                    const json::Value& replicaSets, Clock::time_point now);
+
+// One word for where the running update is: "updating", "finishing" (every pod at the target and
+// Normal), "held" (the user paused it), "aborting" (abort requested), "stuck" (a stall or a refused
+// pod write); "" when none runs.
+std::string Phase(const StatusReport& report);
 
 // "45s", "3m12s", "1h02m".
 std::string FormatDuration(std::chrono::seconds d);

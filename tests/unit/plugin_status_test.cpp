@@ -111,6 +111,9 @@ TEST_CASE("plugin status: rows say which hook each waiting pod waits on, and for
   CHECK(text.find("pre-update hook: finalizer lb.example.com/registered  1m05s") !=
         std::string::npos);
   CHECK(Judge(*r, false) == WatchVerdict::kRunning);
+  CHECK(Phase(*r) == "updating");
+  CHECK(text.find("  phase: updating   paused by user: no   abort requested: no\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
@@ -137,7 +140,7 @@ TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
   CHECK(r->pods[0].waitsOn == "post-update hook: label lb=up");
   CHECK(r->pods[1].waitsOn == "held: the update is paused");
   CHECK(r->pods[2].waitsOn == "drain grace 3s");
-  CHECK(RenderStatus(*r).find("paused by user: yes") != std::string::npos);
+  CHECK(RenderStatus(*r).find("phase: held   paused by user: yes") != std::string::npos);
 }
 
 TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet reported") {
@@ -156,6 +159,8 @@ TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet repo
            R"(","reason":")" + reason + R"(","message":"m"})";
   };
   CHECK(Judge(report("", ""), false) == WatchVerdict::kDone);
+  CHECK(Phase(report("", "")) == "");
+  CHECK(Phase(report(rec, ours("False", "ProgressDeadlineExceeded"))) == "stuck");
   CHECK(Judge(report("", ours("False", "InPlaceUpdateAborted")), false) == WatchVerdict::kDone);
   CHECK(Judge(report(rec, ours("False", "ProgressDeadlineExceeded")), true) ==
         WatchVerdict::kStuck);
