@@ -205,14 +205,17 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
       break;
     }
   }
-  if (DecidePause(d, *record, oldD, newD)) d.inProgress = SerializeInProgress(*record);
+  const bool pauseChanged = DecidePause(d, *record, oldD, newD);
+  if (pauseChanged) d.inProgress = SerializeInProgress(*record);
+  // The user's unpause of an update they held is the resume itself, not an unpause to refuse.
+  const bool resumed = pauseChanged && record->pausedByUs;
   if (newD.annotation(keys::kUndoAnnotation) == keys::kTrue) {
     d.warnings.push_back(
         Warning("in-place update: undo requested; the pods return to their template in place"));
   }
   // The user's write dropped, edited or unpaused ours (not: it is our own earlier answer).
   std::optional<std::string_view> written = newD.annotation(keys::kInProgressAnnotation);
-  if ((!newD.paused() && record->pausedByUs && !d.dropPauseCommand) ||
+  if ((!newD.paused() && record->pausedByUs && !d.dropPauseCommand && !resumed) ||
       (written != stored && written != std::string_view(*d.inProgress))) {
     d.warnings.push_back(Warning(
         "in-place update in progress: spec.paused=true and inplace-webhook.io/in-progress kept"));

@@ -945,7 +945,8 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     auto [out, warnings] = mutateAndValidate(old, obj);
     CHECK(RecordOf(out).pausedByUs);
     CHECK(test::AsDeployment(out).paused());
-    REQUIRE_FALSE(warnings.empty());
+    // Only the resume is said: no "spec.paused kept ... to stop it" as for an unpause refused.
+    REQUIRE(warnings.size() == 1);
     CHECK(warnings[0].find("in-place update resumed") != std::string::npos);
   }
   SUBCASE("an unpause of an update that is ours is re-paused") {
@@ -953,6 +954,10 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     auto [out, warnings] = mutateAndValidate(old, With(old, kUnpause));
     CHECK(RecordOf(out).pausedByUs);
     CHECK(test::AsDeployment(out).paused());
+    REQUIRE(warnings.size() == 2);
+    CHECK(warnings[0].find("spec.paused=true and inplace-webhook.io/in-progress kept") !=
+          std::string::npos);
+    CHECK(warnings[1].find("to stop it: ") == 0);
   }
   SUBCASE("the pause command with no update running is spec.paused") {
     json::Document old = Deployment();
