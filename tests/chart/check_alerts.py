@@ -50,22 +50,8 @@ VALUES = os.path.join("charts", "inplace-webhook", "values.yaml")
 ACTION = re.compile(r"{{(-?)\s*(.*?)\s*(-?)}}", re.S)
 
 
-def dig(tree, dotted):
-    node = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise KeyError(dotted)
-        node = node[part]
-    return node
-
-
-def deep_merge(base, override):
-    if not isinstance(base, dict) or not isinstance(override, dict):
-        return override
-    out = dict(base)
-    for k, v in override.items():
-        out[k] = deep_merge(out[k], v) if k in out else v
-    return out
+# The chart check's own helpers (check_chart.py in this directory), not a second copy.
+from check_chart import deep_merge, dig  # noqa: E402
 
 
 def render(text, context):
