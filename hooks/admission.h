@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hooks/resize_support.h"
 #include "lib/json.h"
 
 namespace iw::admission {
@@ -55,6 +56,9 @@ struct Context {
   // the leader Lease renewed within the renew deadline. Only then does the pod mutator inject the
   // readiness gate, so that no pod waits on a condition nothing will set (DESIGN.md §8.6).
   bool loopAlive = false;
+  // What the API server allows of container resources on running pods (--pod-resize): without
+  // pods/resize a resources change takes the native rollout.
+  resize_support::Support resize;
 };
 
 using Handler = std::function<Response(const Request&, const Context&)>;

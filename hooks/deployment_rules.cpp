@@ -173,7 +173,11 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     return d;
   }
   auto notEligible = [&](const eligibility::Result& r) {
-    if (r.podApiRefuses.empty()) return end(r.blockingPath + " changed");
+    if (r.podApiRefuses.empty()) {
+      end(r.blockingPath + " changed");
+      if (r.resize) d.warnings.push_back(Warning("in-place resize not possible: " + r.reason));
+      return d;
+    }
     end(PodApiRefuses(r));
     d.warnings.back() =
         Warning(PodApiRefuses(r) + ": the in-place update ends, a normal rollout follows");
@@ -186,7 +190,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     return d;
   }
   eligibility::Result r =
-      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy);
+      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy, ctx.resize);
   switch (r.verdict) {
     case eligibility::Verdict::kNoChange:
       d.reason = "in-place update running; template unchanged";
@@ -243,7 +247,7 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
     return d;
   }
   eligibility::Result r =
-      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy);
+      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy, ctx.resize);
   if (r.verdict == eligibility::Verdict::kNoChange) {
     d.reason = "no template change";
     return d;
@@ -254,7 +258,11 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
     d.warnings.push_back(Warning(PodApiRefuses(r) + ": a normal rollout follows"));
     return d;
   }
-  if (r.verdict == eligibility::Verdict::kNotEligible) return skip(r.blockingPath + " changed");
+  if (r.verdict == eligibility::Verdict::kNotEligible) {
+    skip(r.blockingPath + " changed");
+    if (r.resize) d.warnings.push_back(Warning("in-place resize not possible: " + r.reason));
+    return d;
+  }
   if (AbortRequested(newD) && !AbortRequested(oldD)) return skip("inplace-webhook.io/abort is set");
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "hooks/keys.h"
+#include "hooks/qos.h"
+#include "lib/quantity.h"
 
 namespace iw::eligibility {
 
@@ -123,8 +125,8 @@ std::vector<std::string_view> UnionKeys(const json::Value* newer, const json::Va
 class Comparer {
  public:
   Comparer(const json::Value* oldTemplate, const json::Value* newTemplate,
-           const lifecycle::Policy& policy)
-      : old_(oldTemplate), new_(newTemplate), policy_(policy) {
+           const lifecycle::Policy& policy, const resize_support::Support& support)
+      : old_(oldTemplate), new_(newTemplate), policy_(policy), support_(support) {
     CollectReaders(old_, readers_);
     CollectReaders(new_, readers_);
   }
@@ -147,17 +149,130 @@ class Comparer {
       }
       if (blocked_) break;
     }
+    if (!blocked_ && !result_.plan.resources.empty()) CheckResize();
     return Finish();
   }
 
  private:
   static constexpr std::string_view kOnlyThese =
-      "only container images, template labels and allow-listed template annotations change in "
-      "place";
+      "only container images and cpu/memory resources, template labels and allow-listed template "
+      "annotations change in place";
+
+  // A resize as a whole: what ValidatePodResize checks of the pod beyond each container.
+  void CheckResize() {
+    const json::Value* oldSpec = json::Find(old_, "spec");
+    const json::Value* newSpec = json::Find(new_, "spec");
+    const json::Value* podLevel = json::Find(newSpec, "resources");
+    if (!IsAbsent(podLevel) && !(podLevel->IsObject() && podLevel->MemberCount() == 0)) {
+      Block("spec.template.spec.resources",
+            "a pod with pod-level resources is not resized in place");
+      result_.resize = true;
+      return;
+    }
+    const std::string_view before = qos::OfPodSpec(oldSpec);
+    const std::string_view after = qos::OfPodSpec(newSpec);
+    if (before != after) {
+      Block(firstResized_ + ".resources", "the pod's QoS class would change from " +
+                                              std::string(before) + " to " + std::string(after));
+      result_.resize = true;
+    }
+  }
+
+  // The container's resizePolicy for `resource`: RestartContainer or NotRequired (the default).
+  static bool RestartsFor(const json::Value& container, std::string_view resource) {
+    const json::Value* policies = json::Find(&container, "resizePolicy");
+    if (policies == nullptr || !policies->IsArray()) return false;
+    for (const auto& p : policies->GetArray()) {
+      if (json::StringOr(&p, "resourceName") == resource) {
+        return json::StringOr(&p, "restartPolicy") == "RestartContainer";
+      }
+    }
+    return false;
+  }
+
+  // containers[i].resources changed: only cpu and memory, never removed, through pods/resize.
+  void CompareResources(const std::string& at, const json::Value& oc, const json::Value& nc,
+                        std::string_view name) {
+    const std::string base = at + ".resources";
+    const json::Value* o = json::Find(&oc, "resources");
+    const json::Value* n = json::Find(&nc, "resources");
+    if ((!IsAbsent(o) && !o->IsObject()) || (!IsAbsent(n) && !n->IsObject())) {
+      return Block(base, "resources is not an object");
+    }
+    // Quantities compare by value, as the API server's semantic equality does ("1" == "1000m",
+    // "64Mi" == "67108864"): a respelling is no change at all.
+    if (SameByValue(o, n)) return;
+    if (!support_.podResize) {
+      return Resize(base, "the API server does not serve pods/resize (Kubernetes 1.33 or later)");
+    }
+    for (std::string_view key : UnionKeys(n, o)) {
+      const json::Value* ov = json::Find(o, key);
+      const json::Value* nv = json::Find(n, key);
+      if (key != "requests" && key != "limits") {
+        if (!Same(ov, nv)) {
+          return Resize(base + "." + std::string(key),
+                        "only cpu and memory requests and limits are resized in place");
+        }
+        continue;
+      }
+      if ((!IsAbsent(ov) && !ov->IsObject()) || (!IsAbsent(nv) && !nv->IsObject())) {
+        return Block(base + "." + std::string(key), "not a map of quantities");
+      }
+      for (std::string_view resource : UnionKeys(nv, ov)) {
+        const json::Value* oq = json::Find(ov, resource);
+        const json::Value* nq = json::Find(nv, resource);
+        const std::string path =
+            base + "." + std::string(key) + "['" + std::string(resource) + "']";
+        const bool resizable = resource == "cpu" || resource == "memory";
+        if (resizable && !IsAbsent(nq) && !quantity::MilliOf(nq)) {
+          return Block(path, "not a quantity");
+        }
+        if (quantity::SameQuantity(oq, nq)) continue;
+        if (!resizable) return Resize(path, "only cpu and memory are resized in place");
+        if (IsAbsent(nq)) return Resize(path, "the pod API refuses to remove a request or limit");
+        if (key == "limits" && resource == "memory" && !support_.memoryLimitDecrease &&
+            !IsAbsent(oq) && quantity::MilliOf(oq) &&
+            *quantity::MilliOf(nq) < *quantity::MilliOf(oq) && !RestartsFor(nc, "memory")) {
+          return Resize(path,
+                        "this API server lowers a memory limit only with memory resizePolicy "
+                        "RestartContainer");
+        }
+      }
+    }
+    Plan::Resources want = ResourcesOf(nc);
+    if (want.requests.empty() && want.limits.empty()) return;  // e.g. `{}` for an absent one
+    if (firstResized_.empty()) firstResized_ = at;
+    result_.plan.resources[std::string(name)] = std::move(want);
+  }
+
+  static bool SameByValue(const json::Value* o, const json::Value* n) {
+    for (std::string_view key : UnionKeys(n, o)) {
+      const json::Value* ov = json::Find(o, key);
+      const json::Value* nv = json::Find(n, key);
+      if (key != "requests" && key != "limits") {
+        if (!Same(ov, nv)) return false;
+        continue;
+      }
+      if ((!IsAbsent(ov) && !ov->IsObject()) || (!IsAbsent(nv) && !nv->IsObject())) return false;
+      for (std::string_view resource : UnionKeys(nv, ov)) {
+        const json::Value* oq = json::Find(ov, resource);
+        const json::Value* nq = json::Find(nv, resource);
+        if (IsAbsent(oq) && IsAbsent(nq)) continue;
+        if (IsAbsent(oq) || IsAbsent(nq) || !quantity::SameQuantity(oq, nq)) return false;
+      }
+    }
+    return true;
+  }
 
   Result Finish() {
     if (!blocked_) result_.verdict = result_.plan.Empty() ? Verdict::kNoChange : Verdict::kEligible;
     return std::move(result_);
+  }
+
+  // A block by a rule of in-place resizing (its reason is shown to the user).
+  void Resize(std::string path, std::string_view reason) {
+    Block(std::move(path), reason);
+    result_.resize = true;
   }
 
   void Block(std::string path, std::string_view reason) {
@@ -283,9 +398,15 @@ class Comparer {
           result_.plan.images[std::string(json::View(*nname))] = std::string(image);
           continue;
         }
+        if (key == "resources") {
+          CompareResources(at, oc, nc, json::View(*nname));
+          if (blocked_) return;
+          continue;
+        }
         return Block(at + "." + std::string(key),
                      key == "image" ? "image removed or empty"
-                                    : "only the image of a container changes in place");
+                                    : "only the image and cpu/memory resources of a container "
+                                      "change in place");
       }
     }
   }
@@ -293,6 +414,8 @@ class Comparer {
   const json::Value* old_;
   const json::Value* new_;
   const lifecycle::Policy& policy_;
+  const resize_support::Support& support_;
+  std::string firstResized_;  // the path of the first container whose resources change
   std::vector<MetadataReader> readers_;
   Result result_;
   bool blocked_ = false;
@@ -300,15 +423,32 @@ class Comparer {
 
 }  // namespace
 
+Plan::Resources ResourcesOf(const json::Value& container) {
+  Plan::Resources out;
+  for (auto [key, map] : {std::pair{"requests", &out.requests}, std::pair{"limits", &out.limits}}) {
+    const json::Value* list = json::Path(&container, {"resources", key});
+    for (std::string_view resource : {"cpu", "memory"}) {
+      const json::Value* q = json::Find(list, resource);
+      if (q == nullptr || q->IsNull()) continue;
+      (*map)[std::string(resource)] =
+          q->IsString() ? std::string(json::View(*q)) : json::Serialize(*q);
+    }
+  }
+  // A limit without a request: the API server defaults the request to it (SetDefaults_Pod), so a
+  // pod made from this container asks for the limit.
+  for (const auto& [resource, q] : out.limits) out.requests.try_emplace(resource, q);
+  return out;
+}
+
 Result CompareTemplates(const json::Value* oldTemplate, const json::Value* newTemplate,
-                        const lifecycle::Policy& policy) {
-  return Comparer(oldTemplate, newTemplate, policy).Run();
+                        const lifecycle::Policy& policy, const resize_support::Support& support) {
+  return Comparer(oldTemplate, newTemplate, policy, support).Run();
 }
 
 Result CompareDeployments(const json::Value& oldDeployment, const json::Value& newDeployment,
-                          const lifecycle::Policy& policy) {
+                          const lifecycle::Policy& policy, const resize_support::Support& support) {
   return CompareTemplates(json::Path(&oldDeployment, {"spec", "template"}),
-                          json::Path(&newDeployment, {"spec", "template"}), policy);
+                          json::Path(&newDeployment, {"spec", "template"}), policy, support);
 }
 
 }  // namespace iw::eligibility

@@ -73,6 +73,9 @@ std::string PodPath(std::string_view ns, std::string_view name) {
 std::string PodStatusPath(std::string_view ns, std::string_view name) {
   return PodPath(ns, name) + "/status";
 }
+std::string PodResizePath(std::string_view ns, std::string_view name) {
+  return PodPath(ns, name) + "/resize";
+}
 std::string DeploymentsPath(std::string_view ns) {
   return Namespaced("/apis/apps/v1", ns, "deployments");
 }

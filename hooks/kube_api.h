@@ -58,6 +58,7 @@ class Api {
 std::string PodsPath(std::string_view ns);
 std::string PodPath(std::string_view ns, std::string_view name);
 std::string PodStatusPath(std::string_view ns, std::string_view name);
+std::string PodResizePath(std::string_view ns, std::string_view name);
 std::string DeploymentsPath(std::string_view ns);  // ns empty: all namespaces
 std::string DeploymentPath(std::string_view ns, std::string_view name);
 std::string DeploymentStatusPath(std::string_view ns, std::string_view name);

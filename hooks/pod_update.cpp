@@ -13,6 +13,7 @@
 #include "hooks/keys.h"
 #include "lib/image_ref.h"
 #include "lib/kube_objects.h"
+#include "lib/quantity.h"
 
 namespace iw::pod_update {
 
@@ -112,6 +113,14 @@ std::string DescribeChanges(const Changes& c) {
     if (!out.empty()) out += "; ";
     out += s;
   };
+  for (const auto& [name, r] : c.resources) {
+    std::string text = "container " + name + " resources";
+    for (auto [kind, map] : {std::pair{"requests", &r.requests}, std::pair{"limits", &r.limits}}) {
+      for (const auto& [resource, q] : *map) text += " " + resource + " " + kind + " " + q + ",";
+    }
+    if (text.back() == ',') text.pop_back();
+    add(text);
+  }
   for (const auto& [name, image] : c.images) add("container " + name + " image " + image);
   for (const auto& [k, v] : c.labels) add("label " + k + (v ? "=" + *v : " removed"));
   for (const auto& [k, v] : c.annotations) add("annotation " + k + (v ? " set" : " removed"));
@@ -235,27 +244,12 @@ void Restamp(const Target& target, const View& v, Step& step) {
   step.summary = "update-state re-targeted to " + target.to + " (nothing else to change)";
 }
 
-// The one pod write: the template difference, state Updating and a fresh update-state.
-void Write(const Target& target, const Rules& rules, const View& v, Step& step,
-           Clock::time_point now) {
-  const Value& pod = *v.pod;
-  UpdateState next;
-  next.revision = target.to;
-  next.updateTimestamp = rfc3339::Format(now);
-  next.changedLabels = target.changedLabels;
-  next.changedAnnotations = target.changedAnnotations;
-  if (v.inRun) {
-    // A re-target: keep what this run changed before, and the baseline of containers still
-    // restarting from the previous write.
-    next.changedLabels.insert(v.updateState->changedLabels.begin(),
-                              v.updateState->changedLabels.end());
-    for (const auto& k : v.updateState->changedAnnotations) {
-      if (target.policy.AllowsAnnotation(k)) next.changedAnnotations.insert(k);
-    }
-    next.lastContainerStatuses = v.updateState->lastContainerStatuses;
-  }
+// The containers' status as the update-state baseline of an image write: what the kubelet runs
+// now, so that only a later container counts as the restart for the new image.
+void RecordContainers(const Value& pod, const std::map<std::string, std::string>& images,
+                      UpdateState& next) {
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  for (const auto& [name, image] : v.changes.images) {
+  for (const auto& [name, image] : images) {
     ContainerRecord rec;
     if (const Value* st = FindNamed(statuses, "name", name)) {
       rec.imageID = std::string(json::StringOr(st, "imageID"));
@@ -265,6 +259,52 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
     }
     next.lastContainerStatuses[name] = rec;
   }
+}
+
+void AddImages(json::Document& d, const std::map<std::string, std::string>& images) {
+  if (images.empty()) return;
+  auto& a = d.GetAllocator();
+  Value containers(rapidjson::kArrayType);
+  for (const auto& [name, image] : images) {
+    Value c(rapidjson::kObjectType);
+    c.AddMember("name", Str(name, a), a);
+    c.AddMember("image", Str(image, a), a);
+    containers.PushBack(c, a);
+  }
+  json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
+}
+
+void AddResize(Step& step, const Changes& changes) {
+  if (!changes.resources.empty()) {
+    AddPatch(step, PodOp::Kind::kResizePatch, ResizePatch(changes.resources));
+  }
+}
+
+// The first pod write: the template difference, state Updating and a fresh update-state. With a
+// resources change it is followed by the pods/resize write, and the images wait for the resize.
+void Write(const Target& target, const Rules& rules, const View& v, Step& step,
+           Clock::time_point now) {
+  const Value& pod = *v.pod;
+  UpdateState next;
+  next.revision = target.to;
+  next.updateTimestamp = rfc3339::Format(now);
+  next.changedLabels = target.changedLabels;
+  next.changedAnnotations = target.changedAnnotations;
+  next.resizedContainers = target.resizedContainers;
+  if (v.inRun) {
+    // A re-target: keep what this run changed before, and the baseline of containers still
+    // restarting from the previous write.
+    next.changedLabels.insert(v.updateState->changedLabels.begin(),
+                              v.updateState->changedLabels.end());
+    for (const auto& k : v.updateState->changedAnnotations) {
+      if (target.policy.AllowsAnnotation(k)) next.changedAnnotations.insert(k);
+    }
+    next.resizedContainers.insert(v.updateState->resizedContainers.begin(),
+                                  v.updateState->resizedContainers.end());
+    next.lastContainerStatuses = v.updateState->lastContainerStatuses;
+  }
+  const bool resizeFirst = !v.changes.resources.empty();
+  if (!resizeFirst) RecordContainers(pod, v.changes.images, next);
 
   json::Document d = StatePatch(*v.pod, keys::kStateUpdating, now);
   auto& a = d.GetAllocator();
@@ -274,21 +314,73 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   Value& annotations = meta["annotations"];
   for (const auto& [k, value] : v.changes.annotations) SetOrNull(annotations, k, value, a);
   json::SetString(annotations, keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
-  if (!v.changes.images.empty()) {
-    Value containers(rapidjson::kArrayType);
-    for (const auto& [name, image] : v.changes.images) {
-      Value c(rapidjson::kObjectType);
-      c.AddMember("name", Str(name, a), a);
-      c.AddMember("image", Str(image, a), a);
-      containers.PushBack(c, a);
-    }
-    json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
-  }
+  if (!resizeFirst) AddImages(d, v.changes.images);
   AddPatch(step, PodOp::Kind::kPatch, std::move(d));
-  AddEvent(step, "Normal", "PodUpdating",
-           "updating in place to template " + target.to + ": " + DescribeChanges(v.changes));
+  AddResize(step, v.changes);
+  AddEvent(
+      step, "Normal", "PodUpdating",
+      "updating in place to template " + target.to + ": " + DescribeChanges(v.changes) +
+          (resizeFirst && !v.changes.images.empty() ? " (images once the resize is done)" : ""));
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
   step.summary = "pod write: " + DescribeChanges(v.changes);
+}
+
+// Updating, the resize done: the images, with the baseline of the containers as they run now.
+void WriteImages(const Target& target, const Rules& rules, const View& v, Step& step,
+                 Clock::time_point now) {
+  UpdateState next = *v.updateState;
+  next.updateTimestamp = rfc3339::Format(now);
+  RecordContainers(*v.pod, v.changes.images, next);
+  json::Document d = StatePatch(*v.pod, keys::kStateUpdating, now);
+  auto& a = d.GetAllocator();
+  json::SetString(d["metadata"]["annotations"], keys::kUpdateStateAnnotation,
+                  SerializeUpdateState(next), a);
+  AddImages(d, v.changes.images);
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  Changes images;
+  images.images = v.changes.images;
+  AddEvent(
+      step, "Normal", "PodUpdating",
+      "resize done; updating in place to template " + target.to + ": " + DescribeChanges(images));
+  Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
+  step.summary = "pod write after the resize: " + DescribeChanges(images);
+}
+
+// Updating, waiting for the kubelet's resize: a resize it cannot make stops the pod (an Event on
+// the pod and the Deployment, once per pod generation, and the stuck report), never a recreate.
+void WaitForResize(const Rules& rules, const View& v, Step& step, const ResizeProgress& progress,
+                   Clock::time_point now) {
+  using Phase = ResizeProgress::Phase;
+  const Value* g = json::Path(v.pod, {"metadata", "generation"});
+  const std::string generation = std::to_string(g != nullptr && g->IsInt64() ? g->GetInt64() : 0);
+  auto stuck = [&](std::string reason, std::string what) {
+    const std::string text =
+        "pod " + v.name + ": " + what + (progress.message.empty() ? "" : ": " + progress.message);
+    AddEvent(step, "Warning", reason,
+             text +
+                 "; the pod keeps running as it was and the update is stuck (fix the cause, "
+                 "or set the Deployment annotation " +
+                 std::string(keys::kAbortAnnotation) + "=true to abort)",
+             /*onDeployment=*/true, v.name + "/" + reason + "/" + generation);
+    step.stuckReason = std::move(reason);
+    step.stuckMessage = text;
+    step.summary = step.stuckReason + ": " + text;
+  };
+  if (progress.phase == Phase::kInfeasible) {
+    return stuck("PodResizeInfeasible", "the kubelet finds the resize infeasible");
+  }
+  const bool late =
+      v.stateTime && now >= *v.stateTime + std::chrono::seconds(rules.updatingTimeoutSeconds);
+  if (late && progress.phase == Phase::kDeferred) {
+    return stuck("PodResizeDeferred", "the kubelet deferred the resize for longer than " +
+                                          std::to_string(rules.updatingTimeoutSeconds) + "s");
+  }
+  if (late && progress.phase == Phase::kError) {
+    return stuck("PodResizeFailed", "the kubelet could not apply the resize for " +
+                                        std::to_string(rules.updatingTimeoutSeconds) + "s");
+  }
+  CheckTimeout(v, step, rules.updatingTimeoutSeconds,
+               "waiting for kubelet to resize the containers", now);
 }
 
 // Leaves Normal (or a stale Updating/Updated after a re-target): hold in PreparingUpdate while
@@ -356,7 +448,9 @@ StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& 
   if (Value* labels = json::FindMutable(json::FindMutable(&base, "metadata"), "labels")) {
     json::Remove(*labels, keys::kPodTemplateHashLabel);
   }
-  eligibility::Result r = eligibility::CompareTemplates(&base, &targetTemplate, policy);
+  // The webhook decided what is in place; the loop applies whatever it let through.
+  eligibility::Result r =
+      eligibility::CompareTemplates(&base, &targetTemplate, policy, resize_support::kAll);
   if (r.verdict == eligibility::Verdict::kNotEligible) {
     return Status::InvalidArgument("the change of " + r.blockingPath +
                                    " cannot be applied in place (" + r.reason + ")");
@@ -371,7 +465,9 @@ StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& 
   const Value* containers = json::Path(&targetTemplate, {"spec", "containers"});
   if (containers != nullptr && containers->IsArray()) {
     for (const auto& c : containers->GetArray()) {
-      t.images[std::string(json::StringOr(&c, "name"))] = std::string(json::StringOr(&c, "image"));
+      const std::string name(json::StringOr(&c, "name"));
+      t.images[name] = std::string(json::StringOr(&c, "image"));
+      t.resources[name] = eligibility::ResourcesOf(c);
     }
   }
   for (const auto& [k, v] : r.plan.labels) {
@@ -381,6 +477,7 @@ StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& 
     if (!IsReservedAnnotation(k)) t.changedAnnotations.insert(k);
   }
   for (const auto& [name, image] : r.plan.images) t.changedContainers.insert(name);
+  for (const auto& [name, resources] : r.plan.resources) t.resizedContainers.insert(name);
   return t;
 }
 
@@ -426,7 +523,8 @@ std::optional<UpdateState> ParseUpdateState(std::string_view text) {
     }
   }
   for (auto [field, out] : {std::pair{"changedLabels", &s.changedLabels},
-                            std::pair{"changedAnnotations", &s.changedAnnotations}}) {
+                            std::pair{"changedAnnotations", &s.changedAnnotations},
+                            std::pair{"resizedContainers", &s.resizedContainers}}) {
     const Value* list = json::Find(&doc, field);
     if (list == nullptr || !list->IsArray()) continue;
     for (const auto& e : list->GetArray()) {
@@ -462,7 +560,8 @@ std::string SerializeUpdateState(const UpdateState& state) {
   }
   w.EndObject();
   for (auto [field, set] : {std::pair{"changedLabels", &state.changedLabels},
-                            std::pair{"changedAnnotations", &state.changedAnnotations}}) {
+                            std::pair{"changedAnnotations", &state.changedAnnotations},
+                            std::pair{"resizedContainers", &state.resizedContainers}}) {
     if (set->empty()) continue;
     w.Key(field);
     w.StartArray();
@@ -487,6 +586,21 @@ std::string_view StateOf(const json::Value& pod) {
   return keys::kStateNormal;
 }
 
+namespace {
+// The container's spec has every cpu/memory request and limit of `want` (same quantities).
+bool SpecHas(const Value& container, const eligibility::Plan::Resources& want) {
+  for (auto [kind, map] :
+       {std::pair{"requests", &want.requests}, std::pair{"limits", &want.limits}}) {
+    const Value* have = json::Path(&container, {"resources", kind});
+    for (const auto& [resource, q] : *map) {
+      Value text(q.data(), static_cast<rapidjson::SizeType>(q.size()));
+      if (!quantity::SameQuantity(&text, json::Find(have, resource))) return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 Changes ComputeChanges(const Target& target, const json::Value& pod) {
   Changes out;
   std::optional<UpdateState> us = ReadUpdateState(pod);
@@ -495,7 +609,9 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
   std::set<std::string> labelKeys = target.changedLabels;
   std::set<std::string> annotationKeys = target.changedAnnotations;
   std::set<std::string> containerNames = target.changedContainers;
+  std::set<std::string> resized = target.resizedContainers;
   if (inRun) {
+    resized.insert(us->resizedContainers.begin(), us->resizedContainers.end());
     labelKeys.insert(us->changedLabels.begin(), us->changedLabels.end());
     for (const auto& k : us->changedAnnotations) {
       if (target.policy.AllowsAnnotation(k)) annotationKeys.insert(k);
@@ -520,6 +636,12 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
   if (containers != nullptr && containers->IsArray()) {
     for (const auto& c : containers->GetArray()) {
       std::string name(json::StringOr(&c, "name"));
+      if (resized.contains(name)) {
+        auto want = target.resources.find(name);
+        if (want != target.resources.end() && !SpecHas(c, want->second)) {
+          out.resources[name] = want->second;
+        }
+      }
       if (!containerNames.contains(name)) continue;
       auto it = target.images.find(name);
       if (it == target.images.end() || it->second.empty()) continue;
@@ -529,6 +651,73 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
     }
   }
   return out;
+}
+
+ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
+  using Phase = ResizeProgress::Phase;
+  if (const Value* pending = Condition(pod, "PodResizePending")) {
+    std::string_view reason = json::StringOr(pending, "reason");
+    return {reason == "Infeasible" ? Phase::kInfeasible : Phase::kDeferred,
+            std::string(reason) + ": " + std::string(json::StringOr(pending, "message"))};
+  }
+  if (const Value* inProgress = Condition(pod, "PodResizeInProgress")) {
+    std::string_view reason = json::StringOr(inProgress, "reason");
+    std::string message(json::StringOr(inProgress, "message"));
+    if (reason == "Error") return {Phase::kError, "Error: " + message};
+    return {Phase::kInProgress, message};
+  }
+  if (state.resizedContainers.empty()) return {};
+  const Value* generation = json::Path(&pod, {"metadata", "generation"});
+  const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
+  if (observed != nullptr && observed->IsInt64() && generation != nullptr &&
+      generation->IsInt64() && observed->GetInt64() < generation->GetInt64()) {
+    return {Phase::kInProgress, "the kubelet has not seen the resize yet"};
+  }
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  const Value* specs = json::Path(&pod, {"spec", "containers"});
+  for (const std::string& name : state.resizedContainers) {
+    const Value* spec = FindNamed(specs, "name", name);
+    if (spec == nullptr) continue;  // not in this pod: nothing to resize
+    const Value* st = FindNamed(statuses, "name", name);
+    if (st == nullptr || json::Find(st, "resources") == nullptr) {
+      return {Phase::kInProgress, "container " + name + " reports no resources yet"};
+    }
+    const Value* running = json::Path(st, {"state", "running"});
+    if (running == nullptr) return {Phase::kInProgress, "container " + name + " is not running"};
+    for (const char* kind : {"requests", "limits"}) {
+      const Value* want = json::Path(spec, {"resources", kind});
+      const Value* have = json::Path(st, {"resources", kind});
+      for (std::string_view resource : {"cpu", "memory"}) {
+        const Value* w = json::Find(want, resource);
+        if (w == nullptr || w->IsNull()) continue;
+        if (!quantity::SameQuantity(w, json::Find(have, resource))) {
+          return {Phase::kInProgress, "container " + name + " runs with other " + kind};
+        }
+      }
+    }
+  }
+  return {};
+}
+
+json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  Value containers(rapidjson::kArrayType);
+  for (const auto& [name, r] : resources) {
+    Value c(rapidjson::kObjectType);
+    c.AddMember("name", Str(name, a), a);
+    Value res(rapidjson::kObjectType);
+    for (auto [kind, map] : {std::pair{"requests", &r.requests}, std::pair{"limits", &r.limits}}) {
+      if (map->empty()) continue;
+      Value list(rapidjson::kObjectType);
+      for (const auto& [resource, q] : *map) json::SetString(list, resource, q, a);
+      json::Set(res, kind, std::move(list), a);
+    }
+    c.AddMember("resources", res, a);
+    containers.PushBack(c, a);
+  }
+  json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
+  return d;
 }
 
 bool AtTarget(const Target& target, const json::Value& pod) {
@@ -689,6 +878,21 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
 
   if (v.state == keys::kStateUpdating) {
     if (v.updateState && v.updateState->revision == target.to) {
+      if (!v.changes.resources.empty()) {  // the resize write is still to be made (or failed)
+        AddResize(step, v.changes);
+        Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
+        step.summary = "resize: " + DescribeChanges(v.changes);
+        return step;
+      }
+      if (ResizeProgress rp = ResizeStatus(pod, *v.updateState);
+          rp.phase != ResizeProgress::Phase::kDone) {
+        WaitForResize(rules, v, step, rp, now);
+        return step;
+      }
+      if (!v.changes.images.empty()) {
+        WriteImages(target, rules, v, step, now);
+        return step;
+      }
       if (UpdateCompleted(pod, *v.updateState)) {
         Complete(target, rules, v, step, now, /*restarted=*/true);
       } else {

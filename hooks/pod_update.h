@@ -9,6 +9,11 @@
 //                         Normal ◄──(all post-hook handlers present)── Updated ◄──┘ (or straight
 //                                                                             to Normal)
 //
+// Updating has up to two pod writes: with a resources change, the first write (labels,
+// annotations, update-state) is followed by a pods/resize write, and the images are written only
+// once the kubelet reports the resize done (an image and a resize in one kubelet sync are known to
+// fail); without one, the first write carries the images too.
+//
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
 // restarted loop continues where the last one stopped. Each decision yields at most one pod patch
@@ -24,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hooks/eligibility.h"
 #include "hooks/lifecycle.h"
 #include "lib/json.h"
 
@@ -50,11 +56,15 @@ struct Target {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> images;
+  // The target template's cpu/memory requests and limits per container.
+  std::map<std::string, eligibility::Plan::Resources> resources;
   // What differs between base and target: label keys (changed, added, removed), annotation keys
-  // the policy allows, container names whose image changed.
+  // the policy allows, container names whose image changed, container names whose cpu/memory
+  // changed.
   std::set<std::string> changedLabels;
   std::set<std::string> changedAnnotations;
   std::set<std::string> changedContainers;
+  std::set<std::string> resizedContainers;
   lifecycle::Policy policy;
 };
 
@@ -81,9 +91,10 @@ long long GraceSeconds(const Rules& rules, bool podHasGate);
 
 // The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
 // {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
-//  "containerID":"..","restartCount":N}},"changedLabels":["k"],"changedAnnotations":["a"]}
-// The lists name every template key this update run wrote to the pod, so that a re-targeted
-// update can put back a key the newest target no longer changes.
+//  "containerID":"..","restartCount":N}},"changedLabels":["k"],"changedAnnotations":["a"],
+//  "resizedContainers":["c"]}
+// The lists name every template key this update run wrote to the pod (and every container it
+// resized), so that a re-targeted update can put back a key the newest target no longer changes.
 struct ContainerRecord {
   std::string imageID;
   std::string containerID;
@@ -96,6 +107,7 @@ struct UpdateState {
   std::map<std::string, ContainerRecord> lastContainerStatuses;
   std::set<std::string> changedLabels;
   std::set<std::string> changedAnnotations;
+  std::set<std::string> resizedContainers;
   bool operator==(const UpdateState&) const = default;
 };
 std::optional<UpdateState> ParseUpdateState(std::string_view text);
@@ -112,7 +124,11 @@ struct Changes {
   std::map<std::string, std::optional<std::string>> labels;  // nullopt: remove
   std::map<std::string, std::optional<std::string>> annotations;
   std::map<std::string, std::string> images;  // container name → image
-  bool Empty() const { return labels.empty() && annotations.empty() && images.empty(); }
+  // container name → the target's cpu/memory (all of it), where the pod's spec differs
+  std::map<std::string, eligibility::Plan::Resources> resources;
+  bool Empty() const {
+    return labels.empty() && annotations.empty() && images.empty() && resources.empty();
+  }
 };
 Changes ComputeChanges(const Target& target, const json::Value& pod);
 
@@ -132,6 +148,23 @@ bool AtTarget(const Target& target, const json::Value& pod);
 // that had not started at the write (no recorded imageID) is done only by the name or the pinned
 // digest. A recorded container without a status is not done.
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
+
+// Where the kubelet stands with the resize of the containers `state` names (DESIGN.md §3.1):
+// kDone when the status is one it computed from the current spec (observedGeneration, where
+// reported), neither PodResizePending nor PodResizeInProgress is present, and each resized
+// container reports (status.containerStatuses[].resources) the cpu/memory its spec asks for;
+// kInfeasible / kDeferred from PodResizePending's reason; kError from PodResizeInProgress with
+// reason Error; else kInProgress. `message` is the kubelet's condition message, if any.
+struct ResizeProgress {
+  enum class Phase { kDone, kInProgress, kDeferred, kInfeasible, kError };
+  Phase phase = Phase::kDone;
+  std::string message;
+};
+ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state);
+
+// The pods/resize strategic merge patch that gives the containers of `resources` those cpu and
+// memory requests and limits (no resourceVersion: the driver adds it).
+json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources);
 
 // A pod patch that moves the pod to `state` (the state label and its timestamp annotation),
 // clearing a hook-timeout marker of the state it leaves.
@@ -159,10 +192,11 @@ struct PodEvent {
 
 // One write or Event, in the order the driver must apply them; it stops at the first failed write.
 struct PodOp {
-  enum class Kind { kPatch, kStatusPatch, kEvent };
+  enum class Kind { kPatch, kStatusPatch, kResizePatch, kEvent };
   Kind kind = Kind::kPatch;
-  json::Document body;  // kPatch / kStatusPatch: strategic merge patch, no resourceVersion
-  PodEvent event;       // kEvent
+  // kPatch / kStatusPatch / kResizePatch (pods/resize): strategic merge patch, no resourceVersion
+  json::Document body;
+  PodEvent event;  // kEvent
 };
 
 struct Step {
@@ -178,7 +212,12 @@ struct Step {
   Wait waitEnded = Wait::kNone;
   double waitSeconds = 0;
   std::optional<Clock::duration> wakeAfter;  // a time-based wait ends then (grace, timeout)
-  std::string summary;                       // one line for the logs, "" when nothing happens
+  // The pod cannot go on until something changes (a resize the kubelet finds Infeasible, or one
+  // it deferred past the Updating timeout): the reason for the progress condition
+  // (PodResizeInfeasible, PodResizeDeferred, PodResizeFailed) and one line naming the pod's cause.
+  std::string stuckReason;
+  std::string stuckMessage;
+  std::string summary;  // one line for the logs, "" when nothing happens
 };
 
 // Whether the pod would start an update now if the budget allows (Normal and not at target).

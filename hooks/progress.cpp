@@ -143,41 +143,55 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
     const std::string text =
         ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState);
     const bool ended = ours && (ours->reason == kReasonCompleted || ours->reason == kReasonAborted);
-    const std::optional<Clock::time_point> last =
-        ours ? rfc3339::Parse(ours->lastUpdateTime) : std::nullopt;
-    if (!ours || ended || !last || ProgressPart(ours->message) != text) {
-      // Progress (or the first report of this update).
-      if (ours && !ended && last && ours->status == "True" && ours->reason == kReasonProgressing &&
-          now - *last < kMinWriteInterval) {
-        Requeue(plan, *last + kMinWriteInterval - now);  // throttled; written then
-        wantOurs = std::nullopt;
-      } else {
-        wantOurs = Condition{"True", std::string(kReasonProgressing), text, "", ""};
+    if (!plan.stuckReason.empty()) {
+      // A pod that cannot go on (a resize the kubelet refuses): a stall at once, naming it.
+      stalled = true;
+      Condition c{"False", plan.stuckReason, text + "; " + plan.stuckMessage, "", ""};
+      if (ours && !ended && ProgressPart(ours->message) == text) {
+        c.lastUpdateTime = ours->lastUpdateTime;  // no progress: the anchor stays
       }
+      if (!progressing || progressing->reason != kReasonDeadline) {
+        wantProgressing = Condition{"False", std::string(kReasonDeadline),
+                                    std::string(kStallPrefix) + ": " + c.message, "", ""};
+      }
+      wantOurs = std::move(c);
     } else {
-      // No progress since lastUpdateTime.
-      // A user's pause holds the update: no deadline, as the controller has none while paused.
-      const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
-      const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
-      const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
-      const auto due = *last + std::chrono::seconds(deadline.value_or(0));
-      if (deadline && now >= due) {
-        stalled = true;
-        if (ours->reason == kReasonRefused || ours->reason == kReasonDeadline) {
-          wantOurs = std::nullopt;  // keep what it says (the refusal names the cause)
+      const std::optional<Clock::time_point> last =
+          ours ? rfc3339::Parse(ours->lastUpdateTime) : std::nullopt;
+      if (!ours || ended || !last || ProgressPart(ours->message) != text) {
+        // Progress (or the first report of this update).
+        if (ours && !ended && last && ours->status == "True" &&
+            ours->reason == kReasonProgressing && now - *last < kMinWriteInterval) {
+          Requeue(plan, *last + kMinWriteInterval - now);  // throttled; written then
+          wantOurs = std::nullopt;
         } else {
-          wantOurs = Condition{"False", std::string(kReasonDeadline),
-                               text + "; no progress for " + std::to_string(*deadline) +
-                                   "s (progressDeadlineSeconds)",
-                               ours->lastUpdateTime, ""};
+          wantOurs = Condition{"True", std::string(kReasonProgressing), text, "", ""};
         }
-        const std::string why = wantOurs ? wantOurs->message : ours->message;
-        if (!progressing || progressing->reason != kReasonDeadline) {
-          wantProgressing = Condition{"False", std::string(kReasonDeadline),
-                                      std::string(kStallPrefix) + ": " + why, "", ""};
+      } else {
+        // No progress since lastUpdateTime.
+        // A user's pause holds the update: no deadline, as the controller has none while paused.
+        const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
+        const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
+        const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
+        const auto due = *last + std::chrono::seconds(deadline.value_or(0));
+        if (deadline && now >= due) {
+          stalled = true;
+          if (ours->reason == kReasonRefused || ours->reason == kReasonDeadline) {
+            wantOurs = std::nullopt;  // keep what it says (the refusal names the cause)
+          } else {
+            wantOurs = Condition{"False", std::string(kReasonDeadline),
+                                 text + "; no progress for " + std::to_string(*deadline) +
+                                     "s (progressDeadlineSeconds)",
+                                 ours->lastUpdateTime, ""};
+          }
+          const std::string why = wantOurs ? wantOurs->message : ours->message;
+          if (!progressing || progressing->reason != kReasonDeadline) {
+            wantProgressing = Condition{"False", std::string(kReasonDeadline),
+                                        std::string(kStallPrefix) + ": " + why, "", ""};
+          }
+        } else if (deadline) {
+          Requeue(plan, due - now);
         }
-      } else if (deadline) {
-        Requeue(plan, due - now);
       }
     }
   }
@@ -222,9 +236,26 @@ std::vector<Action> PlanRefusal(const kube::Deployment& d, const kube::Pod* pod,
   Condition want{"False", std::string(kReasonRefused), std::string(progress) + "; " + text, "", ""};
   // The last progress stays the anchor: a refusal is no progress.
   if (ours && ProgressPart(ours->message) == progress) want.lastUpdateTime = ours->lastUpdateTime;
-  if (!Same(ours, want)) {
-    out.push_back(StatusPatch(d, want, ours, std::nullopt, std::nullopt, now,
-                              "progress: " + want.reason + " " + want.message));
+  // A refusal that lasts is a stall like any other once progressDeadlineSeconds pass without
+  // progress (the pass that meets the refusal ends there, before the usual report: this is it).
+  std::optional<Condition> wantProgressing;
+  const std::optional<Condition> progressing = Find(d, "Progressing");
+  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
+  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
+  const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
+  const std::optional<Clock::time_point> anchor =
+      want.lastUpdateTime.empty() ? std::nullopt : rfc3339::Parse(want.lastUpdateTime);
+  if (deadline && anchor && now >= *anchor + std::chrono::seconds(*deadline) &&
+      (!progressing || progressing->reason != kReasonDeadline)) {
+    wantProgressing = Condition{"False", std::string(kReasonDeadline),
+                                std::string(kStallPrefix) + ": " + want.message, "", ""};
+  }
+  const bool same = Same(ours, want);
+  if (!same || wantProgressing) {
+    std::string summary = "progress: " + want.reason + " " + want.message;
+    if (wantProgressing) summary += "; Progressing " + wantProgressing->reason;
+    out.push_back(StatusPatch(d, same ? std::nullopt : std::optional<Condition>(want), ours,
+                              wantProgressing, progressing, now, std::move(summary)));
   }
   return out;
 }

@@ -300,7 +300,9 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
       continue;
     }
     const WriteKind kind = op.kind == pod_update::PodOp::Kind::kPatch ? WriteKind::kPodPatch
-                                                                      : WriteKind::kPodStatusPatch;
+                           : op.kind == pod_update::PodOp::Kind::kResizePatch
+                               ? WriteKind::kPodResizePatch
+                               : WriteKind::kPodStatusPatch;
     Action w = Write(kind, pod, std::move(op.body), step.summary);
     w.pod = podName;
     if (!metricPlaced && kind == WriteKind::kPodPatch) {
@@ -320,6 +322,10 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
       }
     }
     plan.actions.push_back(std::move(w));
+  }
+  if (!step.stuckReason.empty() && plan.stuckReason.empty()) {
+    plan.stuckReason = step.stuckReason;
+    plan.stuckMessage = step.stuckMessage;
   }
   if (step.wakeAfter && (!plan.requeueAfter || *step.wakeAfter < *plan.requeueAfter)) {
     plan.requeueAfter = step.wakeAfter;
@@ -820,7 +826,7 @@ Plan PlanRunning(Pass& run) {
 
 kube::PatchType Action::PatchType() const {
   return (kind == WriteKind::kPodPatch || kind == WriteKind::kPodStatusPatch ||
-          kind == WriteKind::kDeploymentStatusPatch)
+          kind == WriteKind::kPodResizePatch || kind == WriteKind::kDeploymentStatusPatch)
              ? kube::PatchType::kStrategicMerge
              : kube::PatchType::kMerge;
 }
@@ -831,6 +837,8 @@ std::string Action::Path() const {
       return kube::PodPath(ns, name);
     case WriteKind::kPodStatusPatch:
       return kube::PodStatusPath(ns, name);
+    case WriteKind::kPodResizePatch:
+      return kube::PodResizePath(ns, name);
     case WriteKind::kReplicaSetPatch:
     case WriteKind::kReplicaSetDelete:
       return kube::ReplicaSetPath(ns, name);

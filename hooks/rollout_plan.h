@@ -44,6 +44,7 @@ struct Snapshot {
 enum class WriteKind {
   kPodPatch,
   kPodStatusPatch,
+  kPodResizePatch,  // pods/resize: the containers' cpu and memory (strategic merge)
   kReplicaSetPatch,
   kReplicaSetCreate,  // `body` is the whole object
   kReplicaSetDelete,  // no body
@@ -108,6 +109,10 @@ struct Plan {
   // No progress for spec.progressDeadlineSeconds: the progress condition reports
   // ProgressDeadlineExceeded (set by progress::AddProgress, for the stalled-update gauge).
   bool stalled = false;
+  // A pod that cannot go on until something changes (pod_update::Step's stuckReason): reported
+  // at once as a stall, the first one met of this pass.
+  std::string stuckReason;
+  std::string stuckMessage;
 };
 
 // The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action but

@@ -260,6 +260,9 @@ std::vector<std::string> GetPods(const Invocation& inv, const std::string& selec
 std::vector<std::string> GetReplicaSets(const Invocation& inv, const std::string& selector) {
   return WithFlags(inv, {"get", "replicasets.apps", "-l", selector, "-o", "json"});
 }
+std::vector<std::string> GetRaw(const Invocation& inv, const std::string& path) {
+  return WithFlags(inv, {"get", "--raw", path});
+}
 std::vector<std::string> Annotate(const Invocation& inv, std::string_view key) {
   return WithFlags(
       inv, {"annotate", "--overwrite", "deployment.apps/" + inv.name, std::string(key) + "=true"});

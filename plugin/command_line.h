@@ -38,6 +38,8 @@ std::string Usage();
 std::vector<std::string> GetDeployment(const Invocation& inv);
 std::vector<std::string> GetPods(const Invocation& inv, const std::string& selector);
 std::vector<std::string> GetReplicaSets(const Invocation& inv, const std::string& selector);
+// kubectl get --raw PATH (discovery: /api/v1, /version).
+std::vector<std::string> GetRaw(const Invocation& inv, const std::string& path);
 std::vector<std::string> Annotate(const Invocation& inv, std::string_view key);
 std::vector<std::string> RolloutResume(const Invocation& inv);
 std::vector<std::string> RolloutUndo(const Invocation& inv);

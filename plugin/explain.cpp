@@ -66,7 +66,8 @@ int RevisionOf(const Value& object) {
 
 }  // namespace
 
-StatusOr<Explanation> Explain(const Value& deployment, const Value& replicaSets) {
+StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& replicaSets,
+                              const resize_support::Support& resize) {
   StatusOr<kube::Deployment> dv = kube::Deployment::From(deployment, "deployment");
   if (!dv.ok()) return dv.status();
   Explanation e;
@@ -111,12 +112,13 @@ StatusOr<Explanation> Explain(const Value& deployment, const Value& replicaSets)
   json::Document newD = AsWritten(deployment, nullptr, false);
   admission::Context ctx;
   ctx.loopAlive = true;
+  ctx.resize = resize;
   deployment::Decision d = deployment::Decide(oldD, newD, ctx);
   e.decisionReason = d.reason;
   e.warnings = d.warnings;
   StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deployment);
   lifecycle::Policy policy = settings.ok() ? settings->policy : lifecycle::Policy{};
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, policy);
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, policy, resize);
   using Action = deployment::Decision::Action;
   if (d.action == Action::kIgnore) {
     e.kind = Explanation::Kind::kNotOptedIn;
@@ -154,6 +156,17 @@ std::string RenderExplanation(const Explanation& e) {
   if (e.kind == Kind::kInPlace) {
     out += "  is made IN PLACE:\n";
     for (const auto& [c, image] : e.plan.images) out += "    image of " + c + " -> " + image + "\n";
+    for (const auto& [c, res] : e.plan.resources) {
+      std::string parts;
+      for (const auto& [kind, values] :
+           {std::pair{"requests", &res.requests}, {"limits", &res.limits}}) {
+        for (const auto& [name, q] : *values) {
+          parts += std::string(parts.empty() ? "" : ", ") + kind + "." + name + "=" + q;
+        }
+      }
+      out +=
+          "    resources of " + c + " -> " + (parts.empty() ? "none" : parts) + " (pods/resize)\n";
+    }
     for (const auto& [k, v] : e.plan.labels) {
       out += "    label " + k + (v ? " -> " + *v : std::string(" removed")) + "\n";
     }

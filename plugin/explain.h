@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hooks/eligibility.h"
+#include "hooks/resize_support.h"
 #include "lib/json.h"
 #include "lib/status.h"
 
@@ -33,7 +34,10 @@ struct Explanation {
 // `deployment` as `kubectl get -o json` prints it, `replicaSets` a list of its ReplicaSets. The
 // earlier template: while an update runs, the ReplicaSet template of its `from` hash; otherwise
 // the ReplicaSet with the highest deployment.kubernetes.io/revision below the Deployment's.
-StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& replicaSets);
+// `resize`: what the cluster's API server allows with container resources (as the webhook's
+// --pod-resize=auto finds it).
+StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& replicaSets,
+                              const resize_support::Support& resize = {});
 
 std::string RenderExplanation(const Explanation& e);
 

@@ -73,6 +73,21 @@ Status Read(const Invocation& inv, Snapshot& s, bool withPods) {
   return ReadJson(GetReplicaSets(inv, text), s.replicaSets);
 }
 
+// What the API server allows with container resources, as the webhook's --pod-resize=auto asks
+// it; unanswerable (discovery refused): nothing in place, with a note on stderr.
+resize_support::Support ReadResizeSupport(const Invocation& inv) {
+  json::Document apiV1, version;
+  Status st = ReadJson(GetRaw(inv, "/api/v1"), apiV1);
+  if (st.ok()) st = ReadJson(GetRaw(inv, "/version"), version);
+  StatusOr<resize_support::Support> s = st.ok()
+                                            ? resize_support::FromDiscoveryAnswers(apiV1, version)
+                                            : StatusOr<resize_support::Support>(st);
+  if (s.ok()) return *s;
+  std::cerr << "note: cannot tell whether the API server serves pods/resize ("
+            << s.status().message() << "): cpu/memory changes judged as not in place\n";
+  return {};
+}
+
 int Fail(const Status& s, int code = kExitError) {
   std::cerr << "error: " << s.message() << "\n";
   return code;
@@ -181,7 +196,7 @@ int Command(const Invocation& inv) {
   if (inv.command == "explain") {
     Snapshot s;
     if (Status st = Read(inv, s, true); !st.ok()) return Fail(st, 1);
-    StatusOr<Explanation> e = Explain(s.deployment, s.replicaSets);
+    StatusOr<Explanation> e = Explain(s.deployment, s.replicaSets, ReadResizeSupport(inv));
     if (!e.ok()) return Fail(e.status(), 1);
     std::cout << RenderExplanation(*e);
     return 0;

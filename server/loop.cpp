@@ -413,8 +413,10 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       log::Info(a.summary, {{"deployment", std::string(deployment)}});
       continue;
     }
-    const std::string object =
-        a.kind == rollout::WriteKind::kPodStatusPatch ? kube::PodPath(a.ns, a.name) : path;
+    const std::string object = a.kind == rollout::WriteKind::kPodStatusPatch ||
+                                       a.kind == rollout::WriteKind::kPodResizePatch
+                                   ? kube::PodPath(a.ns, a.name)
+                                   : path;
     auto v = versions.find(object);
     const std::string rv = v != versions.end() ? v->second : a.resourceVersion;
     if (!rv.empty()) {
@@ -434,7 +436,9 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       res.ok = false;
       res.conflict = r.Conflict();
       res.error = path + ": " + Describe(r);
-      if (a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) {
+      if ((a.kind == rollout::WriteKind::kPodPatch ||
+           a.kind == rollout::WriteKind::kPodResizePatch) &&
+          progress::IsRefusal(r.code)) {
         res.refusedPod = a.pod.empty() ? a.name : a.pod;
         res.refusal = r.message.empty() ? Describe(r) : r.message;
       }

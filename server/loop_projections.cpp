@@ -71,6 +71,7 @@ kube::Projection PodProjection() {
       "metadata.ownerReferences[].controller",
       "spec.containers[].name",
       "spec.containers[].image",
+      "spec.containers[].resources",  // an in-place resize (DESIGN.md §3.1)
       "spec.readinessGates",
       "status.phase",
       "status.observedGeneration",
@@ -79,6 +80,7 @@ kube::Projection PodProjection() {
       "status.containerStatuses[].imageID",
       "status.containerStatuses[].containerID",
       "status.containerStatuses[].restartCount",
+      "status.containerStatuses[].resources",
       "status.containerStatuses[].state.running.startedAt",
       "status.containerStatuses[].state.terminated.startedAt",
   };
@@ -102,8 +104,9 @@ kube::Projection PodProjection() {
       }
     }
     // Conditions: only those the loop reads, with the fields it reads: Ready (availability; its
-    // lastTransitionTime starts minReadySeconds) and the readiness gates' (our gate's
-    // lastTransitionTime anchors the drain).
+    // lastTransitionTime starts minReadySeconds), the readiness gates' (our gate's
+    // lastTransitionTime anchors the drain), and the kubelet's resize conditions (their reason and
+    // message say whether a resize can go on).
     const Value* conditions = json::Path(&full, {"status", "conditions"});
     if (conditions == nullptr || !conditions->IsArray()) return;
     const Value* gates = json::Path(&full, {"spec", "readinessGates"});
@@ -114,7 +117,12 @@ kube::Projection PodProjection() {
       }
       return false;
     };
-    auto wanted = [&](std::string_view type) { return type == "Ready" || gated(type); };
+    auto resize = [](std::string_view type) {
+      return type == "PodResizePending" || type == "PodResizeInProgress";
+    };
+    auto wanted = [&](std::string_view type) {
+      return type == "Ready" || gated(type) || resize(type);
+    };
     Value kept(rapidjson::kArrayType);
     for (const auto& c : conditions->GetArray()) {
       const std::string_view type = json::StringOr(&c, "type");
@@ -126,6 +134,10 @@ kube::Projection PodProjection() {
       copy("type");
       copy("status");
       if (type == keys::kReadyCondition || type == "Ready") copy("lastTransitionTime");
+      if (resize(type)) {
+        copy("reason");
+        copy("message");
+      }
       kept.PushBack(k, alloc);
     }
     status.AddMember("conditions", kept, alloc);

@@ -30,6 +30,7 @@
 #include "server/loop_status.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/resize_discovery.h"
 #include "server/review_codec.h"
 #include "server/webhook_server.h"
 
@@ -44,6 +45,7 @@ int Review(const iw::cli::ReviewOptions& o) {
   std::string body((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   iw::admission::Context ctx;
   ctx.controllerUser = o.controllerUser;
+  ctx.resize = o.resize;
   iw::review::Reply reply = iw::review::Answer(*route, body, "application/json", ctx);
   std::cout << reply.body << "\n";
   if (!reply.decided) {
@@ -221,6 +223,7 @@ class LoopRuntime {
         identity_(std::move(identity)),
         eventNamespace_(std::move(eventNamespace)) {}
   ~LoopRuntime() { Stop(); }
+  iw::kube::Client& ApiClient() { return *client_; }
   LoopRuntime(const LoopRuntime&) = delete;
   LoopRuntime& operator=(const LoopRuntime&) = delete;
 
@@ -356,7 +359,30 @@ int Serve(const iw::cli::ServeOptions& o) {
         iw::server::LoopStatusPoller::Options{.url = o.loopStatusUrl});
     metrics.AddCollector([p = poller.get()](std::string& out) { p->RenderMetrics(out); });
   }
+  // --pod-resize (DESIGN.md §3.1): given, or asked of the API server by the process that has
+  // credentials; the controller role answers no reviews.
+  std::unique_ptr<iw::server::ResizeDiscovery> discovery;
+  iw::resize_support::Support fixedResize;
+  if (o.podResize) {
+    fixedResize = *o.podResize;
+  } else if (loop && o.role != "controller") {
+    discovery = std::make_unique<iw::server::ResizeDiscovery>(
+        loop->ApiClient(), iw::server::ResizeDiscovery::Options{});
+  } else if (o.role != "controller") {
+    iw::log::Warn(
+        "--pod-resize=auto without API credentials: cpu/memory changes take the native rollout "
+        "(give --pod-resize with the cluster's Kubernetes version)");
+  }
   iw::server::WebhookServerOptions serverOptions = o.server;
+  if (discovery) {
+    serverOptions.resizeSupport = [d = discovery.get()] { return d->Current(); };
+    metrics.AddCollector([d = discovery.get()](std::string& out) { d->RenderMetrics(out); });
+  } else {
+    serverOptions.resizeSupport = [fixedResize] { return fixedResize; };
+    metrics.AddCollector([fixedResize, known = o.podResize.has_value()](std::string& out) {
+      iw::server::RenderResizeMetrics(out, fixedResize, known);
+    });
+  }
   const LoopRuntime* runtime = loop.get();
   const iw::server::LoopStatusPoller* status = poller.get();
   auto loopAlive = [runtime, status] {
@@ -373,6 +399,8 @@ int Serve(const iw::cli::ServeOptions& o) {
     out += "# TYPE inplace_webhook_loop_alive gauge\n";
     out += std::string("inplace_webhook_loop_alive ") + (loopAlive() ? "1" : "0") + "\n";
   });
+  // Asked once before the first review (each GET bounded by 5 s), then in the background.
+  if (discovery) discovery->Start();
   iw::server::WebhookServer server(std::move(serverOptions), metrics);
   if (iw::Status err = server.Start(); !err.ok()) {
     iw::log::Error("cannot start", {{"error", err.message()}});
@@ -408,6 +436,7 @@ int Serve(const iw::cli::ServeOptions& o) {
     std::_Exit(1);
   }).detach();
   if (poller) poller->Stop();
+  if (discovery) discovery->Stop();
   if (loop) loop->Stop();
   server.Shutdown(std::chrono::seconds(o.shutdownDelaySeconds), deadline);
   iw::log::Info("stopped");

@@ -122,6 +122,12 @@ cxxopts::Options ServeSpec() {
       cxxopts::value<std::string>()->default_value(""))(
       "certificate-authority", "CA bundle to verify --api-server",
       cxxopts::value<std::string>()->default_value(""))(
+      "pod-resize",
+      "whether a Deployment's cpu/memory change can be in place (pods/resize): auto (ask the API "
+      "server, again every 10 minutes; without API credentials: off), off, or the cluster's "
+      "Kubernetes version (v1.33 and later serve pods/resize, v1.34 and later a memory limit "
+      "decrease without a restart)",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "leader-elect",
       "run the loop only while holding the Lease: auto (on in a cluster), true or false",
       cxxopts::value<std::string>()->default_value("auto"))(
@@ -149,7 +155,10 @@ cxxopts::Options ReviewSpec() {
                   cxxopts::value<std::string>()->default_value("/mutate/deployments"))(
       "controller-user", "the controller identity, as for serve",
       cxxopts::value<std::string>()->default_value(
-          "system:serviceaccount:inplace-webhook:inplace-webhook"))("h,help", "show this help");
+          "system:serviceaccount:inplace-webhook:inplace-webhook"))(
+      "pod-resize",
+      "as for serve, without auto (no API server here): off, or the cluster's Kubernetes version",
+      cxxopts::value<std::string>()->default_value("off"))("h,help", "show this help");
   return o;
 }
 
@@ -191,6 +200,11 @@ Parsed Parse(int argc, char** argv) {
     if (p.command == "review") {
       p.review.path = r["path"].as<std::string>();
       p.review.controllerUser = r["controller-user"].as<std::string>();
+      StatusOr<std::optional<resize_support::Support>> resize =
+          resize_support::ParseFlag(r["pod-resize"].as<std::string>());
+      if (!resize.ok()) return Fail(resize.status().message());
+      if (!*resize) return Fail("--pod-resize=auto needs an API server: give off or a version");
+      p.review.resize = **resize;
       return p;
     }
     ServeOptions& s = p.serve;
@@ -202,6 +216,10 @@ Parsed Parse(int argc, char** argv) {
     if (s.role != "all" && s.role != "webhook" && s.role != "controller") {
       return Fail("--role must be all, webhook or controller");
     }
+    StatusOr<std::optional<resize_support::Support>> resize =
+        resize_support::ParseFlag(r["pod-resize"].as<std::string>());
+    if (!resize.ok()) return Fail(resize.status().message());
+    s.podResize = *resize;
     s.loopStatusUrl = r["loop-status-url"].as<std::string>();
     if (!s.loopStatusUrl.empty() && s.role != "webhook") {
       return Fail("--loop-status-url is for --role=webhook");

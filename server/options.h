@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "hooks/resize_support.h"
 #include "server/log.h"
 #include "server/webhook_server.h"
 
@@ -18,6 +19,8 @@ struct ServeOptions {
   // probe port only, no webhook listener (DESIGN.md §9.4).
   std::string role = "all";
   std::string loopStatusUrl;  // role webhook: the controller Service's /loopz
+  // --pod-resize: nullopt is auto (ask the API server; without API credentials, off).
+  std::optional<resize_support::Support> podResize;
   // The loop.
   std::string leaderElect = "auto";  // auto: on when running in a cluster
   std::string leaderElectionNamespace;
@@ -41,6 +44,7 @@ struct ServeOptions {
 struct ReviewOptions {
   std::string path = "/mutate/deployments";
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  resize_support::Support resize;  // --pod-resize (off or a version)
 };
 
 // Parse results: on --help or an error, `exitCode` is set and `output` holds what to print

@@ -138,6 +138,7 @@ const std::vector<std::string>& PodFields() {
       "metadata.deletionTimestamp",
       "spec.containers[].name",
       "spec.containers[].image",
+      "spec.containers[].resources",
       "spec.readinessGates",
       "status.phase",
       "status.conditions",
@@ -146,6 +147,7 @@ const std::vector<std::string>& PodFields() {
       "status.containerStatuses[].imageID",
       "status.containerStatuses[].containerID",
       "status.containerStatuses[].restartCount",
+      "status.containerStatuses[].resources",
       "status.containerStatuses[].ready",
   };
   return fields;

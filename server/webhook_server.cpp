@@ -128,6 +128,7 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   ctx.controllerUser = options_.controllerUser;
   ctx.now = std::chrono::system_clock::now();
   ctx.loopAlive = options_.loopAlive && options_.loopAlive();
+  if (options_.resizeSupport) ctx.resize = options_.resizeSupport();
   review::Reply reply = review::Answer(*route, req.body, req.HeaderValue("Content-Type"), ctx);
   metrics_.inFlight.fetch_sub(1);
   if (reply.tooManyValues) shedTooManyValues_.fetch_add(1);

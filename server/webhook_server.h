@@ -54,6 +54,8 @@ struct WebhookServerOptions {
   bool waitForCertificate = false;
   std::chrono::seconds ticketKeyRotation{3600};  // session ticket keys (§9.7)
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  // admission::Context::resize for each review; absent: nothing in place (--pod-resize).
+  std::function<resize_support::Support()> resizeSupport;
   // admission::Context::loopAlive for each review; absent: false (no loop known to run).
   std::function<bool()> loopAlive;
   // Why this process is not ready beyond its listeners ("" or absent: nothing): the loop's

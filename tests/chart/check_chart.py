@@ -687,6 +687,8 @@ def check_chart(run, root):
         ({"webhooks": {"excludeNamespaces": ["Not_A_Name"]}}, "webhooks.excludeNamespaces[0]"),
         ({"podLabels": {"a": 1}}, "podLabels.a"),
         ({"serviceAccount": {"create": "true"}}, "serviceAccount.create"),
+        ({"podResize": "auto"}, "podResize"),
+        ({"podResize": "yes"}, "podResize"),
     ]
     good = [
         {"podDisruptionBudget": {"minAvailable": "50%"}},
@@ -698,6 +700,7 @@ def check_chart(run, root):
         {"image": {"tag": "v1.2.3-rc.1"}, "podAntiAffinity": "none", "leaderElection": False},
         {"metrics": {"serviceMonitor": {"enabled": True, "interval": "1m30s"}}},
         {"resources": {}, "affinity": {"nodeAffinity": {}}, "tolerations": [{"key": "k"}]},
+        {"podResize": "off"}, {"podResize": "v1.34.2"}, {"podResize": "v1.33.4-eks-1a2b3c"},
     ]
     errors = []
     for override, path in bad:
@@ -951,7 +954,7 @@ CONTRACT_FLAGS = {"bind-address", "port", "probe-port", "tls-cert-file", "tls-pr
                   "client-ca-file", "log-level", "log-format", "max-request-bytes", "max-connections",
                   "controller-user", "leader-elect", "leader-election-namespace", "api-server",
                   "shutdown-grace-seconds", "role", "loop-status-url", "tls-wait-for-files",
-                  "first-request-timeout-seconds", "max-inflight-request-bytes"}
+                  "first-request-timeout-seconds", "max-inflight-request-bytes", "pod-resize"}
 CONTRACT_DEFAULTS = [
     ("replicaCount", 2), ("leaderElection", True), ("server.port", 8443), ("server.probePort", 8080),
     ("server.maxRequestBytes", 7340032), ("server.maxConnections", 256), ("server.shutdownGraceSeconds", 30),
@@ -995,11 +998,15 @@ def check_deployment(run, root, texts, values):
         if flag not in CONTRACT_FLAGS:
             errors.append("Deployment passes --%s, which is not in the binary's contract" % flag)
     for flag in ("tls-cert-file", "tls-private-key-file", "controller-user", "port", "probe-port", "role",
-                 "loop-status-url"):
+                 "loop-status-url", "pod-resize"):
         if flag not in flags:
             errors.append("Deployment does not pass --%s" % flag)
     if "--role=webhook" not in args or "leader-elect" in flags:
         errors.append("the webhook Deployment runs --role=webhook (no loop, no --leader-elect)")
+    # The credential-free webhook cannot ask the API server whether it serves pods/resize: the chart tells it.
+    resize = next((a for a in args if a.startswith("--pod-resize=")), "")
+    if ".Values.podResize" not in resize or ".Capabilities.KubeVersion.Version" not in resize:
+        errors.append("--pod-resize must be podResize, defaulting to .Capabilities.KubeVersion.Version")
     user = next((a for a in args if a.startswith("--controller-user=")), "")
     if 'include "inplace-webhook.controllerUser"' not in user:
         errors.append("--controller-user must be the chart's service account (controllerUser helper)")

@@ -699,6 +699,7 @@ def builders_from_header(text):
 
 BUILDER_RESOURCES = {
     "PodsPath": ("", "pods"), "PodPath": ("", "pods"), "PodStatusPath": ("", "pods/status"),
+    "PodResizePath": ("", "pods/resize"),
     "DeploymentsPath": ("apps", "deployments"), "DeploymentPath": ("apps", "deployments"),
     "DeploymentStatusPath": ("apps", "deployments/status"),
     "ReplicaSetsPath": ("apps", "replicasets"), "ReplicaSetPath": ("apps", "replicasets"),

@@ -344,7 +344,7 @@ TEST_CASE("KeepFields keeps exactly the pod fields the loop reads") {
     "metadata":{"name":"web-1","namespace":"default","uid":"u1","resourceVersion":"7",
       "labels":{"app":"web"},"annotations":{"a":"b"},
       "ownerReferences":[{"kind":"ReplicaSet","name":"web-abc","uid":"rs-1"}]},
-    "spec":{"containers":[{"name":"app","image":"nginx:1.27"},{"name":"side","image":"envoy:1"}],
+    "spec":{"containers":[{"name":"app","image":"nginx:1.27","resources":{}},{"name":"side","image":"envoy:1"}],
       "readinessGates":[{"conditionType":"inplace-webhook.io/ready"}]},
     "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}],
       "containerStatuses":[{"name":"app","image":"nginx:1.27","imageID":"sha256:1",

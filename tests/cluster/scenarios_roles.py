@@ -119,11 +119,14 @@ def h05_policy_limits_the_controller(s):
     """The controller's ServiceAccount (impersonated, server-side dry runs of the loop's kind of request): every
     write the loop makes is allowed, and each write RBAC lets it make but the loop never makes is refused by the
     chart's ValidatingAdmissionPolicy, whose message names it: pods of a Deployment that is not opted in, pod
-    labels/annotations outside an update step, pod spec fields, other pod conditions, a Deployment's scale, a
-    ReplicaSet with replicas or its deletion, another Lease, Events on other kinds; and a write RBAC grants by
-    mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule names its Lease."""
+    labels/annotations outside an update step, pod spec fields, other pod conditions, a resize outside an update
+    step, a Deployment's scale, a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
+    and a write RBAC grants by mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule
+    names its Lease."""
     app = tc.App(s, "h05")
-    app.create(tc.deployment("web", replicas=1))
+    web = tc.deployment("web", replicas=1)
+    web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}  # Burstable
+    app.create(web)
     plain = tc.deployment("plain", replicas=1)
     plain["metadata"]["labels"].pop(tc.ENABLED)
     plain["spec"]["template"]["metadata"]["labels"].pop(tc.ENABLED)
@@ -199,6 +202,9 @@ def h05_policy_limits_the_controller(s):
          "deletes only zero-replica ReplicaSets"),
         ("another Lease", "POST", leases, other_lease, JSON, "the only Lease of the controller"),
         ("an Event on a Secret", "POST", events, event("Secret", "x"), JSON, "Events on Deployments, ReplicaSets"),
+        ("a resize of a pod not in an update step", "PATCH", pods + "/" + name + "/resize",
+         {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "20m"}}}]}}, STRATEGIC,
+         "resizes only a pod in an update step"),
     ]
     wrong, refused = [], []
     for what, method, path, body, ctype in allowed:

@@ -1137,3 +1137,39 @@ TEST_CASE("the abort left by an update the webhook ended is consumed by the next
     CHECK_FALSE(InProgressText(a.out).empty());
   }
 }
+
+TEST_CASE("a cpu/memory change is in place where pods/resize is served, else a warning says why") {
+  constexpr std::string_view kRequests =
+      R"([{"op":"add","path":"/spec/template/spec/containers/0/resources","value":{"requests":{"cpu":"100m","memory":"64Mi"}}}])";
+  constexpr std::string_view kMoreCpu =
+      R"([{"op":"replace","path":"/spec/template/spec/containers/0/resources/requests/cpu","value":"200m"}])";
+  constexpr std::string_view kGuaranteed =
+      R"([{"op":"add","path":"/spec/template/spec/containers/0/resources/limits","value":{"cpu":"100m","memory":"64Mi"}}])";
+  json::Document old = Deployment(kRequests);
+  admission::Context served = Ctx();
+  served.resize = resize_support::kAll;
+
+  SUBCASE("served: the update starts in place") {
+    admission::Response r = admission::MutateDeployment(Update(old, With(old, kMoreCpu)), served);
+    CHECK(r.allowed);
+    CHECK_FALSE(r.patch.empty());
+    CHECK(AnyContains(r.warnings, "in-place update: 3 pods will be updated"));
+    CHECK_FALSE(AnyContains(r.warnings, "not possible"));
+  }
+  SUBCASE("not served: a normal rollout, and the warning names pods/resize") {
+    admission::Response r = admission::MutateDeployment(Update(old, With(old, kMoreCpu)), Ctx());
+    CHECK(r.patch.empty());
+    CHECK(AnyContains(r.warnings, "spec.template.spec.containers[0].resources changed"));
+    CHECK(AnyContains(r.warnings,
+                      "in-place resize not possible: the API server does not serve "
+                      "pods/resize"));
+    for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  }
+  SUBCASE("served, but the QoS class would change: a normal rollout, the warning says so") {
+    admission::Response r =
+        admission::MutateDeployment(Update(old, With(old, kGuaranteed)), served);
+    CHECK(r.patch.empty());
+    CHECK(AnyContains(r.warnings, "QoS class would change from Burstable to Guaranteed"));
+    for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  }
+}

@@ -258,8 +258,8 @@ TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the co
   json::Document podJson =
       test::Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u1"}})");
   const kube::Pod pod = test::AsPod(podJson);
-  json::Document dJson =
-      Deployment("[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:00Z") + "]");
+  json::Document dJson = Deployment(
+      "[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:00Z") + "]", "600");
   const kube::Deployment d = test::AsDeployment(dJson);
   std::vector<rollout::Action> out =
       progress::PlanRefusal(d, &pod, "web-1", p13, "denied: no v2", kNow);
@@ -286,12 +286,71 @@ TEST_CASE("a refused pod write: Events on the pod and the Deployment, and the co
   // Already reported: only the (deduplicated) Events.
   json::Document reportedJson =
       Deployment("[" +
+                     Ours("False", "PodUpdateRefused",
+                          p13 + "; pod web-1: update refused by the API server: denied: no v2",
+                          "2026-01-01T00:09:00Z") +
+                     "]",
+                 "600");
+  const kube::Deployment reported = test::AsDeployment(reportedJson);
+  CHECK(progress::PlanRefusal(reported, &pod, "web-1", p13, "denied: no v2", kNow).size() == 2);
+  // A refusal that lasts past progressDeadlineSeconds (30 s; 60 s without progress): the stall,
+  // once (a pass that meets the refusal ends before the usual progress report).
+  json::Document lastingJson =
+      Deployment("[" +
                  Ours("False", "PodUpdateRefused",
                       p13 + "; pod web-1: update refused by the API server: denied: no v2",
                       "2026-01-01T00:09:00Z") +
-                 "]");
-  const kube::Deployment reported = test::AsDeployment(reportedJson);
-  CHECK(progress::PlanRefusal(reported, &pod, "web-1", p13, "denied: no v2", kNow).size() == 2);
+                 "," + kPaused + "]");
+  std::vector<rollout::Action> stall = progress::PlanRefusal(test::AsDeployment(lastingJson), &pod,
+                                                             "web-1", p13, "denied: no v2", kNow);
+  REQUIRE(stall.size() == 3);
+  const json::Value* sc = json::Path(&stall[2].body, {"status", "conditions"});
+  REQUIRE(sc != nullptr);
+  bool deadline = false;
+  for (const auto& c : sc->GetArray()) {
+    if (json::StringOr(&c, "type") != "Progressing") continue;
+    deadline = json::StringOr(&c, "status") == "False" &&
+               json::StringOr(&c, "reason") == "ProgressDeadlineExceeded" &&
+               json::StringOr(&c, "message").find("denied: no v2") != std::string::npos;
+  }
+  CHECK(deadline);
+  json::Document stalledJson =
+      Deployment("[" +
+                 Ours("False", "PodUpdateRefused",
+                      p13 + "; pod web-1: update refused by the API server: denied: no v2",
+                      "2026-01-01T00:09:00Z") +
+                 "," + kOurStall + "]");
+  CHECK(progress::PlanRefusal(test::AsDeployment(stalledJson), &pod, "web-1", p13, "denied: no v2",
+                              kNow)
+            .size() == 2);
   // Unknown pod (not in the snapshot): the Deployment Event and the condition.
   CHECK(progress::PlanRefusal(d, nullptr, "web-1", p13, "denied", kNow).size() == 2);
+}
+
+TEST_CASE("a pod that cannot go on (a resize the kubelet refuses) is a stall at once, naming it") {
+  rollout::Plan p = Updating(1, 3, {{"Updating", 1}});
+  p.stuckReason = "PodResizeInfeasible";
+  p.stuckMessage = "pod web-b: the kubelet finds the resize infeasible: Infeasible: no cpu";
+  json::Document d =
+      Deployment("[" +
+                 Ours("True", "InPlaceUpdateProgressing",
+                      "1/3 pods updated to template b (1 Updating)", "2026-01-01T00:09:59Z") +
+                 "," + kPaused + "]");
+  progress::AddProgress(p, test::AsDeployment(d), kNow);
+  CHECK(p.stalled);
+  const json::Value* ours = Written(p, keys::kProgressCondition);
+  REQUIRE(ours != nullptr);
+  CHECK(json::StringOr(ours, "status") == "False");
+  CHECK(json::StringOr(ours, "reason") == "PodResizeInfeasible");
+  CHECK(json::StringOr(ours, "message") ==
+        "1/3 pods updated to template b (1 Updating); pod web-b: the kubelet finds the resize "
+        "infeasible: Infeasible: no cpu");
+  // No progress since the last report: its lastUpdateTime stays the anchor.
+  CHECK(json::StringOr(ours, "lastUpdateTime") == "2026-01-01T00:09:59Z");
+  const json::Value* progressing = Written(p, "Progressing");
+  REQUIRE(progressing != nullptr);
+  CHECK(json::StringOr(progressing, "status") == "False");
+  CHECK(json::StringOr(progressing, "reason") == "ProgressDeadlineExceeded");
+  CHECK(json::StringOr(progressing, "message").find("PodResizeInfeasible") == std::string::npos);
+  CHECK(json::StringOr(progressing, "message").find("resize infeasible") != std::string::npos);
 }
