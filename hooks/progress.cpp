@@ -121,6 +121,18 @@ std::optional<int> ProgressDeadline(const kube::Deployment& d) {
   return static_cast<int>(*s);
 }
 
+namespace {
+
+// The deadline a stall is judged by: ProgressDeadline, none while the user holds the update paused
+// (the controller has none while paused).
+std::optional<int> StallDeadline(const kube::Deployment& d) {
+  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
+  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
+  return userPause ? std::nullopt : ProgressDeadline(d);
+}
+
+}  // namespace
+
 void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_point now) {
   const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
   const std::optional<Condition> progressing = Find(d, "Progressing");
@@ -169,10 +181,7 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
         }
       } else {
         // No progress since lastUpdateTime.
-        // A user's pause holds the update: no deadline, as the controller has none while paused.
-        const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
-        const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
-        const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
+        const std::optional<int> deadline = StallDeadline(d);
         const auto due = *last + std::chrono::seconds(deadline.value_or(0));
         if (deadline && now >= due) {
           stalled = true;
@@ -240,9 +249,7 @@ std::vector<Action> PlanRefusal(const kube::Deployment& d, const kube::Pod* pod,
   // progress (the pass that meets the refusal ends there, before the usual report: this is it).
   std::optional<Condition> wantProgressing;
   const std::optional<Condition> progressing = Find(d, "Progressing");
-  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
-  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
-  const std::optional<int> deadline = userPause ? std::nullopt : ProgressDeadline(d);
+  const std::optional<int> deadline = StallDeadline(d);
   const std::optional<Clock::time_point> anchor =
       want.lastUpdateTime.empty() ? std::nullopt : rfc3339::Parse(want.lastUpdateTime);
   if (deadline && anchor && now >= *anchor + std::chrono::seconds(*deadline) &&
