@@ -6,10 +6,12 @@ recreate (DESIGN.md §3.1)."""
 
 import json
 import os
+import time
 
 import test_cluster as tc
 from scenarios_progress import rollout_status
-from kube import IN_PROGRESS, annotations_of, check, condition, container_statuses, snapshot, wait_for
+from kube import (IN_PROGRESS, LIFECYCLE, annotations_of, check, condition, container_statuses, labels_of, snapshot,
+                  state_of, wait_for)
 
 SMALL = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
 LARGE = {"requests": {"cpu": "150m", "memory": "96Mi"}, "limits": {"cpu": "300m", "memory": "192Mi"}}
@@ -260,5 +262,68 @@ def v05_infeasible_resize_stops_the_update(s):
           % (len(pending), len(before)))
 
 
+def v06_hooks_and_budget_hold_the_resize(s):
+    """The hooks and the budget apply to a resize as to an image change. A label as pre- and post-update hook (the
+    LB controller deregisters the pod, then registers it again) and maxUnavailable 1 on 3 replicas: one pod at a
+    time leaves Normal; a pod held in its pre-update hook keeps its cpu/memory (the spec, what the kubelet reports,
+    the cgroup) until the hook is released; once resized it waits in Updated, with the new resources applied, until
+    its label is back; then the next pod starts."""
+    app = tc.App(s, "v06")
+    hook = {"labelsHandler": {tc.HANDLER_LABEL: "true"}}
+    d = resized_deployment("web", replicas=3)
+    d["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    d["metadata"]["annotations"][LIFECYCLE] = json.dumps({"preUpdate": hook, "postUpdate": hook})
+    before = snapshot(app.create(d))
+    rs0 = app.rs_names()
+    for name in before:
+        app.set_label(name, "true")
+    _, warnings = set_resources(app, LARGE)
+    tc.expect_warning(warnings, "in-place update: 3 pods will be updated")
+    hold, track, most, order = 2.0, {n: {} for n in before}, 0, []
+    deadline = time.time() + 180
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish in 180 s")
+        now, pods = time.time(), app.pods()
+        busy = [p["metadata"]["name"] for p in pods if state_of(p) != "Normal"]
+        most = max(most, len(busy))
+        check(len(busy) <= 1, "pods out of Normal at once with maxUnavailable 1: %s" % busy)
+        for p in pods:
+            name, st = p["metadata"]["name"], state_of(p)
+            r, registered = track[name], labels_of(p).get(tc.HANDLER_LABEL) == "true"
+            resources = p["spec"]["containers"][0]["resources"]
+            if "released" not in r:
+                check(resources == SMALL, "pod %s resized (%s) before its pre-update hook was released (%s)"
+                      % (name, resources, st))
+            if st == "PreparingUpdate" and registered and "released" not in r:
+                r.setdefault("preparing", now)
+                if name not in order:
+                    order.append(name)
+                if now - r["preparing"] >= hold:
+                    expect_enforced(s, p, SMALL)  # held: the kubelet still runs the old values
+                    expect_reported(p, SMALL)
+                    app.set_label(name, None)
+                    r["released"] = time.time()
+            if st == "Updated" and not registered:
+                r.setdefault("updated", now)
+                check(resources == LARGE, "pod %s in Updated with %s" % (name, resources))
+                if now - r["updated"] >= hold and "rearmed" not in r:
+                    expect_reported(p, LARGE)
+                    expect_enforced(s, p, LARGE)  # applied before the post-update hook
+                    app.set_label(name, "true")
+                    r["rearmed"] = time.time()
+            if "released" in r and st == "Normal":
+                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was met" % name)
+        time.sleep(0.1)
+    for name, r in track.items():
+        check({"preparing", "released", "updated", "rearmed"} <= set(r), "pod %s skipped a hook: %s" % (name, sorted(r)))
+    check(most == 1 and len(order) == 3, "pods at once: %d, order %s" % (most, order))
+    print("    one pod at a time: %s; each held %.0f s in each hook" % (" -> ".join(order), hold))
+    _, pods = tc.finish(app, before, rs0, restarted=set(), timeout=30)
+    for p in pods:
+        expect_reported(p, LARGE)
+        expect_enforced(s, p, LARGE)
+
+
 SCENARIOS = [v00_cluster_serves_pods_resize, v01_cpu_memory_in_place, v02_restart_container_policy,
-             v03_resources_and_image_together, v04_qos_change_is_native, v05_infeasible_resize_stops_the_update]
+             v03_resources_and_image_together, v04_qos_change_is_native, v05_infeasible_resize_stops_the_update,
+             v06_hooks_and_budget_hold_the_resize]

@@ -203,7 +203,8 @@ TEST_CASE("leader election: a replica that cannot act does not campaign, and a l
   CHECK_FALSE(a.LeaderKnownAlive(Steady::now()));
 
   may = true;
-  REQUIRE(eventually([&] { return a.IsLeader(); }));
+  // (IsLeader turns true before the elector's thread calls onStartedLeading.)
+  REQUIRE(eventually([&] { return a.IsLeader() && started.load() >= 2; }));
   CHECK(started.load() == 2);
   a.Stop();
   CHECK(stopped.load() == 2);

@@ -282,6 +282,9 @@ class HangingApi : public kube::WatchApi {
   std::atomic<bool> hang{false};
   std::atomic<int> writesWithoutDeadline{0};
   std::atomic<int> writesLanded{0};
+  // The deadline of the last hung request made on thread `watched` (0: none yet).
+  std::atomic<std::thread::id> watched{};
+  std::atomic<Steady::time_point::rep> watchedDeadline{0};
 
   kube::Result Get(std::string_view path) override {
     if (auto r = Hung()) return std::move(*r);
@@ -320,6 +323,8 @@ class HangingApi : public kube::WatchApi {
   std::optional<kube::Result> Hung() {
     if (!hang.load()) return std::nullopt;
     auto d = kube::DeadlineScope::Current();
+    if (d && std::this_thread::get_id() == watched.load())
+      watchedDeadline = d->time_since_epoch().count();
     // Without a deadline a hung request would hang "forever" (here: 60 s).
     std::this_thread::sleep_until(d ? *d : Steady::now() + seconds(60));
     kube::Result r;
@@ -358,16 +363,25 @@ TEST_CASE("leader election: a leader whose API hangs stops writing before its le
   // The API server hangs. The last renewal started at most a retry period ago: `hungAt` - 100 ms.
   const Steady::time_point hungAt = Steady::now();
   hanging.hang = true;
-  // A write the loop issues now hangs, and is cut before lease - margin after the last renewal.
-  std::thread writer([&] { CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").code == 0); });
+  // A write the loop issues now hangs, and is cut at lease - margin after the last renewal (r +
+  // 1500 - 200, r <= hungAt): the deadline it carries says so exactly; when it ends, the wake-up's
+  // latency added, the lease (r + 1500) cannot have been taken yet.
+  std::thread writer([&] {
+    hanging.watched = std::this_thread::get_id();
+    CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").code == 0);
+  });
   writer.join();
   const Steady::time_point writeEnded = Steady::now();
-  CHECK(writeEnded < hungAt + milliseconds(1300));  // r + 1500 - 200, r <= hungAt
-  // The renewal is cut at its deadline too, and the loop stops by r + renewDeadline (+ slack).
+  REQUIRE(hanging.watchedDeadline.load() != 0);
+  CHECK(Steady::time_point(Steady::duration(hanging.watchedDeadline.load())) <=
+        hungAt + milliseconds(1300));
+  CHECK(writeEnded < hungAt + milliseconds(1500));
+  // The renewal is cut at its deadline too, and the loop stops by r + renewDeadline, before the
+  // lease is free.
   while (loopRunning.load() && Steady::now() < deadline)
     std::this_thread::sleep_for(milliseconds(5));
   CHECK_FALSE(loopRunning.load());
-  CHECK(Steady::time_point(Steady::duration(stoppedAt.load())) < hungAt + milliseconds(1300));
+  CHECK(Steady::time_point(Steady::duration(stoppedAt.load())) < hungAt + milliseconds(1500));
   // Once the fence is closed nothing is sent at all.
   CHECK(loopApi.Patch(pod, kube::PatchType::kMerge, "{}").reason == "NotLeading");
   CHECK(loopApi.Refused() >= 1);

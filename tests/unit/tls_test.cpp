@@ -45,8 +45,9 @@ void Write(const std::filesystem::path& p, const std::string& text) {
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
-    char tmpl[] = "/tmp/iw-tls-XXXXXX";
-    path = mkdtemp(tmpl);
+    std::string tmpl = (std::filesystem::temp_directory_path() / "iw-tls-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
   }
   ~TempDir() { std::filesystem::remove_all(path); }
 };
