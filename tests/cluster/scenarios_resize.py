@@ -6,7 +6,6 @@ recreate (DESIGN.md §3.1)."""
 
 import json
 import os
-import time
 
 import test_cluster as tc
 from scenarios_progress import rollout_status
@@ -279,44 +278,37 @@ def v06_hooks_and_budget_hold_the_resize(s):
         app.set_label(name, "true")
     _, warnings = set_resources(app, LARGE)
     tc.expect_warning(warnings, "in-place update: 3 pods will be updated")
-    hold, track, most, order = 2.0, {n: {} for n in before}, 0, []
-    deadline = time.time() + 180
-    while not app.in_place_done():
-        check(time.time() < deadline, "the update did not finish in 180 s")
-        now, pods = time.time(), app.pods()
+    most = 0
+
+    def each_round(pods, track):
+        nonlocal most
         busy = [p["metadata"]["name"] for p in pods if state_of(p) != "Normal"]
         most = max(most, len(busy))
         check(len(busy) <= 1, "pods out of Normal at once with maxUnavailable 1: %s" % busy)
         for p in pods:
-            name, st = p["metadata"]["name"], state_of(p)
-            r, registered = track[name], labels_of(p).get(tc.HANDLER_LABEL) == "true"
-            resources = p["spec"]["containers"][0]["resources"]
-            if "released" not in r:
+            name, resources = p["metadata"]["name"], p["spec"]["containers"][0]["resources"]
+            if "released" not in track[name]:
                 check(resources == SMALL, "pod %s resized (%s) before its pre-update hook was released (%s)"
-                      % (name, resources, st))
-            if st == "PreparingUpdate" and registered and "released" not in r:
-                r.setdefault("preparing", now)
-                if name not in order:
-                    order.append(name)
-                if now - r["preparing"] >= hold:
-                    expect_enforced(s, p, SMALL)  # held: the kubelet still runs the old values
-                    expect_reported(p, SMALL)
-                    app.set_label(name, None)
-                    r["released"] = time.time()
-            if st == "Updated" and not registered:
-                r.setdefault("updated", now)
+                      % (name, resources, state_of(p)))
+            if state_of(p) == "Updated":
                 check(resources == LARGE, "pod %s in Updated with %s" % (name, resources))
-                if now - r["updated"] >= hold and "rearmed" not in r:
-                    expect_reported(p, LARGE)
-                    expect_enforced(s, p, LARGE)  # applied before the post-update hook
-                    app.set_label(name, "true")
-                    r["rearmed"] = time.time()
-            if "released" in r and st == "Normal":
-                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was met" % name)
-        time.sleep(0.1)
-    for name, r in track.items():
-        check({"preparing", "released", "updated", "rearmed"} <= set(r), "pod %s skipped a hook: %s" % (name, sorted(r)))
-    check(most == 1 and len(order) == 3, "pods at once: %d, order %s" % (most, order))
+
+    def release(p):
+        expect_enforced(s, p, SMALL)  # held: the kubelet still runs the old values
+        expect_reported(p, SMALL)
+        app.set_label(p["metadata"]["name"], None)
+
+    def rearm(p):
+        expect_reported(p, LARGE)
+        expect_enforced(s, p, LARGE)  # applied before the post-update hook is met
+        app.set_label(p["metadata"]["name"], "true")
+
+    hold = 2.0
+    track = tc.play_hooks(app, before, lambda p: labels_of(p).get(tc.HANDLER_LABEL) == "true", release, rearm,
+                          hold=hold, timeout=180, each_round=each_round, tick=0.1)
+    order = sorted(track, key=lambda n: track[n]["preparing"])
+    check(most == 1 and all(track[a]["rearmed"] <= track[b]["preparing"] for a, b in zip(order, order[1:])),
+          "pods at once: %d; hooks %s" % (most, track))
     print("    one pod at a time: %s; each held %.0f s in each hook" % (" -> ".join(order), hold))
     _, pods = tc.finish(app, before, rs0, restarted=set(), timeout=30)
     for p in pods:

@@ -428,6 +428,40 @@ def release_until_done(app, release, timeout, after):
         time.sleep(0.1)
 
 
+def play_hooks(app, names, armed, release, rearm, hold, timeout, each_round=None, tick=0.05):
+    """Plays the LB controller of a pre- and post-update hook until the in-place update of `names` is done: a pod
+    waiting in PreparingUpdate with its hook armed(pod) is released (release(pod)) after `hold` s, one waiting in
+    Updated with it disarmed is re-armed (rearm(pod)) after `hold` s. each_round(pods, track) runs first on every
+    round's pods. Checks that no pod returned to Normal before its post-update hook was met and that every pod went
+    through both hooks; returns {pod: {"preparing", "released", "updated", "rearmed": time}}."""
+    track = {n: {} for n in names}
+    deadline = time.time() + timeout
+    while not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish in %d s" % timeout)
+        now, pods = time.time(), app.pods()
+        if each_round:
+            each_round(pods, track)
+        for p in pods:
+            name, st, on = p["metadata"]["name"], state_of(p), armed(p)
+            r = track[name]
+            if st == "PreparingUpdate" and on and "released" not in r:
+                r.setdefault("preparing", now)
+                if now - r["preparing"] >= hold:
+                    release(p)
+                    r["released"] = time.time()
+            if st == "Updated" and not on and "rearmed" not in r:
+                r.setdefault("updated", now)
+                if now - r["updated"] >= hold:
+                    rearm(p)
+                    r["rearmed"] = time.time()
+            if "released" in r and st == "Normal":
+                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was met" % name)
+        time.sleep(tick)
+    for name, r in track.items():
+        check({"preparing", "released", "updated", "rearmed"} <= set(r), "pod %s skipped a hook: %s" % (name, sorted(r)))
+    return track
+
+
 # ---------------------------------------------------------------------------------------------
 # Scenarios
 
@@ -548,35 +582,20 @@ def c02_pre_and_post_hooks(s):
     before, rs0 = snapshot(app.pods()), app.rs_names()
     app.kubectl("set", "image", "deploy/web", "app=" + V2)
     expect_in_progress(app)
-    hold = 1.0
-    track = {n: {} for n in before}
-    deadline = time.time() + 120
-    while not app.in_place_done():
-        check(time.time() < deadline, "the update did not finish in 120 s")
-        now = time.time()
-        for p in app.pods():
+    armed = lambda p: FINALIZER in (p["metadata"].get("finalizers") or [])  # noqa: E731
+
+    def before_release(pods, track):
+        for p in pods:
             name = p["metadata"]["name"]
-            r = track[name]
-            st, armed = state_of(p), FINALIZER in (p["metadata"].get("finalizers") or [])
-            if "released" not in r:
-                check(st in ("Normal", "PreparingUpdate") and images(p)["app"] == V1
+            if "released" not in track[name]:
+                check(state_of(p) in ("Normal", "PreparingUpdate") and images(p)["app"] == V1
                       and container_statuses(p)["app"]["restartCount"] == before[name]["containers"]["app"][1],
-                      "pod %s is %s with image %s before its pre-update hook was released" % (name, st, images(p)))
-            if st == "PreparingUpdate" and armed:
-                r.setdefault("preparing", now)
-                if now - r["preparing"] >= hold:
-                    app.set_finalizer(name, False)
-                    r["released"] = time.time()
-            if st == "Updated" and not armed:
-                r.setdefault("updated", now)
-                if now - r["updated"] >= hold:
-                    app.set_finalizer(name, True)
-                    r["rearmed"] = time.time()
-            if "released" in r and st == "Normal":
-                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was re-armed" % name)
-        time.sleep(0.05)
-    for name, r in track.items():
-        check({"preparing", "released", "updated", "rearmed"} <= set(r), "pod %s skipped a hook: %s" % (name, sorted(r)))
+                      "pod %s is %s with image %s before its pre-update hook was released"
+                      % (name, state_of(p), images(p)))
+
+    play_hooks(app, before, armed, lambda p: app.set_finalizer(p["metadata"]["name"], False),
+               lambda p: app.set_finalizer(p["metadata"]["name"], True), hold=1.0, timeout=120,
+               each_round=before_release)
     finish(app, before, rs0, restarted={"app"})
     for p in app.pods():
         check(FINALIZER in p["metadata"].get("finalizers", []), "pod %s lost its finalizer" % p["metadata"]["name"])
