@@ -36,8 +36,10 @@ run: build certs
 	@exec $(BUILD)/inplace-webhook serve --bind-address 127.0.0.1 --port $(PORT) --probe-port $(PROBE_PORT) \
 	  --tls-cert-file $(CERT_DIR)/tls.crt --tls-private-key-file $(CERT_DIR)/tls.key --log-format text
 
-# Everything: the ctest suites (unit, curl, server edges, chart, the API client), then the real-cluster
-# suite (tests/cluster/run.sh), which ends with "real cluster: kubernetes ..., N scenarios passed, M failed".
+# Everything: the ctest suites (unit, curl, server edges, chart, the API client), then the real-cluster suite on
+# the version matrix (tests/cluster/matrix.sh: v1.37 in two shards, v1.30, v1.33, and a v1.33 control plane with a
+# v1.30 node, side by side), which ends with one "real cluster: kubernetes ..., N scenarios passed, M failed" line
+# per configuration.
 test: test-unit test-cluster
 
 # The e2e scenarios on the Python API double are left to test-sanitize (they drive the ASan/TSan binaries): the
@@ -46,13 +48,17 @@ test-unit: build certs
 	@cd $(BUILD) && ctest --output-on-failure --timeout 900 -LE '^e2e$$'
 
 # The pinned upstream components (cluster/upstream/*/go.mod), built once into $$INPLACE_CACHE
-# (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change.
+# (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change; the older releases of
+# the version matrix too (kubernetes-1.30, kubernetes-1.33).
 upstream:
 	@cluster/deps.sh
 	@cluster/upstream/build.sh
+	@cluster/upstream/build.sh kubernetes-1.33 kubernetes-1.30
 
+# MATRIX=newest runs only v1.37 (both shards), MATRIX=older only the older configurations.
+MATRIX ?= all
 test-cluster: build certs upstream
-	@tests/cluster/run.sh $(BUILD)
+	@tests/cluster/matrix.sh $(BUILD) $(MATRIX)
 
 # A real cluster to try things on (as root): `make cluster-up`, then the printed `export` line, then kubectl/helm.
 cluster-up: build upstream

@@ -7,10 +7,24 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 [[ $EUID -eq 0 ]] || die "must run as root"
 
-# pids_in_cgroups: every process in a cgroup the kubelet made for pods (all v1 hierarchies and the v2 one).
-pids_in_cgroups() { find /sys/fs/cgroup -path '*kubepods*' -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u; }
-# pod_cgroups: those cgroups, deepest first.
-pod_cgroups() { find /sys/fs/cgroup -depth -type d -path '*kubepods*' 2>/dev/null; }
+# cluster_cgroups: this cluster's cgroup root in each hierarchy (all v1 ones and the v2 one), where its kubelet
+# made its pods' cgroups (cluster/lib.sh CGROUP_ROOT).
+cluster_cgroups() {
+  local h
+  for h in /sys/fs/cgroup/ /sys/fs/cgroup/*/; do
+    if [[ -d "$h${CGROUP_ROOT#/}" ]]; then echo "$h${CGROUP_ROOT#/}"; fi
+  done
+}
+# pids_in_cgroups: every process in a cgroup under it.
+pids_in_cgroups() {
+  local c
+  cluster_cgroups | while read -r c; do find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -u
+}
+# pod_cgroups: those cgroups, and the roots themselves, deepest first.
+pod_cgroups() {
+  local c
+  cluster_cgroups | while read -r c; do find "$c" -depth -type d 2>/dev/null; done
+}
 # run_mounts: the mount points under the state directory, deepest first.
 run_mounts() { awk -v run="$RUN/" 'index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r; }
 
@@ -54,10 +68,11 @@ if [[ -e "/run/netns/$NETNS" ]]; then
 fi
 ip link delete "$HOST_DEV" 2>/dev/null
 # libcni's result cache for this network.
-rm -rf /var/lib/cni/results/inplace-* 2>/dev/null
+rm -rf "/var/lib/cni/results/$CNI_NETWORK-"* 2>/dev/null
 # What containerd makes under its default state directory whatever its configured one (client FIFOs, shim
-# sockets), unless a containerd of the machine's own uses that directory.
-if [[ ! -S /run/containerd/containerd.sock ]]; then
+# sockets), unless a containerd of the machine's own uses that directory, or another cluster of ours still runs.
+others="$(ip netns list 2>/dev/null | awk -v me="$NETNS" '$1 ~ /^inplace-cluster/ && $1 != me' | head -1)"
+if [[ ! -S /run/containerd/containerd.sock && -z "$others" ]]; then
   rm -rf /run/containerd/fifo /run/containerd/s /run/containerd/runc 2>/dev/null
   rmdir /run/containerd 2>/dev/null
 fi

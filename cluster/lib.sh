@@ -12,18 +12,36 @@
 
 CLUSTER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$CLUSTER_ROOT/.." && pwd)"
+# Several clusters can run side by side (the version matrix runs its configurations concurrently): each has a
+# number, INPLACE_CLUSTER_ID (0 unless set), which names its namespace, devices, addresses, state directory, CNI
+# network and pod cgroup root. Cluster 0 keeps the names it has always had.
+CLUSTER_ID="${INPLACE_CLUSTER_ID:-0}"
+[[ "$CLUSTER_ID" =~ ^([0-9]|[1-9][0-9])$ ]] || {
+  echo "cluster: INPLACE_CLUSTER_ID must be a number from 0 to 99, not '$CLUSTER_ID'" >&2
+  exit 2
+}
+if [[ "$CLUSTER_ID" == 0 ]]; then _sfx="" _net=inplace; else _sfx="-$CLUSTER_ID" _net="inplace$CLUSTER_ID"; fi
 # Runtime state (etcd data, containerd root, kubelet root, logs, certificates); removed by down.sh.
-RUN="${INPLACE_CLUSTER_RUN:-/var/lib/inplace-cluster}"
-NETNS="${INPLACE_CLUSTER_NETNS:-inplace-cluster}"
-HOST_DEV=inplace0
+RUN="${INPLACE_CLUSTER_RUN:-/var/lib/inplace-cluster$_sfx}"
+NETNS="${INPLACE_CLUSTER_NETNS:-inplace-cluster$_sfx}"
+HOST_DEV="inplace$CLUSTER_ID"
 NODE_DEV=node0
-HOST_IP=10.250.0.1
-NODE_IP=10.250.0.2
+HOST_IP="10.250.$CLUSTER_ID.1"
+NODE_IP="10.250.$CLUSTER_ID.2"
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SVC_IP=10.96.0.1
 NODE_NAME=inplace-node
 APISERVER="https://$NODE_IP:6443"
+# The CNI network's name (libcni keeps its results under /var/lib/cni/results/NAME-*).
+CNI_NETWORK="$_net"
+# The cgroup under which the kubelet puts its pods (kubelet cgroupRoot), one per cluster so that two kubelets never
+# share kubepods/ and down.sh removes only its own.
+CGROUP_ROOT="/inplace-cluster$_sfx"
+# Which pinned Kubernetes release (a directory of cluster/upstream/) runs the control plane, and which runs the node
+# (kubelet, kube-proxy): the same unless INPLACE_NODE_KUBERNETES names an older one (a skewed node).
+K8S_RELEASE="${INPLACE_KUBERNETES:-kubernetes}"
+NODE_K8S_RELEASE="${INPLACE_NODE_KUBERNETES:-$K8S_RELEASE}"
 CONTAINERD_SOCK="$RUN/containerd/containerd.sock"
 
 # in_ns CMD...: run CMD in the cluster's network namespace (mount namespace and everything else shared).

@@ -5,7 +5,9 @@
 #   cluster/start.sh BUILD
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+# One image directory per cluster: clusters started side by side never write the same archive.
 images="$1/cluster-images"
+[[ "$CLUSTER_ID" == 0 ]] || images="$1/cluster-images-$CLUSTER_ID"
 mkdir -p "$images"
 mapfile -t archives < <("$CLUSTER_ROOT/images/build.sh" "$images")
 archives+=("$("$CLUSTER_ROOT/images/product.sh" "$1/inplace-webhook" "$images" | tail -1)")

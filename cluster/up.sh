@@ -16,7 +16,10 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 
 "$CLUSTER_ROOT/deps.sh"
-K8S="$(upstream_dir kubernetes)/bin"
+K8S="$(upstream_dir "$K8S_RELEASE")/bin"
+NODE_K8S="$(upstream_dir "$NODE_K8S_RELEASE")/bin"
+node_version="$(cat "$NODE_K8S/../version")"
+node_minor="${node_version#v1.}" && node_minor="${node_minor%%.*}"
 ETCD="$(upstream_dir etcd)/bin"
 CTRD="$(upstream_dir containerd)/bin"
 HELM="$(upstream_dir helm)/bin"
@@ -102,10 +105,10 @@ state = "$RUN/containerd/state"
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
 EOF
-cat >"$RUN/cni/net.d/10-inplace.conflist" <<EOF
+cat >"$RUN/cni/net.d/10-$CNI_NETWORK.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
-  "name": "inplace",
+  "name": "$CNI_NETWORK",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
      "ipam": {"type": "host-local", "dataDir": "$RUN/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR"}]],
@@ -137,9 +140,11 @@ printf 'nameserver 127.0.0.1\n' >"$RUN/kubelet/resolv.conf" # pods resolve nothi
 cat >"$RUN/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# This machine has cgroup v1 (hybrid); Kubernetes 1.35+ refuses it unless told (KEP-5573).
-failCgroupV1: false
+$( ((node_minor >= 35)) && printf '%s\n' "# This machine has cgroup v1 (hybrid); Kubernetes 1.35+ refuses it unless told (KEP-5573)." \
+  "failCgroupV1: false")
 cgroupDriver: cgroupfs
+# This cluster's own cgroup for its pods (cluster/lib.sh), so that clusters side by side never share kubepods/.
+cgroupRoot: $CGROUP_ROOT
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 address: $NODE_IP
 port: 10250
@@ -181,7 +186,11 @@ start kube-scheduler "$K8S/kube-scheduler" --kubeconfig "$P/scheduler.kubeconfig
   --authentication-kubeconfig "$P/scheduler.kubeconfig" --authorization-kubeconfig "$P/scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --leader-elect=false --v=1
 wait_for containerd 20 "$CTRD/ctr" --address "$CONTAINERD_SOCK" version
-start kubelet "$K8S/kubelet" --config "$RUN/kubelet/config.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
+# The kubelet wants its cgroup root to exist in every hierarchy it uses.
+for h in /sys/fs/cgroup/ /sys/fs/cgroup/*/; do
+  if [[ -e "$h/cgroup.procs" ]]; then mkdir -p "$h${CGROUP_ROOT#/}"; fi
+done
+start kubelet "$NODE_K8S/kubelet" --config "$RUN/kubelet/config.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
   --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
 cat >"$RUN/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -197,7 +206,7 @@ nodePortAddresses: ["$NODE_IP/32"]
 # Conntrack sizes and timeouts are the host kernel's business, not the test bed's.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
-start kube-proxy "$K8S/kube-proxy" --config "$RUN/kube-proxy.yaml" --v=1
+start kube-proxy "$NODE_K8S/kube-proxy" --config "$RUN/kube-proxy.yaml" --v=1
 
 # --- images --------------------------------------------------------------------------------------------------
 for archive in "$@"; do
@@ -215,5 +224,6 @@ trap - ERR
 # The versions as the cluster itself reports them: the API server's /version and the node's runtime.
 server_version="$("$K8S/kubectl" get --raw /version | sed -n 's/.*"gitVersion": *"\(v[^"]*\)".*/\1/p')"
 runtime_version="$("$K8S/kubectl" get node "$NODE_NAME" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')"
-log "up in $((SECONDS - started)) s: kubernetes $server_version, containerd v${runtime_version#containerd://}, node $NODE_NAME ($NODE_IP)"
+kubelet_version="$("$K8S/kubectl" get node "$NODE_NAME" -o jsonpath='{.status.nodeInfo.kubeletVersion}')"
+log "up in $((SECONDS - started)) s: kubernetes $server_version, containerd v${runtime_version#containerd://}, node $NODE_NAME ($NODE_IP) kubelet $kubelet_version"
 echo "export KUBECONFIG=$KUBECONFIG PATH=$RUN/bin:\$PATH"

@@ -3,8 +3,10 @@
 # go.mod/go.sum beside this script, into a cache outside the build tree keyed by component, version and a hash
 # of what goes into the build (go.mod, go.sum, flags). A second call with the same key does nothing.
 #
-#   cluster/upstream/build.sh [kubernetes|etcd|helm|containerd ...]   (default: all)
-#   prints, per component, the cache directory that holds its bin/
+#   cluster/upstream/build.sh [kubernetes|kubernetes-1.30|kubernetes-1.33|etcd|helm|containerd ...]
+#   prints, per component, the cache directory that holds its bin/ (default: etcd, containerd, helm, kubernetes;
+#   the older releases of the version matrix, kubernetes-1.X, only when named)
+# Each step says what it builds and, while a build runs, its elapsed time at least every 30 s (on stderr).
 #
 # The cache lives in $INPLACE_CACHE (default /var/cache/inplace-webhook); Go's own module and build caches stay
 # where the go command keeps them, so a warm machine rebuilds nothing.
@@ -31,6 +33,16 @@ key() {
   echo "$cache/$component-$version-$digest"
 }
 
+# wait_quietly PID SECONDS: whether PID ended within SECONDS.
+wait_quietly() {
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # build COMPONENT VERSION LDFLAGS TAGS PACKAGE=NAME...: go build each package into DIR/bin/NAME.
 build() {
   local component="$1" version="$2" ldflags="$3" tags="$4"
@@ -46,7 +58,14 @@ build() {
   echo "building $component $version into $dir" >&2
   local spec pkgs=()
   for spec in "$@"; do pkgs+=("${spec%%=*}"); done
-  (cd "$here/$component" && go mod download && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp/bin/" "${pkgs[@]}")
+  (cd "$here/$component" && go mod download && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp/bin/" "${pkgs[@]}") &
+  local pid=$! rc=0
+  # A cold build takes minutes: say it is still going, every 30 s, so a waiting user knows.
+  while ! wait_quietly "$pid" 30; do
+    echo "  still building $component $version: $((SECONDS - start)) s" >&2
+  done
+  wait "$pid" || rc=$?
+  [[ $rc -eq 0 ]] || { rm -rf "$tmp"; echo "build.sh: building $component $version failed" >&2; exit $rc; }
   for spec in "$@"; do
     local pkg="${spec%%=*}" name="${spec#*=}" made
     made="${pkg##*/}"
@@ -60,9 +79,11 @@ build() {
   echo "$dir"
 }
 
+# kubernetes DIR: the Kubernetes release DIR's go.mod pins (kubernetes: the newest; kubernetes-1.X: the older
+# releases of the version matrix).
 kubernetes() {
-  local v minor
-  v="$(pinned kubernetes k8s.io/kubernetes)"
+  local dir="$1" v minor
+  v="$(pinned "$dir" k8s.io/kubernetes)"
   minor="${v#v1.}" && minor="${minor%%.*}"
   # What hack/lib/version.sh stamps, so that kubectl, helm and /version report the release.
   local ld="-s -w" pkg
@@ -71,7 +92,7 @@ kubernetes() {
     ld+=" -X $pkg.gitCommit=module-$v -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   local k=k8s.io/kubernetes/cmd
-  build kubernetes "$v" "$ld" "" \
+  build "$dir" "$v" "$ld" "" \
     $k/kube-apiserver=kube-apiserver $k/kube-controller-manager=kube-controller-manager \
     $k/kube-scheduler=kube-scheduler $k/kubelet=kubelet $k/kube-proxy=kube-proxy $k/kubectl=kubectl
 }
@@ -100,7 +121,12 @@ components=("$@")
 [[ ${#components[@]} -gt 0 ]] || components=(etcd containerd helm kubernetes)
 for c in "${components[@]}"; do
   case "$c" in
-    kubernetes | etcd | helm | containerd) "$c" ;;
-    *) echo "build.sh: unknown component '$c' (kubernetes, etcd, helm, containerd)" >&2 && exit 2 ;;
+    kubernetes | kubernetes-1.*) [[ -f "$here/$c/go.mod" ]] || {
+      echo "build.sh: no pinned release $c (cluster/upstream/$c/go.mod)" >&2
+      exit 2
+    }
+      kubernetes "$c" ;;
+    etcd | helm | containerd) "$c" ;;
+    *) echo "build.sh: unknown component '$c' (kubernetes, kubernetes-1.X, etcd, helm, containerd)" >&2 && exit 2 ;;
   esac
 done

@@ -36,10 +36,21 @@ for c in "${cases[@]}"; do
   run "helm lint --strict $name" helm lint --strict "$chart" --namespace inplace-webhook "${args[@]}"
   run "helm template $name" helm template inplace-webhook "$chart" --namespace inplace-webhook --kube-version "$kube" "${args[@]}"
 done
-run "helm template for Kubernetes 1.29 (preStop exec, no sleep action)" \
-  bash -c "helm template inplace-webhook '$chart' --kube-version 1.29.0 | grep -q '/bin/sleep'"
-run "helm template for $kube (preStop sleep action)" \
-  bash -c "helm template inplace-webhook '$chart' --kube-version '$kube' | grep -A1 'sleep:' | grep -q 'seconds: 5'"
+# The chart's floor (Chart.yaml kubeVersion) is the oldest release of the version matrix: every release of the
+# matrix renders (with the kubelet's sleep action and --pod-resize set to it), an older one is refused.
+for go_mod in "$root"/cluster/upstream/kubernetes*/go.mod; do
+  v="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$go_mod")"
+  run "helm template for $v (preStop sleep action, --pod-resize=$v)" bash -c "
+    r=\$(helm template inplace-webhook '$chart' --kube-version '$v') &&
+    grep -A1 'sleep:' <<<\"\$r\" | grep -q 'seconds: 5' && grep -q -- '--pod-resize=$v' <<<\"\$r\""
+done
+if helm template inplace-webhook "$chart" --kube-version 1.29.15 >"$out/log" 2>&1; then
+  failed=$((failed + 1))
+  echo "FAIL - helm template for 1.29.15: accepted below the chart's floor of 1.30"
+else
+  passed=$((passed + 1))
+  echo "ok - helm template for 1.29.15 is refused (the chart's floor is 1.30)"
+fi
 # Mode controller (the default) renders nothing random and no caBundle (the controller owns it): two renders
 # are identical, as Argo CD needs to see a synced application as synced (DESIGN.md §9.7).
 run "defaults: two renders are identical and set no caBundle" bash -c "

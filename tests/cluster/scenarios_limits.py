@@ -4,13 +4,14 @@ go on (DESIGN.md §9.1, §9.2). The attacker runs in the node's network namespac
 kubelet's probes come from) and targets every webhook pod's IP directly."""
 
 import json
+import os
 import subprocess
 import time
 
 import test_cluster as tc
 from kube import check, container_statuses, metric_samples
 
-NETNS = "/run/netns/inplace-cluster"
+NETNS = "/run/netns/" + os.environ.get("INPLACE_CLUSTER_NETNS", "inplace-cluster")
 
 # The attacker: idle connections (sending nothing, reopened as soon as the server closes them) to each target, or
 # hostile bodies. Prints a JSON summary when its time is up.

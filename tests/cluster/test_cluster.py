@@ -1029,6 +1029,26 @@ def all_scenarios():
     return out + [c14_secret_mode_and_uninstall]
 
 
+def shard(chosen, index, count, durations_file):
+    """The scenarios of shard `index` (1-based) of `count`: longest first onto the least loaded shard, by the
+    seconds each took in a measured run (tests/cluster/durations.txt; 30 s when not listed), in suite order
+    within the shard. The uninstall scenario runs last in whichever shard it lands in."""
+    seconds = {}
+    if os.path.exists(durations_file):
+        with open(durations_file) as f:
+            for line in f:
+                parts = line.split("#", 1)[0].split()
+                if len(parts) == 2:
+                    seconds[parts[0]] = float(parts[1])
+    load = [0.0] * count
+    home = {}
+    for fn in sorted(chosen, key=lambda f: -seconds.get(f.__name__, 30.0)):
+        i = min(range(count), key=lambda k: (load[k], k))
+        home[fn.__name__] = i
+        load[i] += seconds.get(fn.__name__, 30.0)
+    return [f for f in chosen if home[f.__name__] == index - 1]
+
+
 def run_one(s, fn):
     started = time.time()
     ns = fn.__name__.split("_", 1)[0]
@@ -1068,11 +1088,18 @@ def main():
     p.add_argument("--certs", help="a serving certificate directory (tls.crt, tls.key) for that binary")
     p.add_argument("-k", dest="only", action="append", default=[], help="run scenarios whose name contains this")
     p.add_argument("--no-install", action="store_true", help="the chart is already installed")
+    p.add_argument("--shard", help="I/N: run only the I-th of N shards of the chosen scenarios (each shard on its "
+                   "own cluster; tests/cluster/matrix.sh)")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image, args.binary, args.certs)
     chosen = [f for f in all_scenarios() if not args.only or any(k in f.__name__ for k in args.only)]
     if not chosen:
         p.error("no scenario matches %s" % args.only)
+    if args.shard:
+        index, count = (int(x) for x in args.shard.split("/"))
+        chosen = shard(chosen, index, count, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                          "durations.txt"))
+        print("shard %d/%d: %s" % (index, count, " ".join(f.__name__ for f in chosen)), flush=True)
     started = time.time()
     if not args.no_install:
         s.install()
