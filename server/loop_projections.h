@@ -18,9 +18,9 @@ namespace iw::loop {
 // annotations, finalizers, ownerReferences uid/controller), container names and images, readiness
 // gates, the phase only when Succeeded or Failed, status.observedGeneration, the conditions Ready
 // and those of the readiness gates (type, status; lastTransitionTime of Ready's and our gate's),
-// and container statuses (name, imageID, containerID, restartCount; the image and
-// state.running/terminated.startedAt too while the pod is Updating, the only state whose decision
-// reads them).
+// and container statuses (name, imageID, containerID, restartCount, resources; the image,
+// state.running and lastState.terminated.containerID too while the pod is Updating, the only state
+// whose decisions read them).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();
