@@ -678,6 +678,15 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
     if (reason == "Error") return {Phase::kError, "Error: " + message};
     return {Phase::kInProgress, message};
   }
+  // Kubelets before 1.33 (1.30-1.32 with their alpha gate on) never set those conditions: they
+  // report in the deprecated status.resize, which the API server set to Proposed (1.30-1.32) and
+  // the kubelet to InProgress, Deferred or Infeasible, and clears once the resize is applied.
+  const std::string_view legacy = json::StringOr(json::Find(&pod, "status"), "resize");
+  if (legacy == "Infeasible") return {Phase::kInfeasible, "status.resize Infeasible"};
+  if (legacy == "Deferred") return {Phase::kDeferred, "status.resize Deferred"};
+  if (legacy == "Proposed" || legacy == "InProgress") {
+    return {Phase::kInProgress, "status.resize " + std::string(legacy)};
+  }
   if (state.resizedContainers.empty()) return {};
   const Value* generation = json::Path(&pod, {"metadata", "generation"});
   const Value* observed = json::Path(&pod, {"status", "observedGeneration"});

@@ -158,7 +158,9 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 // reported), neither PodResizePending nor PodResizeInProgress is present, and each resized
 // container reports (status.containerStatuses[].resources) the cpu/memory its spec asks for;
 // kInfeasible / kDeferred from PodResizePending's reason; kError from PodResizeInProgress with
-// reason Error; else kInProgress. `message` is the kubelet's condition message, if any.
+// reason Error; else kInProgress. Kubelets before 1.33 report no such condition but the
+// deprecated status.resize, read the same way: Infeasible, Deferred; Proposed and InProgress in
+// progress. `message` is the kubelet's condition message, if any.
 struct ResizeProgress {
   enum class Phase { kDone, kInProgress, kDeferred, kInfeasible, kError };
   Phase phase = Phase::kDone;

@@ -75,6 +75,7 @@ kube::Projection PodProjection() {
       "spec.readinessGates",
       "status.phase",
       "status.observedGeneration",
+      "status.resize",  // the deprecated resize status of kubelets before 1.33
       "status.containerStatuses[].name",
       "status.containerStatuses[].image",
       "status.containerStatuses[].imageID",

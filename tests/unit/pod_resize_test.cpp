@@ -275,3 +275,70 @@ TEST_CASE("a resize the kubelet cannot make stops the pod with a stuck report, n
     CHECK(late.stuckMessage.find("memory limit below usage") != std::string::npos);
   }
 }
+
+TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.resize") {
+  // 1.30-1.32 kubelets with their alpha gate on: no observedGeneration, no PodResize* condition;
+  // status.resize Proposed (set by a 1.30-1.32 API server), InProgress, Deferred or Infeasible,
+  // cleared once the resize is applied.
+  ResizeEnv env(false);
+  json::Document pod = env.NewPod();
+  json::Remove(pod["status"], "observedGeneration");
+  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  auto us = pod_update::ReadUpdateState(pod);
+  REQUIRE(us.has_value());
+  auto& a = pod.GetAllocator();
+  auto applied = [&pod, &a] {  // the container runs what its spec asks (no observedGeneration)
+    json::Value want(pod["spec"]["containers"][0]["resources"], a);
+    json::Set(pod["status"]["containerStatuses"][0], "resources", std::move(want), a);
+  };
+  using Phase = pod_update::ResizeProgress::Phase;
+  struct Case {
+    const char* resize;
+    bool applied;
+    Phase phase;
+  };
+  const Case cases[] = {
+      {"Proposed", false, Phase::kInProgress},   {"InProgress", false, Phase::kInProgress},
+      {"InProgress", true, Phase::kInProgress},  {"Deferred", false, Phase::kDeferred},
+      {"Infeasible", false, Phase::kInfeasible}, {"", true, Phase::kDone},
+      {"", false, Phase::kInProgress},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.resize);
+    CAPTURE(c.applied);
+    json::Document p;
+    p.CopyFrom(pod, p.GetAllocator());
+    if (c.applied) {
+      json::Value want(p["spec"]["containers"][0]["resources"], p.GetAllocator());
+      json::Set(p["status"]["containerStatuses"][0], "resources", std::move(want),
+                p.GetAllocator());
+    }
+    if (*c.resize != '\0') json::SetString(p["status"], "resize", c.resize, p.GetAllocator());
+    CHECK(pod_update::ResizeStatus(p, *us).phase == c.phase);
+  }
+
+  SUBCASE("Infeasible stops the pod at once, as the condition does") {
+    json::SetString(pod["status"], "resize", "Infeasible", a);
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2));
+    CHECK(s.stuckReason == "PodResizeInfeasible");
+    CHECK(s.stuckMessage.find("status.resize Infeasible") != std::string::npos);
+    CHECK(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kEvent});
+  }
+  SUBCASE("Deferred: waits up to the Updating timeout, then stuck") {
+    json::SetString(pod["status"], "resize", "Deferred", a);
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10)).stuckReason.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600)).stuckReason ==
+          "PodResizeDeferred");
+  }
+  SUBCASE("InProgress with the new values already reported: not done until it is cleared") {
+    json::SetString(pod["status"], "resize", "InProgress", a);
+    applied();
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(3)).ops.empty());
+    json::Remove(pod["status"], "resize");
+    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(4));
+    CHECK(done.completed);
+    Apply(pod, done);
+    CHECK(pod_update::StateOf(pod) == keys::kStateNormal);
+  }
+}
