@@ -720,6 +720,32 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
   return {};
 }
 
+std::optional<std::string> ResizeUnsupported(const json::Value& pod) {
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  if (statuses == nullptr || !statuses->IsArray()) return std::nullopt;
+  for (const auto& st : statuses->GetArray()) {
+    if (json::Path(&st, {"state", "running"}) == nullptr) continue;
+    // The first running container decides, as in the API server.
+    const Value* resources = json::Find(&st, "resources");
+    if (resources != nullptr && !resources->IsNull()) return std::nullopt;
+    const std::string_view node = json::StringOr(json::Find(&pod, "spec"), "nodeName");
+    return "pod " + PodName(pod) + (node.empty() ? "" : " on node " + std::string(node)) +
+           ": its kubelet reports no resources for running container " +
+           std::string(json::StringOr(&st, "name")) +
+           " and cannot resize it in place (kubelets before 1.33, or 1.30-1.32 without the "
+           "InPlacePodVerticalScaling gate; the API server refuses such a resize)";
+  }
+  return std::nullopt;
+}
+
+bool ResizePending(const Target& target, const json::Value& pod) {
+  if (!ComputeChanges(target, pod).resources.empty()) return true;
+  if (StateOf(pod) != keys::kStateUpdating) return false;
+  std::optional<UpdateState> us = ReadUpdateState(pod);
+  return us && us->revision == target.to && !us->resizedContainers.empty() &&
+         ResizeStatus(pod, *us).phase != ResizeProgress::Phase::kDone;
+}
+
 json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();

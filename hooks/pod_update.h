@@ -168,6 +168,20 @@ struct ResizeProgress {
 };
 ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state);
 
+// Why the kubelet running `pod` cannot resize it in place (naming the pod, its node and the
+// container), or nullopt when nothing says so. kube-apiserver (1.32+, ValidatePodResize) refuses a
+// pods/resize of a pod whose first running container reports no
+// status.containerStatuses[].resources ("Pod running on node without support for resize", 422):
+// kubelets report them only where they act on a resize (by default from 1.33; 1.30-1.32 with
+// their InPlacePodVerticalScaling gate on). A pod with no running container tells nothing (the API
+// server lets that resize through).
+std::optional<std::string> ResizeUnsupported(const json::Value& pod);
+
+// Whether the update still waits on the kubelet of `pod` for a resize: the pod's spec does not
+// hold the target's cpu/memory yet, or it is Updating towards the target and ResizeStatus does
+// not say done.
+bool ResizePending(const Target& target, const json::Value& pod);
+
 // The pods/resize strategic merge patch that gives the containers of `resources` those cpu and
 // memory requests and limits (no resourceVersion: the driver adds it).
 json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources);

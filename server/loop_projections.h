@@ -16,12 +16,13 @@ namespace iw::loop {
 // not opted in (history that can never be the base or the target of an update); pods reduced to
 // metadata (name, namespace, uid, resourceVersion, generation, deletionTimestamp, labels,
 // annotations, finalizers, ownerReferences uid/controller), container names, images and
-// resources, readiness gates, the phase only when Succeeded or Failed, status.observedGeneration,
-// the deprecated status.resize, the conditions Ready, those of the readiness gates (type, status;
-// lastTransitionTime of Ready's and our gate's) and the kubelet's resize conditions (type, status,
-// reason, message), and container statuses (name, imageID, containerID, restartCount, resources;
-// the image, state.running and lastState.terminated.containerID too while the pod is Updating,
-// the only state whose decisions read them).
+// resources, the node name, readiness gates, the phase only when Succeeded or Failed,
+// status.observedGeneration, the deprecated status.resize, the conditions Ready, those of the
+// readiness gates (type, status; lastTransitionTime of Ready's and our gate's) and the kubelet's
+// resize conditions (type, status, reason, message), and container statuses (name, imageID,
+// containerID, restartCount, resources, state.running; the image and
+// lastState.terminated.containerID too while the pod is Updating, the only state whose decision
+// reads them).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();

@@ -840,6 +840,26 @@ void ComparePlansUntilDone(Cluster& c, const std::map<std::string, std::string>&
 
 }  // namespace
 
+TEST_CASE("loop: the pod cache keeps what the resize decisions read, in every state") {
+  // Whether a pod's kubelet can resize it (its first running container's resources, its node) is
+  // read before the pod leaves Normal; status.resize while it is Updating.
+  for (const char* state : {"Normal", "Updating"}) {
+    CAPTURE(state);
+    json::Document full = Parse(std::string(R"({"metadata":{"name":"web-a","labels":{)") +
+                                R"("inplace-webhook.io/state":")" + state +
+                                R"("}},"spec":{"nodeName":"node-old","containers":[{"name":"app"},)"
+                                R"({"name":"sidecar"}]},"status":{"resize":"Deferred",)"
+                                R"("containerStatuses":[{"name":"app","restartCount":0,)"
+                                R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}},)"
+                                R"({"name":"sidecar","resources":{},)"
+                                R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})");
+    json::Document kept = Project(loop::PodProjection(), full);
+    CHECK(pod_update::ResizeUnsupported(kept) == pod_update::ResizeUnsupported(full));
+    CHECK(pod_update::ResizeUnsupported(kept).has_value());
+    CHECK(json::StringOr(json::Find(&kept, "status"), "resize") == "Deferred");
+  }
+}
+
 TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
   const std::string opted =
       Template({{"app", "web"}, {"inplace-webhook.io/enabled", "true"}}, {{"app", "nginx:1.25"}});
