@@ -75,6 +75,18 @@ bool ImageIdChanged(std::string_view before, std::string_view now) {
   return before != now;
 }
 
+// The container in status `st` replaced the one recorded at the write, as the kubelet reports
+// it: the container it replaced (lastState.terminated.containerID) is the recorded one, or the
+// kubelet counted a restart since (restartCount counts every restart of the container).
+bool ReplacedRecorded(const Value& st, const ContainerRecord& rec) {
+  if (!rec.containerID.empty() && json::StringOr(json::Path(&st, {"lastState", "terminated"}),
+                                                 "containerID") == rec.containerID) {
+    return true;
+  }
+  const Value* rc = json::Find(&st, "restartCount");
+  return rc != nullptr && rc->IsInt64() && rc->GetInt64() > rec.restartCount;
+}
+
 // A copied string value; an empty view may have a null data() (StringOr's default).
 Value Str(std::string_view s, Allocator& a) {
   return s.empty() ? Value("", 0, a)
@@ -666,6 +678,15 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
     if (reason == "Error") return {Phase::kError, "Error: " + message};
     return {Phase::kInProgress, message};
   }
+  // Kubelets before 1.33 (1.30-1.32 with their alpha gate on) never set those conditions: they
+  // report in the deprecated status.resize, which the API server set to Proposed (1.30-1.32) and
+  // the kubelet to InProgress, Deferred or Infeasible, and clears once the resize is applied.
+  const std::string_view legacy = json::StringOr(json::Find(&pod, "status"), "resize");
+  if (legacy == "Infeasible") return {Phase::kInfeasible, "status.resize Infeasible"};
+  if (legacy == "Deferred") return {Phase::kDeferred, "status.resize Deferred"};
+  if (legacy == "Proposed" || legacy == "InProgress") {
+    return {Phase::kInProgress, "status.resize " + std::string(legacy)};
+  }
   if (state.resizedContainers.empty()) return {};
   const Value* generation = json::Path(&pod, {"metadata", "generation"});
   const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
@@ -699,6 +720,32 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
   return {};
 }
 
+std::optional<std::string> ResizeUnsupported(const json::Value& pod) {
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  if (statuses == nullptr || !statuses->IsArray()) return std::nullopt;
+  for (const auto& st : statuses->GetArray()) {
+    if (json::Path(&st, {"state", "running"}) == nullptr) continue;
+    // The first running container decides, as in the API server.
+    const Value* resources = json::Find(&st, "resources");
+    if (resources != nullptr && !resources->IsNull()) return std::nullopt;
+    const std::string_view node = json::StringOr(json::Find(&pod, "spec"), "nodeName");
+    return "pod " + PodName(pod) + (node.empty() ? "" : " on node " + std::string(node)) +
+           ": its kubelet reports no resources for running container " +
+           std::string(json::StringOr(&st, "name")) +
+           " and cannot resize it in place (kubelets before 1.33, or 1.30-1.32 without the "
+           "InPlacePodVerticalScaling gate; the API server refuses such a resize)";
+  }
+  return std::nullopt;
+}
+
+bool ResizePending(const Target& target, const json::Value& pod) {
+  if (!ComputeChanges(target, pod).resources.empty()) return true;
+  if (StateOf(pod) != keys::kStateUpdating) return false;
+  std::optional<UpdateState> us = ReadUpdateState(pod);
+  return us && us->revision == target.to && !us->resizedContainers.empty() &&
+         ResizeStatus(pod, *us).phase != ResizeProgress::Phase::kDone;
+}
+
 json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
@@ -728,14 +775,14 @@ bool AtTarget(const Target& target, const json::Value& pod) {
 }
 
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
-  // A status the kubelet computed before it saw the write proves nothing (KEP-5067: GA in 1.35).
+  // A status the kubelet computed before it saw the write proves nothing (KEP-5067: kubelets
+  // report observedGeneration from 1.34).
   const Value* generation = json::Path(&pod, {"metadata", "generation"});
   const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
   const bool reported =
       observed != nullptr && observed->IsInt64() && generation != nullptr && generation->IsInt64();
   if (reported && observed->GetInt64() < generation->GetInt64()) return false;
-  // Whole seconds, as the kubelet's startedAt: a container started before the write never passes.
-  std::optional<Clock::time_point> written = rfc3339::Parse(state.updateTimestamp);
+  // Only the kubelet's own report is compared, never its node's clock with ours.
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
@@ -744,22 +791,18 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
     if (st == nullptr || spec == nullptr) return false;
     std::string_view containerID = json::StringOr(st, "containerID");
     if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
-    // A container that started before the write is not the restart for it.
-    for (const char* st_ : {"running", "terminated"}) {
-      const Value* started = json::Path(st, {"state", st_, "startedAt"});
-      std::optional<Clock::time_point> t = started != nullptr && started->IsString()
-                                               ? rfc3339::Parse(json::View(*started))
-                                               : std::nullopt;
-      if (written && t && *t < *written) return false;
-    }
     std::string_view image = json::StringOr(spec, "image");
     std::string_view imageID = json::StringOr(st, "imageID");
     std::string_view pinned = image_ref::DigestOf(image);
     if (image_ref::SameImage(json::StringOr(st, "image"), image)) continue;
     if (!pinned.empty() && pinned == image_ref::DigestOf(imageID)) continue;
     if (rec.imageID.empty()) return false;  // had not started: only the name or digest prove it
-    if (reported) continue;  // restarted for the current spec: the digest it resolved to
+    // Other bits than the container seen at the write ran: a restart of that container (a crash)
+    // would run the recorded bits.
     if (ImageIdChanged(rec.imageID, imageID)) continue;
+    // The same bits (a retag, the same digest under another name): the restart that replaced the
+    // container seen at the write is the evidence.
+    if (ReplacedRecorded(*st, rec)) continue;
     return false;
   }
   return true;

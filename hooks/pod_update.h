@@ -135,18 +135,22 @@ Changes ComputeChanges(const Target& target, const json::Value& pod);
 // The pod's content is the target's and its update-state (if this run wrote one) says `to`.
 bool AtTarget(const Target& target, const json::Value& pod);
 
-// Whether every container recorded in `state` runs its new spec (DESIGN.md §8.2). The status must
-// be one the kubelet computed from the written spec (status.observedGeneration >=
-// metadata.generation, where the kubelet reports it), and each recorded container must run a new
-// container (containerID not the recorded one, started, if the state says when, not before the
-// write);
-// then it is done when the image it reports is the spec's once normalised, or the spec pins the
-// digest it runs, or, with a fresh status, whatever digest it runs: the kubelet restarts a
-// container whose spec changed, and containerd reports the image record's first tag and first
-// digest, not the reference in the spec (a retag, `tag@sha256:` of the same image). Without
-// observedGeneration (older kubelets) a changed imageID stands in for the fresh status. A container
-// that had not started at the write (no recorded imageID) is done only by the name or the pinned
-// digest. A recorded container without a status is not done.
+// Whether every container recorded in `state` runs its new spec (DESIGN.md §8.2), from the
+// kubelet's report alone: no timestamp of the node is ever compared with the loop's clock (a node
+// whose clock is behind would never complete). The status must be one the kubelet computed from
+// the written spec where it says so (status.observedGeneration >= metadata.generation; kubelets
+// report it from 1.34), and each recorded container must be a new container (containerID not the
+// recorded one). Then it is done when the image it reports is the spec's once normalised, or the
+// spec pins the digest it runs; or, for a container that ran at the write, when it runs other
+// bits than then (imageID changed), or the same bits (a retag, `tag@sha256:` of the same image)
+// in the container that replaced the recorded one (lastState.terminated.containerID is the
+// recorded containerID, or restartCount above the recorded one): containerd reports the image
+// record's first tag and digest, not the reference in the spec, and the kubelet restarts a
+// container whose spec changed. A container that had not started at the write (no recorded
+// imageID) is done only by the name or the pinned digest. A recorded container without a status
+// is not done. Records written by earlier versions carry every field this reads. What no report
+// tells apart from the restart for the write: a crash restart of the recorded container that the
+// kubelet made before it saw the write and reported after it (DESIGN.md §8.2).
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 
 // Where the kubelet stands with the resize of the containers `state` names (DESIGN.md §3.1):
@@ -154,13 +158,29 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 // reported), neither PodResizePending nor PodResizeInProgress is present, and each resized
 // container reports (status.containerStatuses[].resources) the cpu/memory its spec asks for;
 // kInfeasible / kDeferred from PodResizePending's reason; kError from PodResizeInProgress with
-// reason Error; else kInProgress. `message` is the kubelet's condition message, if any.
+// reason Error; else kInProgress. Kubelets before 1.33 report no such condition but the
+// deprecated status.resize, read the same way: Infeasible, Deferred; Proposed and InProgress in
+// progress. `message` is the kubelet's condition message, if any.
 struct ResizeProgress {
   enum class Phase { kDone, kInProgress, kDeferred, kInfeasible, kError };
   Phase phase = Phase::kDone;
   std::string message;
 };
 ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state);
+
+// Why the kubelet running `pod` cannot resize it in place (naming the pod, its node and the
+// container), or nullopt when nothing says so. kube-apiserver (1.32+, ValidatePodResize) refuses a
+// pods/resize of a pod whose first running container reports no
+// status.containerStatuses[].resources ("Pod running on node without support for resize", 422):
+// kubelets report them only where they act on a resize (by default from 1.33; 1.30-1.32 with
+// their InPlacePodVerticalScaling gate on). A pod with no running container tells nothing (the API
+// server lets that resize through).
+std::optional<std::string> ResizeUnsupported(const json::Value& pod);
+
+// Whether the update still waits on the kubelet of `pod` for a resize: the pod's spec does not
+// hold the target's cpu/memory yet, or it is Updating towards the target and ResizeStatus does
+// not say done.
+bool ResizePending(const Target& target, const json::Value& pod);
 
 // The pods/resize strategic merge patch that gives the containers of `resources` those cpu and
 // memory requests and limits (no resourceVersion: the driver adds it).

@@ -155,7 +155,13 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
     const std::string text =
         ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState);
     const bool ended = ours && (ours->reason == kReasonCompleted || ours->reason == kReasonAborted);
-    if (!plan.stuckReason.empty()) {
+    if (plan.stuckReason.empty() && ours && !ended && ours->reason == kReasonResizeRefused &&
+        ProgressPart(ours->message) == text) {
+      // A refused resize reported, no progress since. This patch is the pass's last write and
+      // lands only if every write before it did, the retried resize included: the refusal is
+      // over, which is no progress (the driver reports it again when the resize is refused again).
+      wantOurs = Condition{"True", std::string(kReasonProgressing), text, ours->lastUpdateTime, ""};
+    } else if (!plan.stuckReason.empty()) {
       // A pod that cannot go on (a resize the kubelet refuses): a stall at once, naming it.
       stalled = true;
       Condition c{"False", plan.stuckReason, text + "; " + plan.stuckMessage, "", ""};
@@ -219,41 +225,68 @@ bool IsRefusal(int code) {
   return code == 400 || code == 403 || code == 422;
 }
 
+bool IsResizeRefusal(int code, std::string_view message, std::string_view pod) {
+  if (code < 400 || code >= 500 || code == 408 || code == 409 || code == 429) return false;
+  if (code == 404 && message.find("\"" + std::string(pod) + "\" not found") != std::string::npos) {
+    return false;  // the pod is gone
+  }
+  return true;
+}
+
 std::vector<Action> PlanRefusal(const kube::Deployment& d, const kube::Pod* pod,
                                 std::string_view podName, std::string_view progress,
-                                std::string_view message, Clock::time_point now) {
+                                std::string_view message, Clock::time_point now, Refused what,
+                                int code) {
+  const bool resize = what == Refused::kResize;
+  const std::string_view reason = resize ? kReasonResizeRefused : kReasonRefused;
   std::vector<Action> out;
-  const std::string text =
-      "pod " + std::string(podName) + ": update refused by the API server: " + std::string(message);
-  const std::string key = "refused/" + std::string(podName) + "/" + std::string(message);
+  std::string text =
+      "pod " + std::string(podName) +
+      (resize ? ": resize refused by the API server: " : ": update refused by the API server: ") +
+      std::string(message);
+  if (resize && code == 404) {
+    text +=
+        " (the API server does not serve pods/resize: Kubernetes before 1.33 or its "
+        "InPlacePodVerticalScaling gate off, while --pod-resize said it does)";
+  }
+  const std::string eventText =
+      resize ? text +
+                   "; the pod keeps running as it was and the update is stuck (fix the cause, or "
+                   "set the Deployment annotation " +
+                   std::string(keys::kAbortAnnotation) + "=true to abort)"
+             : text;
+  const std::string key =
+      (resize ? "resize-refused/" : "refused/") + std::string(podName) + "/" + std::string(message);
   auto event = [&](const kube::ObjectView& involved, std::string_view apiVersion,
                    std::string_view kind) {
     Action e;
     e.kind = rollout::WriteKind::kEvent;
     e.ns = std::string(involved.ns());
     e.name = rollout::DedupEventName(involved.name(), key);
-    e.body = rollout::MakeEvent(involved.json(), apiVersion, kind, "Warning", kReasonRefused, text,
+    e.body = rollout::MakeEvent(involved.json(), apiVersion, kind, "Warning", reason, eventText,
                                 now, e.name);
     e.pod = std::string(podName);
-    e.summary = std::string(kReasonRefused) + ": " + text;
+    e.summary = std::string(reason) + ": " + text;
     out.push_back(std::move(e));
   };
   if (pod != nullptr) event(*pod, "v1", "Pod");
   event(d, "apps/v1", "Deployment");
 
   const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
-  Condition want{"False", std::string(kReasonRefused), std::string(progress) + "; " + text, "", ""};
+  Condition want{"False", std::string(reason), std::string(progress) + "; " + text, "", ""};
   // The last progress stays the anchor: a refusal is no progress.
   if (ours && ProgressPart(ours->message) == progress) want.lastUpdateTime = ours->lastUpdateTime;
-  // A refusal that lasts is a stall like any other once progressDeadlineSeconds pass without
+  // A refused resize is a stall at once (the pod cannot go on until something changes); a refused
+  // pod write that lasts is a stall like any other once progressDeadlineSeconds pass without
   // progress (the pass that meets the refusal ends there, before the usual report: this is it).
   std::optional<Condition> wantProgressing;
   const std::optional<Condition> progressing = Find(d, "Progressing");
   const std::optional<int> deadline = StallDeadline(d);
   const std::optional<Clock::time_point> anchor =
       want.lastUpdateTime.empty() ? std::nullopt : rfc3339::Parse(want.lastUpdateTime);
-  if (deadline && anchor && now >= *anchor + std::chrono::seconds(*deadline) &&
-      (!progressing || progressing->reason != kReasonDeadline)) {
+  const bool stall =
+      resize || (deadline && anchor && now >= *anchor + std::chrono::seconds(*deadline));
+  if (stall && (!progressing || progressing->reason != kReasonDeadline)) {
     wantProgressing = Condition{"False", std::string(kReasonDeadline),
                                 std::string(kStallPrefix) + ": " + want.message, "", ""};
   }

@@ -5,7 +5,8 @@
 // - our own condition `inplace-webhook.io/Progressing` (the controller's calculateStatus keeps
 //   condition types it does not manage): True/InPlaceUpdateProgressing with "n/m pods updated to
 //   template X (k Updating, ...)" while it runs, False/PodUpdateRefused when the API server refused
-//   a pod write (the refusal's message follows), False/ProgressDeadlineExceeded on a stall,
+//   a pod write (the refusal's message follows), False/PodResizeRefused (at once a stall) when it
+//   refused a pods/resize write, False/ProgressDeadlineExceeded on a stall,
 //   True/InPlaceUpdateCompleted at the end, False/InPlaceUpdateAborted on an abort. Its
 //   lastUpdateTime is the last progress: the moment its progress part (the text before the first
 //   "; ") last changed. That is the only state, and it lives in the cluster.
@@ -35,6 +36,7 @@ inline constexpr std::string_view kReasonProgressing = "InPlaceUpdateProgressing
 inline constexpr std::string_view kReasonCompleted = "InPlaceUpdateCompleted";
 inline constexpr std::string_view kReasonAborted = "InPlaceUpdateAborted";
 inline constexpr std::string_view kReasonRefused = "PodUpdateRefused";
+inline constexpr std::string_view kReasonResizeRefused = "PodResizeRefused";
 // The Deployment controller's TimedOutReason, used for both conditions.
 inline constexpr std::string_view kReasonDeadline = "ProgressDeadlineExceeded";
 // Progressing's message on a stall we report starts with this (how we know the stall is ours).
@@ -67,13 +69,30 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& deployment,
 // rather than a conflict, a missing object, throttling or a server error.
 bool IsRefusal(int code);
 
-// The API server refused the pod write of `podName` with `message` (an admission policy or
-// webhook, validation, RBAC): Warning Events PodUpdateRefused on the pod (when `pod` is given) and
-// the Deployment (deterministic names: one per pod and message), and the status patch that
-// reports it (False/PodUpdateRefused, "<progress>; pod P: update refused: <message>"; progress
-// and its lastUpdateTime kept). `progress` is the plan's ProgressText.
+// Whether an answer to the pods/resize write of pod `pod` means the resize will not be made until
+// something changes: any 4xx but a conflict (409), a timeout (408) or throttling (429). Besides
+// IsRefusal's codes that is 404 when the API server has no pods/resize (before 1.33, or the
+// InPlacePodVerticalScaling gate off: --pod-resize names a version the cluster does not run), and
+// 401; not a 404 for the pod itself (`pods "P" not found`: it is gone, the next pass no longer has
+// it).
+bool IsResizeRefusal(int code, std::string_view message, std::string_view pod);
+
+// What the API server refused: a pod write (PodUpdateRefused: retried with backoff, a stall only
+// once progressDeadlineSeconds pass without progress), or a pods/resize write (PodResizeRefused:
+// the pod keeps running as it was and the update is stuck at once, as for a resize the kubelet
+// finds infeasible; the write is still retried, and the first one taken ends the report).
+enum class Refused { kPodWrite, kResize };
+
+// The API server refused the pod write (or pods/resize write) of `podName` with `message`, HTTP
+// `code` (an admission policy or webhook, validation, RBAC; for a resize also a missing
+// subresource): Warning Events PodUpdateRefused / PodResizeRefused on the pod (when `pod` is given)
+// and the Deployment (deterministic names: one per pod and message), and the status patch that
+// reports it (False/<reason>, "<progress>; pod P: update refused by the API server: <message>", or
+// "resize refused"; progress and its lastUpdateTime kept), with Progressing
+// False/ProgressDeadlineExceeded at once for a resize. `progress` is the plan's ProgressText.
 std::vector<rollout::Action> PlanRefusal(const kube::Deployment& deployment, const kube::Pod* pod,
                                          std::string_view podName, std::string_view progress,
-                                         std::string_view message, rollout::Clock::time_point now);
+                                         std::string_view message, rollout::Clock::time_point now,
+                                         Refused what = Refused::kPodWrite, int code = 0);
 
 }  // namespace iw::progress

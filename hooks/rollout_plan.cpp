@@ -686,6 +686,21 @@ void AddStartEvents(Plan& p, const Pass& run, const pod_update::Target& target,
                       Metric::kRolloutStarted));
 }
 
+// Step 3b: cpu/memory is changed in place only where the nodes act on a resize (DESIGN.md §3.1):
+// a pod the update still has to resize, on a kubelet that cannot (pod_update::ResizeUnsupported),
+// hands the whole change to the native rollout, as an abort does, before any further write (on
+// the first pass, before any pod is touched). nullopt: every such pod's kubelet can.
+std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
+                                             const std::vector<const kube::Pod*>& pods) {
+  for (const kube::Pod* pod : pods) {
+    if (!pod_update::ResizePending(target, pod->json())) continue;
+    if (std::optional<std::string> why = pod_update::ResizeUnsupported(pod->json())) {
+      return "cpu/memory cannot change in place: " + *why + "; the native rollout makes the change";
+    }
+  }
+  return std::nullopt;
+}
+
 // Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
 // target and, if this update wrote it, available again (a pod it never touched and that is not
 // Ready is not the update's to wait for).
@@ -809,6 +824,9 @@ Plan PlanRunning(Pass& run) {
   if (!target.ok()) return Abort(run.s, run.d, run.record, target.status().message(), run.s.now);
   const pod_update::Rules rules = pod_update::MakeRules(*settings);
   const std::vector<const kube::Pod*> pods = PodsOf(run.s, *run.base);
+  if (std::optional<std::string> why = ResizeNotPossible(*target, pods)) {
+    return Abort(run.s, run.d, run.record, *why, run.s.now);
+  }
   const bool finishBegun = TemplateHash(run.base->podTemplate()) == run.r.to;
   const int limit = budget::MaxUnavailable(run.d);
 

@@ -285,7 +285,8 @@ std::string Phase(const StatusReport& r) {
 WatchVerdict Judge(const StatusReport& r, bool sawRunning) {
   if (r.record || r.recordMalformed) {
     if (r.conditionStatus == "False" && (r.conditionReason == progress::kReasonDeadline ||
-                                         r.conditionReason == progress::kReasonRefused)) {
+                                         r.conditionReason == progress::kReasonRefused ||
+                                         r.conditionReason == progress::kReasonResizeRefused)) {
       return WatchVerdict::kStuck;
     }
     if (r.controllerReason == progress::kReasonDeadline) return WatchVerdict::kStuck;

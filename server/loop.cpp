@@ -436,11 +436,13 @@ ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Ac
       res.ok = false;
       res.conflict = r.Conflict();
       res.error = path + ": " + Describe(r);
-      if ((a.kind == rollout::WriteKind::kPodPatch ||
-           a.kind == rollout::WriteKind::kPodResizePatch) &&
-          progress::IsRefusal(r.code)) {
+      const bool resize = a.kind == rollout::WriteKind::kPodResizePatch;
+      if ((a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) ||
+          (resize && progress::IsResizeRefusal(r.code, r.message, a.name))) {
         res.refusedPod = a.pod.empty() ? a.name : a.pod;
         res.refusal = r.message.empty() ? Describe(r) : r.message;
+        res.refusedResize = resize;
+        res.refusalCode = r.code;
       }
       if (options_.metrics != nullptr) {
         (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
@@ -501,8 +503,8 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
   }
   ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
-    // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12);
-    // the write is retried with the usual backoff.
+    // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
+    // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
     std::optional<kube::Pod> pod;
     for (const Value* p : snapshot.pods) {
       if (p != nullptr && kube::MetaOf(*p, "name") == res.refusedPod) {
@@ -515,8 +517,13 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
       std::vector<rollout::Action> report = progress::PlanRefusal(
           *d, pod ? &*pod : nullptr, res.refusedPod,
           progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
-          res.refusal, Now());
+          res.refusal, Now(),
+          res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
+          res.refusalCode);
       Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+      if (res.refusedResize && options_.metrics != nullptr) {
+        options_.metrics->SetUpdate(key, plan.podsByState, /*stalled=*/true);
+      }
     }
   }
   res.phase = plan.phase;

@@ -99,9 +99,12 @@ struct ReconcileResult {
   bool fresh = false;     // the snapshot was read through the API, not from the caches
   std::string error;      // what failed, when !ok
   size_t writes = 0;      // writes applied (Events not counted)
-  // A pod write the API server refused (an admission policy or webhook, validation, RBAC):
-  // the pod and the refusal's message, reported as PodUpdateRefused (hooks/progress.h).
+  // A pod write the API server refused (an admission policy or webhook, validation, RBAC), or a
+  // pods/resize write it refused (also: no such subresource): the pod, the refusal's message and
+  // HTTP code, reported as PodUpdateRefused or, a resize, PodResizeRefused (hooks/progress.h).
   std::string refusedPod, refusal;
+  bool refusedResize = false;
+  int refusalCode = 0;
   std::optional<std::chrono::milliseconds> requeueAfter;
 };
 

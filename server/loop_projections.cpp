@@ -72,17 +72,19 @@ kube::Projection PodProjection() {
       "spec.containers[].name",
       "spec.containers[].image",
       "spec.containers[].resources",  // an in-place resize (DESIGN.md §3.1)
+      "spec.nodeName",                // named when its kubelet cannot resize
       "spec.readinessGates",
       "status.phase",
       "status.observedGeneration",
+      "status.resize",  // the deprecated resize status of kubelets before 1.33
       "status.containerStatuses[].name",
       "status.containerStatuses[].image",
       "status.containerStatuses[].imageID",
       "status.containerStatuses[].containerID",
       "status.containerStatuses[].restartCount",
       "status.containerStatuses[].resources",
-      "status.containerStatuses[].state.running.startedAt",
-      "status.containerStatuses[].state.terminated.startedAt",
+      "status.containerStatuses[].state.running",
+      "status.containerStatuses[].lastState.terminated.containerID",
   };
   auto keep = std::make_shared<const kube::Projection>(kube::KeepFields(fields));
   return [keep](const Value& full, Value& out, json::Allocator& alloc) {
@@ -92,14 +94,15 @@ kube::Projection PodProjection() {
     // The phase only matters when it ends the pod (kube::Pod::live).
     const std::string_view phase = json::StringOr(&status, "phase");
     if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
-    // The image a container reports and when it started only decide whether an Updating pod's
-    // restart is done.
+    // The image a container reports and the container it replaced only decide whether an
+    // Updating pod's restart is done; whether a container runs, also whether the pod's kubelet
+    // can resize it (any state).
     if (pod_update::StateOf(out) != keys::kStateUpdating) {
       if (Value* statuses = json::FindMutable(&status, "containerStatuses");
           statuses != nullptr && statuses->IsArray()) {
         for (auto& st : statuses->GetArray()) {
           json::Remove(st, "image");
-          json::Remove(st, "state");
+          json::Remove(st, "lastState");
         }
       }
     }

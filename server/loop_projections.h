@@ -15,11 +15,13 @@ namespace iw::loop {
 // without status, and without their template when they have no replicas and their template is
 // not opted in (history that can never be the base or the target of an update); pods reduced to
 // metadata (name, namespace, uid, resourceVersion, generation, deletionTimestamp, labels,
-// annotations, finalizers, ownerReferences uid/controller), container names and images, readiness
-// gates, the phase only when Succeeded or Failed, status.observedGeneration, the conditions Ready
-// and those of the readiness gates (type, status; lastTransitionTime of Ready's and our gate's),
-// and container statuses (name, imageID, containerID, restartCount; the image and
-// state.running/terminated.startedAt too while the pod is Updating, the only state whose decision
+// annotations, finalizers, ownerReferences uid/controller), container names, images and
+// resources, the node name, readiness gates, the phase only when Succeeded or Failed,
+// status.observedGeneration, the deprecated status.resize, the conditions Ready, those of the
+// readiness gates (type, status; lastTransitionTime of Ready's and our gate's) and the kubelet's
+// resize conditions (type, status, reason, message), and container statuses (name, imageID,
+// containerID, restartCount, resources, state.running; the image and
+// lastState.terminated.containerID too while the pod is Updating, the only state whose decision
 // reads them).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();

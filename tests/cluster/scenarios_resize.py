@@ -219,10 +219,9 @@ def v04_qos_change_is_native(s):
 def v05_infeasible_resize_stops_the_update(s):
     """A resize the node cannot hold (more CPU than it has): Kubernetes refuses it, either at once in the API
     server (1.37: pods/resize answers 403 "node didn't have enough allocatable resources") or later in the kubelet
-    (PodResizePending/Infeasible); either way the container keeps what it had and the update stops on that pod,
-    never a recreate: a Warning Event on the pod and the Deployment naming the cause, our condition False with it,
-    and Progressing False/ProgressDeadlineExceeded once progressDeadlineSeconds pass (kubectl rollout status
-    fails). The abort hands the change to the native rollout, whose new pod cannot be scheduled while the old ones
+    (PodResizePending/Infeasible); either way the container keeps what it had and the update stops on that pod at
+    once, never a recreate: a Warning Event on the pod and the Deployment naming the cause, our condition False with
+    it, and Progressing False/ProgressDeadlineExceeded (kubectl rollout status fails). The abort hands the change to the native rollout, whose new pod cannot be scheduled while the old ones
     keep serving."""
     app = tc.App(s, "v05")
     d = resized_deployment("web", replicas=2)
@@ -231,7 +230,7 @@ def v05_infeasible_resize_stops_the_update(s):
     huge = {"requests": {"cpu": "100", "memory": "64Mi"}, "limits": {"cpu": "100", "memory": "128Mi"}}
     _, warnings = set_resources(app, huge)
     tc.expect_warning(warnings, "in-place update: 2 pods will be updated")
-    reasons = {"PodUpdateRefused": "enough allocatable resources", "PodResizeInfeasible": "infeasible"}
+    reasons = {"PodResizeRefused": "enough allocatable resources", "PodResizeInfeasible": "infeasible"}
     d = wait_for(lambda: (lambda d: d if condition(d, PROGRESS, "reason") in reasons
                           and condition(d, "Progressing", "reason") == "ProgressDeadlineExceeded" else None)(
         app.deployment()), 90, "the stuck report", app)

@@ -258,9 +258,10 @@ kube::Result FakeApi::Error(int code, std::string reason, std::string message) c
 bool FakeApi::Injected(const std::string& path, kube::Result& out) {
   auto it = failures_.find(path);
   if (it == failures_.end() || it->second.empty()) return false;
-  int code = it->second.front();
+  auto [code, message] = it->second.front();
   it->second.erase(it->second.begin());
-  out = Error(code, code == 409 ? "Conflict" : "InternalError", "injected failure");
+  const std::string_view reason = kube::StatusReason(code);
+  out = Error(code, reason.empty() ? "InternalError" : std::string(reason), std::move(message));
   return true;
 }
 
@@ -514,10 +515,10 @@ void FakeApi::Mutate(std::string_view path, const std::function<void(json::Docum
                   std::to_string(++nextVersion_), a);
 }
 
-void FakeApi::FailNext(std::string path, int code, int times) {
+void FakeApi::FailNext(std::string path, int code, int times, std::string message) {
   std::lock_guard lock(mu_);
   auto& v = failures_[std::move(path)];
-  for (int i = 0; i < times; ++i) v.push_back(code);
+  for (int i = 0; i < times; ++i) v.emplace_back(code, message);
 }
 
 std::vector<std::string> FakeApi::Writes() const {

@@ -37,8 +37,10 @@ class FakeApi : public kube::Api {
   // Changes a stored object in place as another client would (bumps its resourceVersion).
   void Mutate(std::string_view path, const std::function<void(json::Document&)>& change);
 
-  // The next `times` writes to exactly `path` answer `code` (e.g. 409) without effect.
-  void FailNext(std::string path, int code, int times = 1);
+  // The next `times` writes to exactly `path` answer `code` (e.g. 409) without effect, with
+  // `message` as the API server's.
+  void FailNext(std::string path, int code, int times = 1,
+                std::string message = "injected failure");
   // "VERB path" of every successful write, in order.
   std::vector<std::string> Writes() const;
   size_t CountWrites(std::string_view verbAndPathPrefix) const;
@@ -51,7 +53,7 @@ class FakeApi : public kube::Api {
 
   mutable std::mutex mu_;
   std::map<std::string, json::Document, std::less<>> objects_;
-  std::map<std::string, std::vector<int>, std::less<>> failures_;
+  std::map<std::string, std::vector<std::pair<int, std::string>>, std::less<>> failures_;
   std::vector<std::string> writes_;
   long long nextVersion_ = 1000;
   long long nextUid_ = 1;

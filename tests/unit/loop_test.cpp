@@ -282,6 +282,133 @@ TEST_CASE(
   CHECK(l.RunOnce().empty());
 }
 
+namespace {
+
+// A 2-replica Deployment whose container app changes cpu in place (no image, no label), in the
+// middle of its update: the webhook paused it and wrote in-progress. No progressDeadlineSeconds.
+void PutResizeUpdate(fake::FakeApi& api) {
+  const Strings labels = {{"app", "web"}, {"inplace-webhook.io/enabled", "true"}};
+  auto withCpu = [](const std::string& t, std::string_view r) {
+    json::Document d = Parse(t);
+    auto& a = d.GetAllocator();
+    json::Set(d["spec"]["containers"][0], "resources", json::Value(Parse(r), a), a);
+    return json::Serialize(d);
+  };
+  const std::string base = withCpu(Template(labels, {{"app", "nginx:1.25"}}),
+                                   R"({"requests":{"cpu":"100m"},"limits":{"cpu":"200m"}})");
+  const std::string target = withCpu(Template(labels, {{"app", "nginx:1.25"}}),
+                                     R"({"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}})");
+  DeploymentSpec d;
+  d.replicas = 2;
+  d.templateJson = target;
+  d.inProgress = iw::InProgress{Hash(base), Hash(target), true, "2026-01-01T00:00:00Z", ""};
+  api.Put(kube::DeploymentsPath(kNs), DeploymentJson(d));
+  api.Put(kube::ReplicaSetsPath(kNs), ReplicaSetJson("web-h1", "uid-rs1", d.uid, 2, base, "h1"));
+  fake::AddPodFromReplicaSet(api, kNs, "web-h1", "web-a");
+  fake::AddPodFromReplicaSet(api, kNs, "web-h1", "web-b");
+  fake::KubeletSync(api, kNs);
+  REQUIRE(fake::ControllerSync(api, kNs, "web"));
+}
+
+const json::Value* DeploymentCondition(const json::Value& d, std::string_view type) {
+  const json::Value* list = json::Path(&d, {"status", "conditions"});
+  if (list == nullptr || !list->IsArray()) return nullptr;
+  for (const auto& c : list->GetArray()) {
+    if (json::StringOr(&c, "type") == type) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "loop: a pods/resize the API server refuses is reported stuck at once, not retried "
+    "silently") {
+  fake::FakeApi api;
+  PutResizeUpdate(api);
+  const std::string resizePath = kube::PodResizePath(kNs, "web-a");
+  const std::string missing = "the server could not find the requested resource";
+  loop::LoopMetrics metrics;
+  loop::Options opts;
+  opts.metrics = &metrics;
+  loop::Loop l(api, opts);
+  auto events = [&api](std::string_view reason, std::string_view kind) {
+    int n = 0;
+    for (const auto& path : api.Paths(kube::EventsPath(kNs))) {
+      json::Document e = api.Object(path);
+      if (json::StringOr(&e, "reason") == reason &&
+          json::StringOr(json::Find(&e, "involvedObject"), "kind") == kind) {
+        ++n;
+      }
+    }
+    return n;
+  };
+
+  SUBCASE("404: the API server has no pods/resize (a chart rendered for another version)") {
+    api.FailNext(resizePath, 404, 2, missing);
+    auto results = l.RunOnce();
+    const loop::ReconcileResult& r = results["default/web"];
+    CHECK_FALSE(r.ok);
+    CHECK(r.refusedResize);
+    CHECK(r.refusalCode == 404);
+    CHECK(r.refusedPod == "web-a");
+    // Reported in the same pass, though the Deployment has no progress deadline at all.
+    CHECK(events("PodResizeRefused", "Pod") == 1);
+    CHECK(events("PodResizeRefused", "Deployment") == 1);
+    json::Document d = api.Object(kube::DeploymentPath(kNs, "web"));
+    const json::Value* ours = DeploymentCondition(d, keys::kProgressCondition);
+    REQUIRE(ours != nullptr);
+    CHECK(json::StringOr(ours, "status") == "False");
+    CHECK(json::StringOr(ours, "reason") == "PodResizeRefused");
+    CHECK(std::string(json::StringOr(ours, "message"))
+              .find("pod web-a: resize refused by the API "
+                    "server: " +
+                    missing) != std::string::npos);
+    const json::Value* progressing = DeploymentCondition(d, "Progressing");
+    REQUIRE(progressing != nullptr);
+    CHECK(json::StringOr(progressing, "reason") == "ProgressDeadlineExceeded");
+    CHECK(metrics.StalledUpdates() == std::vector<std::string>{"default/web"});
+    CHECK(pod_update::StateOf(api.Object(kube::PodPath(kNs, "web-a"))) == keys::kStateUpdating);
+
+    // Retried (with the loop's backoff), refused again: still stuck, no Event twice.
+    results = l.RunOnce();
+    CHECK(results["default/web"].refusedResize);
+    CHECK(events("PodResizeRefused", "Pod") == 1);
+    CHECK(events("PodResizeRefused", "Deployment") == 1);
+    d = api.Object(kube::DeploymentPath(kNs, "web"));
+    CHECK(json::StringOr(DeploymentCondition(d, keys::kProgressCondition), "reason") ==
+          "PodResizeRefused");
+    CHECK(json::StringOr(DeploymentCondition(d, "Progressing"), "reason") ==
+          "ProgressDeadlineExceeded");
+    CHECK(api.CountWrites("PATCH " + resizePath) == 0);
+  }
+  SUBCASE("422 from validation (a node without resize support), 403 from admission") {
+    for (int code : {422, 403}) {
+      CAPTURE(code);
+      api.FailNext(resizePath, code, 1, "refused " + std::to_string(code));
+      auto results = l.RunOnce();
+      CHECK(results["default/web"].refusedResize);
+      json::Document d = api.Object(kube::DeploymentPath(kNs, "web"));
+      CHECK(std::string(json::StringOr(DeploymentCondition(d, keys::kProgressCondition), "message"))
+                .find("refused " + std::to_string(code)) != std::string::npos);
+    }
+    CHECK(events("PodResizeRefused", "Deployment") == 2);
+  }
+  SUBCASE("a conflict, throttling or a server error is retried without a report") {
+    for (int code : {409, 429, 500}) {
+      CAPTURE(code);
+      api.FailNext(resizePath, code);
+      auto results = l.RunOnce();
+      CHECK_FALSE(results["default/web"].ok);
+      CHECK(results["default/web"].refusedPod.empty());
+    }
+    CHECK(events("PodResizeRefused", "Deployment") == 0);
+    json::Document d = api.Object(kube::DeploymentPath(kNs, "web"));
+    const json::Value* ours = DeploymentCondition(d, keys::kProgressCondition);
+    CHECK((ours == nullptr || json::StringOr(ours, "reason") != "PodResizeRefused"));
+  }
+}
+
 TEST_CASE("loop: a failed precondition aborts before any pod moves") {
   Cluster c;
   c.api.Put(kube::ReplicaSetsPath(kNs),
@@ -839,6 +966,26 @@ void ComparePlansUntilDone(Cluster& c, const std::map<std::string, std::string>&
 }
 
 }  // namespace
+
+TEST_CASE("loop: the pod cache keeps what the resize decisions read, in every state") {
+  // Whether a pod's kubelet can resize it (its first running container's resources, its node) is
+  // read before the pod leaves Normal; status.resize while it is Updating.
+  for (const char* state : {"Normal", "Updating"}) {
+    CAPTURE(state);
+    json::Document full = Parse(std::string(R"({"metadata":{"name":"web-a","labels":{)") +
+                                R"("inplace-webhook.io/state":")" + state +
+                                R"("}},"spec":{"nodeName":"node-old","containers":[{"name":"app"},)"
+                                R"({"name":"sidecar"}]},"status":{"resize":"Deferred",)"
+                                R"("containerStatuses":[{"name":"app","restartCount":0,)"
+                                R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}},)"
+                                R"({"name":"sidecar","resources":{},)"
+                                R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})");
+    json::Document kept = Project(loop::PodProjection(), full);
+    CHECK(pod_update::ResizeUnsupported(kept) == pod_update::ResizeUnsupported(full));
+    CHECK(pod_update::ResizeUnsupported(kept).has_value());
+    CHECK(json::StringOr(json::Find(&kept, "status"), "resize") == "Deferred");
+  }
+}
 
 TEST_CASE("loop: what the caches keep of ReplicaSets and Deployments") {
   const std::string opted =

@@ -165,6 +165,7 @@ TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet repo
   CHECK(Judge(report(rec, ours("False", "ProgressDeadlineExceeded")), true) ==
         WatchVerdict::kStuck);
   CHECK(Judge(report(rec, ours("False", "PodUpdateRefused")), true) == WatchVerdict::kStuck);
+  CHECK(Judge(report(rec, ours("False", "PodResizeRefused")), true) == WatchVerdict::kStuck);
   CHECK(Judge(report(
                   rec,
                   R"({"type":"Progressing","status":"False","reason":"ProgressDeadlineExceeded"})"),

@@ -275,3 +275,139 @@ TEST_CASE("a resize the kubelet cannot make stops the pod with a stuck report, n
     CHECK(late.stuckMessage.find("memory limit below usage") != std::string::npos);
   }
 }
+
+TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.resize") {
+  // 1.30-1.32 kubelets with their alpha gate on: no observedGeneration, no PodResize* condition;
+  // status.resize Proposed (set by a 1.30-1.32 API server), InProgress, Deferred or Infeasible,
+  // cleared once the resize is applied.
+  ResizeEnv env(false);
+  json::Document pod = env.NewPod();
+  json::Remove(pod["status"], "observedGeneration");
+  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  auto us = pod_update::ReadUpdateState(pod);
+  REQUIRE(us.has_value());
+  auto& a = pod.GetAllocator();
+  auto applied = [&pod, &a] {  // the container runs what its spec asks (no observedGeneration)
+    json::Value want(pod["spec"]["containers"][0]["resources"], a);
+    json::Set(pod["status"]["containerStatuses"][0], "resources", std::move(want), a);
+  };
+  using Phase = pod_update::ResizeProgress::Phase;
+  struct Case {
+    const char* resize;
+    bool applied;
+    Phase phase;
+  };
+  const Case cases[] = {
+      {"Proposed", false, Phase::kInProgress},   {"InProgress", false, Phase::kInProgress},
+      {"InProgress", true, Phase::kInProgress},  {"Deferred", false, Phase::kDeferred},
+      {"Infeasible", false, Phase::kInfeasible}, {"", true, Phase::kDone},
+      {"", false, Phase::kInProgress},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.resize);
+    CAPTURE(c.applied);
+    json::Document p;
+    p.CopyFrom(pod, p.GetAllocator());
+    if (c.applied) {
+      json::Value want(p["spec"]["containers"][0]["resources"], p.GetAllocator());
+      json::Set(p["status"]["containerStatuses"][0], "resources", std::move(want),
+                p.GetAllocator());
+    }
+    if (*c.resize != '\0') json::SetString(p["status"], "resize", c.resize, p.GetAllocator());
+    CHECK(pod_update::ResizeStatus(p, *us).phase == c.phase);
+  }
+
+  SUBCASE("Infeasible stops the pod at once, as the condition does") {
+    json::SetString(pod["status"], "resize", "Infeasible", a);
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2));
+    CHECK(s.stuckReason == "PodResizeInfeasible");
+    CHECK(s.stuckMessage.find("status.resize Infeasible") != std::string::npos);
+    CHECK(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kEvent});
+  }
+  SUBCASE("Deferred: waits up to the Updating timeout, then stuck") {
+    json::SetString(pod["status"], "resize", "Deferred", a);
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10)).stuckReason.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600)).stuckReason ==
+          "PodResizeDeferred");
+  }
+  SUBCASE("InProgress with the new values already reported: not done until it is cleared") {
+    json::SetString(pod["status"], "resize", "InProgress", a);
+    applied();
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(3)).ops.empty());
+    json::Remove(pod["status"], "resize");
+    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(4));
+    CHECK(done.completed);
+    Apply(pod, done);
+    CHECK(pod_update::StateOf(pod) == keys::kStateNormal);
+  }
+}
+
+TEST_CASE("whether the pod's kubelet can resize it: the API server's own test") {
+  // ValidatePodResize (1.32+): the first running container must report
+  // status.containerStatuses[].resources, else 422 "Pod running on node without support for
+  // resize". Kubelets report them only where they act on a resize.
+  struct Case {
+    const char* what;
+    std::string statuses;
+    bool unsupported;
+  };
+  const std::string running = R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}})";
+  const std::string waiting = R"("state":{"waiting":{"reason":"CrashLoopBackOff"}})";
+  const std::string small = R"("resources":)" + std::string(kSmall);
+  const Case cases[] = {
+      {"a kubelet 1.33+ (or one with its alpha gate on)",
+       R"([{"name":"app",)" + running + "," + small + "}]", false},
+      {"a kubelet before 1.33 on default gates: no resources",
+       R"([{"name":"app",)" + running + "}]", true},
+      {"resources null", R"([{"name":"app",)" + running + R"(,"resources":null}])", true},
+      {"resources {}: a container without requests or limits, reported",
+       R"([{"name":"app",)" + running + R"(,"resources":{}}])", false},
+      {"the first running container decides: the first is waiting",
+       R"([{"name":"app",)" + waiting + R"(},{"name":"sidecar",)" + running + "," + small + "}]",
+       false},
+      {"the first running container decides: the second is not looked at",
+       R"([{"name":"app",)" + running + "," + small + R"(},{"name":"sidecar",)" + running + "}]",
+       false},
+      {"the first running container lacks them",
+       R"([{"name":"app",)" + running + R"(},{"name":"sidecar",)" + running + "," + small + "}]",
+       true},
+      {"no running container tells nothing", R"([{"name":"app",)" + waiting + "}]", false},
+      {"no container status yet", "[]", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    json::Document pod = Parse(R"({"metadata":{"name":"web-a"},"spec":{"nodeName":"node-1",)"
+                               R"("containers":[{"name":"app"},{"name":"sidecar"}]},)"
+                               R"("status":{"containerStatuses":)" +
+                               c.statuses + "}}");
+    std::optional<std::string> why = pod_update::ResizeUnsupported(pod);
+    CHECK(why.has_value() == c.unsupported);
+    if (why) {
+      CHECK(why->find("pod web-a on node node-1") == 0);
+      CHECK(why->find("running container app") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a pod waits on its kubelet for a resize until the kubelet reports it done") {
+  ResizeEnv env(false);
+  json::Document pod = env.NewPod();
+  CHECK(pod_update::ResizePending(env.t, pod));  // Normal, its spec at the old values
+  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  CHECK(pod_update::ResizePending(env.t, pod));  // written; the kubelet has not acted
+  KubeletResized(pod, false);
+  CHECK_FALSE(pod_update::ResizePending(env.t, pod));
+  Apply(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
+  REQUIRE(pod_update::StateOf(pod) == keys::kStateNormal);
+  CHECK_FALSE(pod_update::ResizePending(env.t, pod));
+
+  SUBCASE("an update without a resources change never waits on one") {
+    const std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
+    const std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.27"}});
+    auto t = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
+    REQUIRE(t.ok());
+    CHECK_FALSE(pod_update::ResizePending(*t, Pod("web-b", "uid-rs", base)));
+  }
+}

@@ -417,8 +417,9 @@ TEST_CASE("completion: imageID changed, or containerID changed and the image mat
       {"imageID and containerID unchanged even if the image name matches",
        "docker.io/library/nginx:1.27", "docker.io/library/nginx@sha256:aaa", "containerd://1",
        false},
-      {"crash restart on the old image", "docker.io/library/nginx:1.25",
-       "docker.io/library/nginx@sha256:aaa", "containerd://3", false},
+      {"a new container on the old bits that replaced nothing the kubelet counted",
+       "docker.io/library/nginx:1.25", "docker.io/library/nginx@sha256:aaa", "containerd://3",
+       false},
       {"same digest in another imageID format", "docker.io/library/nginx:1.25", "sha256:aaa",
        "containerd://1", false},
       {"waiting for the pull: empty imageID and containerID", "nginx:1.27", "", "", false},
@@ -445,60 +446,196 @@ TEST_CASE("completion from what containerd and the kubelet report (DESIGN.md 8.2
       "sha256:1111111111111111111111111111111111111111111111111111111111111111";
   constexpr std::string_view kOther =
       "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+  struct Reported {  // one container's status as the kubelet reports it
+    std::string image, imageID, containerID;
+    long long restartCount;
+    std::string replaced;  // lastState.terminated.containerID, "" = none
+    std::string startedAt;
+  };
   struct Case {
     const char* what;
     std::string specImage;
-    std::string baselineImageID, baselineContainerID;  // recorded at the write
-    long long generation, observed;                    // 0: not reported
-    std::string image, imageID, containerID, startedAt;
+    pod_update::ContainerRecord recorded;  // at the write
+    long long generation, observed;        // 0: not reported (kubelets before 1.34)
+    Reported now;
     bool done;
   };
+  const std::string id(kID), other(kOther);
   const std::string v2 = "localhost/httpd-demo:v2", v201 = "localhost/httpd-demo:v2.0.1";
-  const std::string pinned = "localhost/httpd-demo:v2@" + std::string(kID);
-  const std::string at = "2026-05-01T10:00:00Z", before = "2026-05-01T09:59:59Z",
-                    after = "2026-05-01T10:00:02Z";
+  const std::string pinned = "localhost/httpd-demo:v2@" + id;
+  // The write was recorded at 10:00:00 by the loop's clock; the node's clock may differ.
+  const std::string at = "2026-05-01T10:00:00Z", after = "2026-05-01T10:00:02Z",
+                    behind = "2026-05-01T09:55:02Z", ahead = "2026-05-01T10:05:02Z",
+                    before = "2026-05-01T09:59:59Z";
+  const pod_update::ContainerRecord ran{id, "containerd://old", 3};  // running at the write
+  const pod_update::ContainerRecord notStarted{"", "", 0};
+  const Reported restarted{v2, id, "containerd://new", 4, "containerd://old", after};
+  auto with = [](Reported r, auto change) {
+    change(r);
+    return r;
+  };
   const Case cases[] = {
-      {"retag v2 -> v2.0.1, same digest: restarted on the written spec", v201, std::string(kID),
-       "containerd://old", 2, 2, v2, std::string(kID), "containerd://new", after, true},
-      {"retag, the kubelet has not seen the write yet (observedGeneration behind)", v201,
-       std::string(kID), "containerd://old", 2, 1, v2, std::string(kID), "containerd://new", after,
-       false},
-      {"retag, fresh status but the old container still runs (the kill comes next)", v201,
-       std::string(kID), "containerd://old", 2, 2, v2, std::string(kID), "containerd://old", before,
-       false},
-      {"tag@digest of the running image: pinned digest matches", pinned, std::string(kID),
-       "containerd://old", 2, 2, v2, std::string(kID), "containerd://new", after, true},
-      {"tag@digest, pinned digest matches even without observedGeneration", pinned,
-       std::string(kID), "containerd://old", 0, 0, v2, std::string(kID), "containerd://new", after,
+      // Kubelets that report observedGeneration (1.34+).
+      {"retag v2 -> v2.0.1, same digest: restarted on the written spec", v201, ran, 2, 2, restarted,
        true},
-      {"retag without observedGeneration (older kubelet): no proof", v201, std::string(kID),
-       "containerd://old", 0, 0, v2, std::string(kID), "containerd://new", after, false},
-      {"a new container that started before the write is stale", v201, std::string(kID),
-       "containerd://old", 2, 2, v2, std::string(kID), "containerd://new", before, false},
-      {"a different image without observedGeneration: imageID changed", v201, std::string(kID),
-       "containerd://old", 0, 0, v2, std::string(kOther), "containerd://new", after, true},
-      {"not started at the write, now runs the old spec's image under another name", v201, "", "",
-       2, 2, v2, std::string(kID), "containerd://first", after, false},
-      {"not started at the write, now runs the spec's image by name", v201, "", "", 2, 2, v201,
-       std::string(kID), "containerd://first", after, true},
-      {"not started at the write, imageID appears (no observedGeneration): not by itself", v201, "",
-       "", 0, 0, v2, std::string(kID), "containerd://first", after, false},
+      {"retag, the kubelet has not seen the write yet (observedGeneration behind)", v201, ran, 2, 1,
+       restarted, false},
+      {"retag, fresh status but the old container still runs (the kill comes next)",
+       v201,
+       ran,
+       2,
+       2,
+       {v2, id, "containerd://old", 3, "", before},
+       false},
+      {"tag@digest of the running image: pinned digest matches", pinned, ran, 2, 2, restarted,
+       true},
+      {"retag, the kubelet names the replaced container but its count was reset", v201, ran, 2, 2,
+       with(restarted, [](Reported& r) { r.restartCount = 0; }), true},
+      {"retag, a new container that replaced nothing the kubelet reports", v201, ran, 2, 2,
+       with(restarted,
+            [](Reported& r) {
+              r.restartCount = 3;
+              r.replaced = "containerd://older";
+            }),
+       false},
+      {"node 5 min behind the loop: done all the same", v201, ran, 2, 2,
+       with(restarted, [&](Reported& r) { r.startedAt = behind; }), true},
+      {"node 5 min ahead of the loop: done all the same", v201, ran, 2, 2,
+       with(restarted, [&](Reported& r) { r.startedAt = ahead; }), true},
+      {"node 5 min behind, the kubelet has not seen the write: not done", v201, ran, 2, 1,
+       with(restarted, [&](Reported& r) { r.startedAt = behind; }), false},
+      // Kubelets without observedGeneration (1.30-1.33).
+      {"retag without observedGeneration: the restart that replaced the recorded container", v201,
+       ran, 0, 0, restarted, true},
+      {"retag without observedGeneration, node 5 min behind", v201, ran, 0, 0,
+       with(restarted, [&](Reported& r) { r.startedAt = behind; }), true},
+      {"retag without observedGeneration, only the restart count tells", v201, ran, 0, 0,
+       with(restarted, [](Reported& r) { r.replaced = ""; }), true},
+      {"retag without observedGeneration, the old container still runs",
+       v201,
+       ran,
+       0,
+       0,
+       {v2, id, "containerd://old", 3, "", before},
+       false},
+      {"retag without observedGeneration, a restart the record already counts", v201, ran, 0, 0,
+       with(restarted,
+            [](Reported& r) {
+              r.restartCount = 3;
+              r.replaced = "";
+            }),
+       false},
+      {"tag@digest without observedGeneration: pinned digest matches", pinned, ran, 0, 0, restarted,
+       true},
+      {"a different image without observedGeneration: imageID changed", v201, ran, 0, 0,
+       with(restarted, [&](Reported& r) { r.imageID = other; }), true},
+      {"a different image, node 5 min behind", v201, ran, 0, 0,
+       with(restarted,
+            [&](Reported& r) {
+              r.imageID = other;
+              r.startedAt = behind;
+            }),
+       true},
+      {"the spec's image by name, node 5 min behind", v201, ran, 0, 0,
+       with(restarted,
+            [&](Reported& r) {
+              r.image = v201;
+              r.imageID = other;
+              r.startedAt = behind;
+            }),
+       true},
+      {"the spec's image by name, but the old container still runs",
+       v201,
+       ran,
+       0,
+       0,
+       {v201, other, "containerd://old", 3, "", after},
+       false},
+      // A container that had not started at the write may have started from the old spec.
+      {"not started at the write, now runs the old spec's image under another name",
+       v201,
+       notStarted,
+       2,
+       2,
+       {v2, id, "containerd://first", 0, "", after},
+       false},
+      {"not started at the write, now runs the spec's image by name",
+       v201,
+       notStarted,
+       2,
+       2,
+       {v201, id, "containerd://first", 0, "", after},
+       true},
+      {"not started at the write, imageID appears (no observedGeneration): not by itself",
+       v201,
+       notStarted,
+       0,
+       0,
+       {v2, id, "containerd://first", 1, "", after},
+       false},
+      {"waiting for the pull: no containerID yet",
+       v201,
+       ran,
+       0,
+       0,
+       {v201, "", "", 3, "", ""},
+       false},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
     std::string meta = c.generation ? R"("generation":)" + std::to_string(c.generation) : "";
     std::string observed =
         c.observed ? R"("observedGeneration":)" + std::to_string(c.observed) + "," : "";
+    std::string last = c.now.replaced.empty()
+                           ? "{}"
+                           : R"({"terminated":{"containerID":")" + c.now.replaced + R"("}})";
+    std::string state = c.now.startedAt.empty()
+                            ? R"({"waiting":{"reason":"ContainerCreating"}})"
+                            : R"({"running":{"startedAt":")" + c.now.startedAt + R"("}})";
     json::Document pod =
         Parse(R"({"metadata":{)" + meta + R"(},"spec":{"containers":[{"name":"app","image":")" +
               c.specImage + R"("}]},"status":{)" + observed +
-              R"("containerStatuses":[{"name":"app","image":")" + c.image + R"(","imageID":")" +
-              c.imageID + R"(","containerID":")" + c.containerID +
-              R"(","state":{"running":{"startedAt":")" + c.startedAt + R"("}}}]}})");
+              R"("containerStatuses":[{"name":"app","image":")" + c.now.image + R"(","imageID":")" +
+              c.now.imageID + R"(","containerID":")" + c.now.containerID + R"(","restartCount":)" +
+              std::to_string(c.now.restartCount) + R"(,"lastState":)" + last + R"(,"state":)" +
+              state + "}]}}");
     pod_update::UpdateState st;
     st.updateTimestamp = at;
-    st.lastContainerStatuses["app"] = {c.baselineImageID, c.baselineContainerID, 0};
+    st.lastContainerStatuses["app"] = c.recorded;
     CHECK(pod_update::UpdateCompleted(pod, st) == c.done);
+  }
+}
+
+TEST_CASE("Updating → Normal on a node whose clock is 5 minutes behind the loop's") {
+  // The pod write is recorded by the loop's clock; the kubelet stamps the new container's
+  // startedAt by the node's, 5 minutes earlier. Completion reads only the kubelet's report.
+  Env env(false, "", kNoDrain);
+  json::Document pod = env.NewPod();
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  REQUIRE(State(pod) == "Updating");
+  auto& a = pod.GetAllocator();
+  for (auto& st : pod["status"]["containerStatuses"].GetArray()) {
+    if (json::StringOr(&st, "name") != "app") continue;
+    json::SetString(st, "containerID", "containerd://web-a-app-2", a);
+    json::Set(st, "restartCount", json::Value(1), a);
+    json::Set(st, "lastState",
+              json::Value(Parse(R"({"terminated":{"containerID":"containerd://web-a-app"}})"), a),
+              a);
+    json::Set(
+        st, "state",
+        json::Value(Parse(R"({"running":{"startedAt":")" + Ts(T0() - seconds(295)) + R"("}})"), a),
+        a);
+  }
+  SUBCASE("a retag: the same bits, in the container that replaced the recorded one") {
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+    CHECK(s.completed);
+    ApplyStep(pod, s);
+    CHECK(State(pod) == "Normal");
+  }
+  SUBCASE("the new image by name") {
+    SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
+                       "docker.io/library/nginx@sha256:new", "containerd://web-a-app-2");
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5)).completed);
   }
 }
 

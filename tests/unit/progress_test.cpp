@@ -354,3 +354,118 @@ TEST_CASE("a pod that cannot go on (a resize the kubelet refuses) is a stall at 
   CHECK(json::StringOr(progressing, "message").find("PodResizeInfeasible") == std::string::npos);
   CHECK(json::StringOr(progressing, "message").find("resize infeasible") != std::string::npos);
 }
+
+TEST_CASE("a refused pods/resize write: every 4xx but a conflict, a timeout or throttling") {
+  struct Case {
+    int code;
+    const char* message;
+    bool refused;
+  };
+  const Case cases[] = {
+      {404, "the server could not find the requested resource", true},  // no pods/resize
+      {404, R"(pods "web-1" not found)", false},                        // the pod is gone
+      {404, R"(pods "web-2" not found)", true},  // another pod's name: not this one gone
+      {400, "bad patch", true},
+      {401, "Unauthorized", true},
+      {403, "node didn't have enough allocatable resources", true},
+      {422, "Pod running on node without support for resize", true},
+      {405, "method not allowed", true},
+      {408, "timeout", false},
+      {409, "the object has been modified", false},
+      {429, "too many requests", false},
+      {500, "etcd", false},
+      {503, "unavailable", false},
+      {0, "connection refused", false},
+      {200, "", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.code);
+    CAPTURE(c.message);
+    CHECK(progress::IsResizeRefusal(c.code, c.message, "web-1") == c.refused);
+  }
+}
+
+TEST_CASE("a refused resize is reported stuck at once, with the API server's message") {
+  const std::string p13 = "1/3 pods updated to template b (1 Updating)";
+  json::Document podJson =
+      test::Parse(R"({"metadata":{"name":"web-1","namespace":"ns","uid":"u1"}})");
+  const kube::Pod pod = test::AsPod(podJson);
+  // Progress a second ago, a deadline of 600 s: far from a stall by time.
+  json::Document dJson =
+      Deployment("[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:59Z") + "," +
+                     kPaused + "]",
+                 "600");
+  const kube::Deployment d = test::AsDeployment(dJson);
+  const std::string missing = "the server could not find the requested resource";
+  std::vector<rollout::Action> out =
+      progress::PlanRefusal(d, &pod, "web-1", p13, missing, kNow, progress::Refused::kResize, 404);
+  REQUIRE(out.size() == 3);
+  for (int i : {0, 1}) {
+    CHECK(json::StringOr(&out[i].body, "type") == "Warning");
+    CHECK(json::StringOr(&out[i].body, "reason") == "PodResizeRefused");
+    const std::string message(json::StringOr(&out[i].body, "message"));
+    CHECK(message.find("pod web-1: resize refused by the API server: " + missing) == 0);
+    CHECK(message.find("does not serve pods/resize") != std::string::npos);
+    CHECK(message.find(keys::kAbortAnnotation) != std::string::npos);
+  }
+  CHECK(json::StringOr(json::Find(&out[0].body, "involvedObject"), "kind") == "Pod");
+  CHECK(json::StringOr(json::Find(&out[1].body, "involvedObject"), "kind") == "Deployment");
+  // Not the pod write's Event names: a refused resize and a refused write are reported apart.
+  CHECK(out[0].name != progress::PlanRefusal(d, &pod, "web-1", p13, missing, kNow)[0].name);
+  rollout::Plan report;
+  report.actions.push_back(std::move(out[2]));
+  const json::Value* ours = Written(report, keys::kProgressCondition);
+  REQUIRE(ours != nullptr);
+  CHECK(Field(ours, "status") == "False");
+  CHECK(Field(ours, "reason") == "PodResizeRefused");
+  CHECK(Field(ours, "message")
+            .find(p13 + "; pod web-1: resize refused by the API server: " + missing) == 0);
+  CHECK(Field(ours, "lastUpdateTime") == "2026-01-01T00:09:59Z");  // no progress
+  const json::Value* progressing = Written(report, "Progressing");
+  CHECK(Field(progressing, "status") == "False");
+  CHECK(Field(progressing, "reason") == "ProgressDeadlineExceeded");
+  CHECK(Field(progressing, "message").find(missing) != std::string::npos);
+
+  SUBCASE("without progressDeadlineSeconds too") {
+    json::Document none = Deployment(
+        "[" + Ours("True", "InPlaceUpdateProgressing", p13, "2026-01-01T00:09:59Z") + "]",
+        "2147483647");
+    std::vector<rollout::Action> again =
+        progress::PlanRefusal(test::AsDeployment(none), &pod, "web-1", p13, "forbidden", kNow,
+                              progress::Refused::kResize, 403);
+    REQUIRE(again.size() == 3);
+    rollout::Plan r;
+    r.actions.push_back(std::move(again[2]));
+    CHECK(Field(Written(r, "Progressing"), "reason") == "ProgressDeadlineExceeded");
+    CHECK(Field(Written(r, keys::kProgressCondition), "message").find("does not serve") ==
+          std::string::npos);  // the hint is for a 404 only
+  }
+  SUBCASE("refused again: only the (deduplicated) Events") {
+    const std::string stored = Field(ours, "message");
+    json::Document reported =
+        Deployment("[" + Ours("False", "PodResizeRefused", stored, "2026-01-01T00:09:59Z") + "," +
+                       kOurStall + "]",
+                   "600");
+    CHECK(progress::PlanRefusal(test::AsDeployment(reported), &pod, "web-1", p13, missing, kNow,
+                                progress::Refused::kResize, 404)
+              .size() == 2);
+  }
+  SUBCASE("the resize taken at last: the report ends, which is no progress") {
+    // The pass's status patch lands only if every write before it did, the resize included.
+    json::Document reported =
+        Deployment("[" +
+                       Ours("False", "PodResizeRefused", p13 + "; pod web-1: resize refused: x",
+                            "2026-01-01T00:09:59Z") +
+                       "," + kOurStall + "]",
+                   "600");
+    rollout::Plan p = Updating(1, 3, {{"Updating", 1}});
+    progress::AddProgress(p, test::AsDeployment(reported), kNow);
+    CHECK_FALSE(p.stalled);
+    const json::Value* now = Written(p, keys::kProgressCondition);
+    CHECK(Field(now, "status") == "True");
+    CHECK(Field(now, "reason") == "InPlaceUpdateProgressing");
+    CHECK(Field(now, "message") == p13);
+    CHECK(Field(now, "lastUpdateTime") == "2026-01-01T00:09:59Z");
+    CHECK(Field(Written(p, "Progressing"), "reason") == "DeploymentPaused");
+  }
+}

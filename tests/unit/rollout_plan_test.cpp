@@ -387,6 +387,90 @@ TEST_CASE("an update the webhook ended without the loop: its pods out of service
   CHECK(s.Plan().actions.empty());  // nothing more once they are back
 }
 
+TEST_CASE("cpu/memory goes native, with a Warning, when a pod's kubelet cannot resize it") {
+  // DESIGN.md §3.1: whether a resize happens depends on the node. A pod still to be resized whose
+  // first running container reports no status.containerStatuses[].resources (kubelets before
+  // 1.33 on default gates: the API server would refuse the resize with 422) hands the change to
+  // the native rollout as an abort does, before any pod is touched.
+  constexpr std::string_view kSmall = R"({"requests":{"cpu":"100m"},"limits":{"cpu":"200m"}})";
+  constexpr std::string_view kLarge = R"({"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}})";
+  auto withResources = [](std::string t, std::string_view r) {
+    json::Document d = Parse(t);
+    auto& a = d.GetAllocator();
+    json::Set(d["spec"]["containers"][0], "resources", json::Value(Parse(r), a), a);
+    return json::Serialize(d);
+  };
+  Scenario s;
+  s.base = withResources(s.base, kSmall);
+  s.target = withResources(s.base, kLarge);
+  s.spec.templateJson = s.target;
+  s.spec.inProgress = InProgress{Hash(s.base), Hash(s.target), true, Ts(T0() - seconds(60)), ""};
+  s.replicaSets.clear();
+  s.replicaSets.push_back(Parse(ReplicaSetJson("web-h1", "uid-rs1", s.spec.uid, 3, s.base, "h1")));
+  s.pods.clear();
+  for (const char* name : {"web-a", "web-b", "web-c"}) {
+    json::Document p = Pod(name, "uid-rs1", s.base);
+    auto& a = p.GetAllocator();
+    json::SetString(p["spec"], "nodeName", std::string(name) == "web-c" ? "node-old" : "node-new",
+                    a);
+    json::Value& st = p["status"]["containerStatuses"][0];
+    json::Set(st, "state", json::Value(Parse(R"({"running":{}})"), a), a);
+    if (std::string(name) != "web-c") json::Set(st, "resources", json::Value(Parse(kSmall), a), a);
+    s.pods.push_back(std::move(p));
+  }
+
+  SUBCASE("one pod on a kubelet without resize support: native at once, nothing resized") {
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    CHECK(p.message.find("pod web-c on node node-old") != std::string::npos);
+    CHECK(Of(p, WriteKind::kPodResizePatch).empty());
+    CHECK(Of(p, WriteKind::kPodPatch).empty());
+    auto patches = Of(p, WriteKind::kDeploymentPatch);
+    REQUIRE(patches.size() == 1);
+    CHECK(json::Serialize(patches[0]->body["spec"]) == R"({"paused":false})");
+    auto events = Of(p, WriteKind::kEvent);
+    REQUIRE(events.size() == 1);
+    CHECK(json::StringOr(&events[0]->body, "type") == "Warning");
+    CHECK(json::StringOr(&events[0]->body, "reason") == "InPlaceUpdateAborted");
+    const std::string message(json::StringOr(&events[0]->body, "message"));
+    CHECK(message.find("pod web-c on node node-old") != std::string::npos);
+    CHECK(message.find("native rollout") != std::string::npos);
+  }
+  SUBCASE("every kubelet reports container resources: in place") {
+    auto& a = s.pods[2].GetAllocator();
+    json::Set(s.pods[2]["status"]["containerStatuses"][0], "resources",
+              json::Value(Parse(kSmall), a), a);
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kUpdating);
+    CHECK(Of(p, WriteKind::kPodResizePatch).size() == 1);
+  }
+  SUBCASE("found mid-update: pods in flight are released, the native rollout takes over") {
+    rollout::Plan first = s.Plan();
+    REQUIRE(first.phase == Phase::kAborted);
+    // As if web-c's kubelet had reported resources until web-a had started.
+    auto& a = s.pods[2].GetAllocator();
+    json::Set(s.pods[2]["status"]["containerStatuses"][0], "resources",
+              json::Value(Parse(kSmall), a), a);
+    rollout::Plan start = s.Plan();
+    REQUIRE(start.phase == Phase::kUpdating);
+    s.Apply(start);
+    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == keys::kStateUpdating);
+    json::Remove(s.pods[2]["status"]["containerStatuses"][0], "resources");
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    auto released = Of(p, WriteKind::kPodPatch);
+    REQUIRE(released.size() == 1);
+    CHECK(released[0]->name == "web-a");
+    CHECK(Label(released[0]->body, keys::kStateLabel) == "Normal");
+  }
+  SUBCASE("a pod with no running container tells nothing") {
+    auto& a = s.pods[2].GetAllocator();
+    json::Set(s.pods[2]["status"]["containerStatuses"][0], "state",
+              json::Value(Parse(R"({"waiting":{"reason":"CrashLoopBackOff"}})"), a), a);
+    CHECK(s.Plan().phase == Phase::kUpdating);
+  }
+}
+
 TEST_CASE("abort when something unpaused the Deployment or the record is malformed") {
   Scenario s;
   s.spec.paused = false;
