@@ -14,7 +14,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream upstream-matrix bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
 
 all: build
 
@@ -28,13 +28,11 @@ build: deps
 certs: deps
 	@certs/gen-dev-certs.sh $(CERT_DIR) >/dev/null
 
+# The product doing its job (as root): the project's real cluster, the chart installed, a Deployment updated in
+# place with its hook, what changed, then the cluster stays up with commands to try until Ctrl-C
+# (cluster/run-demo.sh). Where the cluster cannot run it says why and serves the webhook alone on loopback.
 run: build certs
-	@echo "inplace-webhook on https://127.0.0.1:$(PORT) (probes on http://127.0.0.1:$(PROBE_PORT)). Try, in another shell:"
-	@echo "  curl --cacert $(CERT_DIR)/ca.crt -H 'Content-Type: application/json' \\"
-	@echo "       --data-binary @tests/fixtures/cases/mutate-deployments/start-image-change.json \\"
-	@echo "       'https://localhost:$(PORT)/mutate/deployments?timeout=10s'"
-	@exec $(BUILD)/inplace-webhook serve --bind-address 127.0.0.1 --port $(PORT) --probe-port $(PROBE_PORT) \
-	  --tls-cert-file $(CERT_DIR)/tls.crt --tls-private-key-file $(CERT_DIR)/tls.key --log-format text
+	@cluster/run-demo.sh $(BUILD) $(CERT_DIR) $(PORT) $(PROBE_PORT)
 
 # Everything: the ctest suites (unit, curl, server edges, chart, the API client), then the real-cluster suite on
 # the version matrix (tests/cluster/matrix.sh: v1.37 in two shards, v1.30, v1.33, and a v1.33 control plane with a
@@ -48,16 +46,19 @@ test-unit: build certs
 	@cd $(BUILD) && ctest --output-on-failure --timeout 900 -LE '^e2e$$'
 
 # The pinned upstream components (cluster/upstream/*/go.mod), built once into $$INPLACE_CACHE
-# (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change; the older releases of
-# the version matrix too (kubernetes-1.30, kubernetes-1.33).
+# (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change. upstream-matrix adds the
+# older releases of the version matrix (kubernetes-1.30, kubernetes-1.33); cluster/up.sh builds any release it is
+# asked for on first use.
 upstream:
 	@cluster/deps.sh
 	@cluster/upstream/build.sh
+
+upstream-matrix: upstream
 	@cluster/upstream/build.sh kubernetes-1.33 kubernetes-1.30
 
 # MATRIX=newest runs only v1.37 (both shards), MATRIX=older only the older configurations.
 MATRIX ?= all
-test-cluster: build certs upstream
+test-cluster: build certs upstream-matrix
 	@tests/cluster/matrix.sh $(BUILD) $(MATRIX)
 
 # A real cluster to try things on (as root): `make cluster-up`, then the printed `export` line, then kubectl/helm.

@@ -10,6 +10,7 @@
 #            cluster 4   control plane v1.33, node (kubelet, kube-proxy) v1.30: a node three minors behind, the
 #                        oldest the skew policy allows; it reports no pod observedGeneration and no container
 #                        resources, so the API server refuses resizes of its pods
+#            cluster 5   v1.37: `make run` as a user runs it (tests/cluster/make_run_test.py, q02)
 #
 # Each run's output is printed whole when it ends (not interleaved), then one line per configuration:
 #   real cluster: kubernetes vX.Y.Z[, node kubelet vA.B.C], containerd vC.D.E, N scenarios passed, M failed
@@ -55,6 +56,22 @@ config() {
   return $rc
 }
 
+# make_run: `make run` as a user runs it, on cluster 5 (tests/cluster/make_run_test.py, scenario q02).
+make_run() {
+  local t=$SECONDS rc=0 v
+  v="$(cat "$("$repo/cluster/upstream/build.sh" kubernetes | tail -1)/version")"
+  INPLACE_CLUSTER_ID=5 python3 "$repo/tests/cluster/make_run_test.py" "$build" >"$out/5.log" 2>&1 </dev/null || rc=$?
+  local line
+  line="$(grep -E '^make run: [0-9]+ passed, [0-9]+ failed$' "$out/5.log" | tail -1)"
+  echo "real cluster: kubernetes $v, make run (q02), ${line:-make run: 0 passed, 1 failed}" |
+    sed 's/make run: \([0-9]*\) passed, \([0-9]*\) failed$/\1 scenarios passed, \2 failed/' >"$out/5.line"
+  {
+    echo "=== cluster 5: make run ($((SECONDS - t)) s, exit $rc)"
+    cat "$out/5.log"
+  } >"$out/5.done"
+  return $rc
+}
+
 lanes=()
 if [[ "$which" == all || "$which" == newest ]]; then
   config 0 kubernetes kubernetes --shard 1/2 &
@@ -70,6 +87,7 @@ if [[ "$which" == all || "$which" == older ]]; then
     config 2 kubernetes-1.30 kubernetes-1.30 "${ks[@]}" || rc=1
     config 3 kubernetes-1.33 kubernetes-1.33 "${ks[@]}" || rc=1
     config 4 kubernetes-1.33 kubernetes-1.30 "${ks[@]}" || rc=1
+    make_run || rc=1
     exit $rc
   ) &
   lanes+=($!)
@@ -110,7 +128,7 @@ else:
     print("\n".join(lines))
 EOF
 fi
-for id in 2 3 4; do
+for id in 2 3 4 5; do
   [[ -e "$out/$id.line" ]] && cat "$out/$id.line"
 done
 exit $rc
