@@ -75,7 +75,7 @@ cache="${INPLACE_CACHE:-/var/cache/inplace-webhook}/upstream"
 if ((reused)); then
   step "reusing the cluster that is already up ($RUN): Ctrl-C removes only what this run adds"
 else
-  step "the pinned upstream components (etcd, containerd, helm, Kubernetes $K8S_RELEASE) from $cache;" \
+  step "the pinned upstream components (etcd, containerd, helm, Kubernetes: cluster/upstream/$K8S_RELEASE) from $cache;" \
     "each one missing is built once with go (about 15 minutes in all on 2 cores), then reused"
   "$CLUSTER_ROOT/deps.sh" >/dev/null 2>&1 ||
     loopback "the Debian packages the node needs could not be installed" \
