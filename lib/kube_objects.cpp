@@ -374,6 +374,9 @@ bool Deployment::ControllerCaughtUp() const {
   return observedGeneration() >= generation() && updatedReplicas() == statusReplicas() &&
          statusReplicas() == replicas();
 }
+bool Deployment::PodsOnNewestReplicaSet() const {
+  return updatedReplicas() == statusReplicas();
+}
 const json::Value* Deployment::condition(std::string_view type) const {
   return ConditionOf(json(), type);
 }
