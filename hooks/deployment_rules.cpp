@@ -184,6 +184,9 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     return d;
   };
   if (!IsOptedIn(newD.json())) return end("Deployment label inplace-webhook.io/enabled removed");
+  // The native Recreate replaces every pod at once: from then on no two templates run together
+  // (DESIGN.md §3.2).
+  if (newD.recreate()) return end("strategy Recreate");
   StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
@@ -267,6 +270,9 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");
   }
+  // Recreate promises that no pod runs the new template while one runs the old; hooks and the
+  // budget cannot keep that promise in place (DESIGN.md §3.2).
+  if (newD.recreate()) return skip("strategy Recreate never runs two templates at once");
   if (oldD.replicas() == 0) {
     d.reason = "no in-place update: no pods";
     return d;

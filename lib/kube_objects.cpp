@@ -361,6 +361,9 @@ const json::Value* Deployment::strategy() const {
   const json::Value* s = json::Path(&json(), {"spec", "strategy"});
   return s != nullptr && s->IsObject() ? s : nullptr;
 }
+bool Deployment::recreate() const {
+  return json::StringOr(strategy(), "type") == "Recreate";
+}
 long long Deployment::observedGeneration() const {
   return IntAt(json::Path(&json(), {"status", "observedGeneration"}), 0);
 }

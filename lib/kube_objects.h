@@ -78,6 +78,8 @@ class Deployment : public ObjectView {
   long long revisionHistoryLimit() const;
   // spec.strategy (an object), or nullptr when absent.
   const json::Value* strategy() const;
+  // spec.strategy.type is Recreate (absent is RollingUpdate, the API server's default).
+  bool recreate() const;
   // status.observedGeneration, status.replicas, status.updatedReplicas; 0 when absent.
   long long observedGeneration() const;
   long long statusReplicas() const;

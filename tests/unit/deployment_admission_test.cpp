@@ -53,6 +53,8 @@ constexpr std::string_view kGenerationAhead =
     R"([{"op":"replace","path":"/metadata/generation","value":4}])";
 // kubectl scale 3 -> 5, observed: the ReplicaSet scaled, its two new pods not created yet.
 constexpr std::string_view kScaledUp = R"([{"op":"replace","path":"/spec/replicas","value":5}])";
+constexpr std::string_view kRecreate =
+    R"([{"op":"replace","path":"/spec/strategy","value":{"type":"Recreate"}}])";
 
 json::Document With(const json::Value& base, std::string_view patch) {
   json::Document doc;
@@ -482,6 +484,13 @@ TEST_CASE("no in-place update starts: no patch, and a warning says why when the 
        R"([{"op":"replace","path":"/status/replicas","value":0},
            {"op":"replace","path":"/status/updatedReplicas","value":0}])",
        kImage.data(), "in-place update not possible (no pod runs yet): a normal rollout follows"},
+      {"strategy Recreate", kRecreate.data(), kImage.data(),
+       "in-place update not possible (strategy Recreate never runs two templates at once): a "
+       "normal rollout follows"},
+      {"switched to Recreate with the change", "",
+       R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"},
+           {"op":"replace","path":"/spec/strategy","value":{"type":"Recreate"}}])",
+       "strategy Recreate never runs two templates at once"},
       {"template not opted in",
        R"([{"op":"remove","path":"/spec/template/metadata/labels/inplace-webhook.io~1enabled"}])",
        kImage.data(), "pod template lacks label inplace-webhook.io/enabled=true"},
@@ -621,6 +630,37 @@ TEST_CASE("a pause written with the change holds the update; the end leaves it p
     deployment::Decision d = deployment::Decide(old, first, Ctx(1));
     CHECK(d.action == Action::kStart);
     CHECK(deployment::Conforms(d, test::AsDeployment(first)));
+  }
+}
+
+TEST_CASE("strategy Recreate: never in place; a running update ends when it switches (§3.2)") {
+  SUBCASE("Recreate -> RollingUpdate in the same write as the image: in place") {
+    json::Document old = Deployment(kRecreate);
+    json::Document obj = Deployment(kImage);
+    json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+    CHECK_FALSE(InProgressText(out).empty());
+  }
+  SUBCASE("a running update switched to Recreate ends; the pause we added is taken back") {
+    json::Document old = Running();
+    json::Document obj = With(old, kRecreate);
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    json::Document out = Patched(obj, r);
+    CHECK(InProgressText(out).empty());
+    CHECK_FALSE(test::AsDeployment(out).paused());
+    CHECK(r.warnings == std::vector<std::string>{
+                            "in-place update ended (strategy Recreate): a normal rollout follows"});
+    CHECK(admission::ValidateDeployment(Update(old, out), Ctx(1)).allowed);
+    // The write as it was (still in progress) is not a fixed point: denied with the reason.
+    admission::Response v = admission::ValidateDeployment(Update(old, obj), Ctx(1));
+    CHECK_FALSE(v.allowed);
+    CHECK(v.message.find("ends the in-place update") != std::string::npos);
+  }
+  SUBCASE("the user's pause stays") {
+    json::Document old = Running(/*pausedByUs=*/false);
+    json::Document obj = With(old, kRecreate);
+    json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+    CHECK(InProgressText(out).empty());
+    CHECK(test::AsDeployment(out).paused());
   }
 }
 
@@ -768,6 +808,10 @@ std::vector<Scenario> Scenarios() {
       With(With(Deployment(kPause), kGenerationAhead), kImage), Action::kStart);
   add("start, scale-up pods being created", Deployment(kScaledUp),
       With(Deployment(kScaledUp), kImage), Action::kStart);
+  add("none (Recreate)", Deployment(kRecreate), With(Deployment(kRecreate), kImage), Action::kNone);
+  add("end (switched to Recreate)", Running(), With(Running(), kRecreate), Action::kEnd);
+  add("end (switched to Recreate), user paused", Running(false), With(Running(false), kRecreate),
+      Action::kEnd);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/kube_objects.h"
@@ -100,6 +101,18 @@ TEST_CASE("PodsOnNewestReplicaSet: every counted pod updated, whatever the gener
                              R"(,"replicas":)" + std::to_string(r.replicas) +
                              R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
     CHECK(test::AsDeployment(d).PodsOnNewestReplicaSet() == r.onNewest);
+  }
+}
+
+TEST_CASE("recreate: spec.strategy.type Recreate; absent is RollingUpdate") {
+  for (const auto& [spec, recreate] : std::vector<std::pair<const char*, bool>>{
+           {"{}", false},
+           {R"({"strategy":{}})", false},
+           {R"({"strategy":{"type":"RollingUpdate"}})", false},
+           {R"({"strategy":{"type":"Recreate"}})", true}}) {
+    CAPTURE(spec);
+    json::Document d = Parse(std::string(R"({"spec":)") + spec + "}");
+    CHECK(test::AsDeployment(d).recreate() == recreate);
   }
 }
 
