@@ -32,8 +32,8 @@ std::optional<int> ResolveIntOrPercent(const json::Value& value, int total, bool
 
 int ResolveMaxUnavailable(const kube::Deployment& deployment) {
   const int replicas = deployment.replicas();
+  if (deployment.recreate()) return replicas;
   const json::Value* strategy = deployment.strategy();
-  if (json::StringOr(strategy, "type") == "Recreate") return replicas;
   const json::Value* v = json::Path(strategy, {"rollingUpdate", "maxUnavailable"});
   const json::Value defaultValue("25%");
   return ResolveIntOrPercent(v != nullptr && !v->IsNull() ? *v : defaultValue, replicas,

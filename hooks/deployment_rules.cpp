@@ -184,6 +184,9 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     return d;
   };
   if (!IsOptedIn(newD.json())) return end("Deployment label inplace-webhook.io/enabled removed");
+  // The native Recreate replaces every pod at once: from then on no two templates run together
+  // (DESIGN.md §3.2).
+  if (newD.recreate()) return end("strategy Recreate");
   StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
@@ -267,18 +270,28 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
   if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");
   }
-  if (!oldD.ControllerCaughtUp()) return skip("the previous rollout is not complete");
+  // Recreate promises that no pod runs the new template while one runs the old; hooks and the
+  // budget cannot keep that promise in place (DESIGN.md §3.2).
+  if (newD.recreate()) return skip("strategy Recreate never runs two templates at once");
   if (oldD.replicas() == 0) {
     d.reason = "no in-place update: no pods";
     return d;
   }
-  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !oldD.paused(),
+  // A spec write the controller has not observed yet, or a scale whose pods are still being
+  // created, is no rollout: only pods of an older ReplicaSet are (DESIGN.md §3).
+  if (!oldD.PodsOnNewestReplicaSet()) return skip("the previous rollout is not complete");
+  if (oldD.statusReplicas() == 0) return skip("no pod runs yet");
+  // A pause written with the change is the user's, as much as one stored before it: upstream,
+  // a paused Deployment never rolls out (DESIGN.md §8.5).
+  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !oldD.paused() && !newD.paused(),
                     rfc3339::Format(ctx.now), ""};
-  // Re-invocation on our own output: keep the startedAt we wrote then.
+  // Re-invocation on our own output: keep the startedAt we wrote then, and its pausedByUs where
+  // the stored object was not paused (the pause on our output is then the one our record says:
+  // ours with pausedByUs true, the user's or the pause command's with false). On a Deployment
+  // the user had paused, a written pausedByUs true is never taken (a user cannot claim a pause).
   if (const std::optional<InProgress> w = WrittenRecord(newD)) {
-    // (pausedByUs false with a pause issued in the starting write: the pause command's result.)
     if (w->from == record.from && w->to == record.to &&
-        (w->pausedByUs == record.pausedByUs || !w->pausedByUs) &&
+        (w->pausedByUs == record.pausedByUs || !w->pausedByUs || !oldD.paused()) &&
         rfc3339::IsCanonical(w->startedAt)) {
       record.startedAt = w->startedAt;
       record.pausedByUs = w->pausedByUs;
@@ -349,9 +362,12 @@ Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& n
   // Our own earlier answer, seen again after a later webhook made the change one that does not
   // start an update (reinvocationPolicy IfNeeded): take back the pause it added with its record,
   // or the Deployment would stay paused with nothing to unpause it (DESIGN.md §8.11).
-  if (d.action == Action::kNone && newDeployment.annotation(keys::kInProgressAnnotation) &&
-      newDeployment.paused() && !oldDeployment.paused()) {
-    d.paused = false;
+  // Only a pause our record says is ours (pausedByUs true): one the user wrote with the change,
+  // or asked for with the pause command, stays.
+  if (d.action == Action::kNone && newDeployment.paused() && !oldDeployment.paused()) {
+    const std::optional<InProgress> w =
+        ParseInProgressOrNone(newDeployment.annotation(keys::kInProgressAnnotation));
+    if (w && w->pausedByUs) d.paused = false;
   }
   // The commands with no update running: pause is spec.paused (and a start the user holds);
   // undo has nothing to undo (kubectl rollout undo does it natively).

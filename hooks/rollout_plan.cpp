@@ -589,7 +589,9 @@ std::vector<const kube::Pod*> PodsOf(const Objects& s, const kube::ReplicaSet& r
 }
 
 // Step 1: what ends the update before anything else is read: the user's abort (unless a revert
-// must finish first), an unpause that bypassed the webhook.
+// must finish first), an unpause that bypassed the webhook, strategy Recreate (an update an
+// earlier version started, or a write that bypassed the webhook; unless a revert must finish
+// first: the native rollout would leave its pods as they are).
 std::optional<Plan> EndsBeforeStart(const Pass& run, bool abortDeferred) {
   if (run.d.annotation(keys::kAbortAnnotation) == keys::kTrue && !abortDeferred) {
     return Abort(run.s, run.d, run.record,
@@ -600,6 +602,12 @@ std::optional<Plan> EndsBeforeStart(const Pass& run, bool abortDeferred) {
     return Abort(run.s, run.d, run.record,
                  "the Deployment was unpaused while the update ran (a write bypassed the "
                  "webhook); the native rollout takes over",
+                 run.s.now);
+  }
+  if (run.d.recreate() && !RevertPending(run.s, run.d)) {
+    return Abort(run.s, run.d, run.record,
+                 "strategy Recreate never runs two templates at once; the native rollout "
+                 "replaces every pod",
                  run.s.now);
   }
   return std::nullopt;

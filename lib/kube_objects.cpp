@@ -361,6 +361,9 @@ const json::Value* Deployment::strategy() const {
   const json::Value* s = json::Path(&json(), {"spec", "strategy"});
   return s != nullptr && s->IsObject() ? s : nullptr;
 }
+bool Deployment::recreate() const {
+  return json::StringOr(strategy(), "type") == "Recreate";
+}
 long long Deployment::observedGeneration() const {
   return IntAt(json::Path(&json(), {"status", "observedGeneration"}), 0);
 }
@@ -373,6 +376,9 @@ long long Deployment::updatedReplicas() const {
 bool Deployment::ControllerCaughtUp() const {
   return observedGeneration() >= generation() && updatedReplicas() == statusReplicas() &&
          statusReplicas() == replicas();
+}
+bool Deployment::PodsOnNewestReplicaSet() const {
+  return updatedReplicas() == statusReplicas();
 }
 const json::Value* Deployment::condition(std::string_view type) const {
   return ConditionOf(json(), type);

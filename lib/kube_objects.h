@@ -78,6 +78,8 @@ class Deployment : public ObjectView {
   long long revisionHistoryLimit() const;
   // spec.strategy (an object), or nullptr when absent.
   const json::Value* strategy() const;
+  // spec.strategy.type is Recreate (absent is RollingUpdate, the API server's default).
+  bool recreate() const;
   // status.observedGeneration, status.replicas, status.updatedReplicas; 0 when absent.
   long long observedGeneration() const;
   long long statusReplicas() const;
@@ -85,9 +87,17 @@ class Deployment : public ObjectView {
   // The Deployment controller has caught up with the current spec: it observed this generation
   // (observedGeneration >= generation, kubectl rollout status' test) and every pod it counts is
   // of the newest ReplicaSet, at spec.replicas (status.replicas == updatedReplicas == replicas).
-  // Both the start of an update (the previous rollout finished) and its finish (the controller
-  // adopted the written ReplicaSet) ask this.
+  // The finish of an update asks this (the controller adopted the written ReplicaSet); the start
+  // asks the weaker PodsOnNewestReplicaSet.
   bool ControllerCaughtUp() const;
+  // As of the controller's last status, every pod it counts is of its newest ReplicaSet
+  // (status.updatedReplicas == status.replicas): no rollout of a template was under way when it
+  // last synced. Unlike ControllerCaughtUp it holds while the controller has not observed the
+  // newest generation yet and while a scale's pods are being created or deleted: a spec write
+  // that leaves the template alone (replicas, paused, minReadySeconds, strategy) starts no
+  // rollout, and whether an unobserved write changed the template only the ReplicaSets tell
+  // (the loop's check, DESIGN.md §3). The start of an update asks this.
+  bool PodsOnNewestReplicaSet() const;
   // status.conditions[type == `type`], or nullptr.
   const json::Value* condition(std::string_view type) const;
 

@@ -313,6 +313,163 @@ def compare_source(needed, table):
 
 
 # ----------------------------------------------------------------------------------------------
+# CEL, the subset the chart's webhook matchConditions use
+
+
+class CelError(Exception):
+    """An expression outside the subset: the check fails rather than guessing."""
+
+
+class CelFailure:
+    """A CEL evaluation error as a value (a missing key, a field of null): `&&`/`||` absorb it when the other
+    side decides, as cel-go does; anything else propagates it."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def __repr__(self):
+        return "error(%s)" % self.why
+
+
+CEL_TOKEN = re.compile(r"\s*(?:(&&|\|\||==|!=|[!().])|('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|([A-Za-z_]\w*))")
+
+
+def cel_tokens(text):
+    out, pos = [], 0
+    text = text.strip()
+    while pos < len(text):
+        m = CEL_TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise CelError("unsupported CEL at %r" % text[pos:])
+        op, string, ident = m.groups()
+        out.append(("op", op) if op else ("str", string[1:-1].encode().decode("unicode_escape")) if string
+                   else ("id", ident))
+        pos = m.end()
+    return out
+
+
+def cel_parse(text):
+    """The AST of `text`: ('or'|'and', a, b), ('not', a), ('eq'|'ne', a, b), ('has', path), ('path', [names]),
+    ('lit', value). Raises CelError outside the subset."""
+    toks = cel_tokens(text)
+    pos = [0]
+
+    def peek(*want):
+        return pos[0] < len(toks) and toks[pos[0]] in want
+
+    def take(kind=None, value=None):
+        if pos[0] >= len(toks):
+            raise CelError("unexpected end of %r" % text)
+        t = toks[pos[0]]
+        if (kind and t[0] != kind) or (value and t[1] != value):
+            raise CelError("unexpected %r in %r" % (t[1], text))
+        pos[0] += 1
+        return t
+
+    def path():
+        names = [take("id")[1]]
+        while peek(("op", ".")):
+            take()
+            names.append(take("id")[1])
+        return names
+
+    def primary():
+        if peek(("op", "(")):
+            take()
+            e = disjunction()
+            take("op", ")")
+            return e
+        if pos[0] < len(toks) and toks[pos[0]][0] == "str":
+            return ("lit", take()[1])
+        if peek(("id", "has")):
+            take()
+            take("op", "(")
+            p = path()
+            take("op", ")")
+            if len(p) < 2:
+                raise CelError("has() needs a field selection in %r" % text)
+            return ("has", p)
+        if peek(("id", "null")):
+            take()
+            return ("lit", None)
+        if peek(("id", "true"), ("id", "false")):
+            return ("lit", take()[1] == "true")
+        return ("path", path())
+
+    def comparison():
+        left = primary()
+        if peek(("op", "=="), ("op", "!=")):
+            op = take()[1]
+            return ("eq" if op == "==" else "ne", left, primary())
+        return left
+
+    def unary():
+        if peek(("op", "!")):
+            take()
+            return ("not", unary())
+        return comparison()
+
+    def conjunction():
+        e = unary()
+        while peek(("op", "&&")):
+            take()
+            e = ("and", e, unary())
+        return e
+
+    def disjunction():
+        e = conjunction()
+        while peek(("op", "||")):
+            take()
+            e = ("or", e, conjunction())
+        return e
+
+    ast = disjunction()
+    if pos[0] != len(toks):
+        raise CelError("trailing %r in %r" % (toks[pos[0]][1], text))
+    return ast
+
+
+def cel_eval(ast, env):
+    """Evaluates a cel_parse AST over `env` ({"request": ..., "object": ..., "oldObject": ...})."""
+    kind = ast[0]
+    if kind == "lit":
+        return ast[1]
+    if kind in ("path", "has"):
+        names = ast[1] if kind == "path" else ast[1][:-1]
+        if names[0] not in env:
+            return CelFailure("undeclared reference to %r" % names[0])
+        value = env[names[0]]
+        for n in names[1:]:
+            if not isinstance(value, dict) or n not in value:
+                return CelFailure("no such key: %s" % n)
+            value = value[n]
+        if kind == "path":
+            return value
+        if not isinstance(value, dict):
+            return CelFailure("has() on %r" % (value,))
+        return ast[1][-1] in value
+    if kind == "not":
+        v = cel_eval(ast[1], env)
+        return v if isinstance(v, CelFailure) else CelFailure("! of %r" % (v,)) if not isinstance(v, bool) else not v
+    if kind in ("eq", "ne"):
+        a, b = cel_eval(ast[1], env), cel_eval(ast[2], env)
+        for v in (a, b):
+            if isinstance(v, CelFailure):
+                return v
+        return (a == b) if kind == "eq" else (a != b)
+    a, b = cel_eval(ast[1], env), cel_eval(ast[2], env)
+    decisive = kind == "or"  # the value that decides whatever the other side is: true for ||, false for &&
+    if a is decisive or b is decisive:
+        return decisive
+    for v in (a, b):
+        if isinstance(v, CelFailure):
+            return v
+        if not isinstance(v, bool):
+            return CelFailure("%s of %r" % (kind, v))
+    return not decisive
+
+
+# ----------------------------------------------------------------------------------------------
 # The checks
 
 
@@ -372,6 +529,30 @@ def self_test(run):
     if [d.get("kind") for d in docs] != ["A", "B"] or actions.get(docs[0]["name"]) != ".Values.n":
         errors.append("template_docs: %r %r" % (docs, actions))
     run.case("self-test: template reading", errors)
+
+    # The CEL subset: operators, errors absorbed by && and || as cel-go does, and refusal of anything else.
+    env = {"request": {"operation": "UPDATE", "userInfo": {"username": "alice"}},
+           "object": {"metadata": {"name": "web", "deletionTimestamp": "2026-01-01T00:00:00Z"}}, "oldObject": None}
+    table = [("true && false", False), ("'a' != 'b'", True), ('"a" == \'a\'', True),
+             ("request.userInfo.username == 'alice'", True), ("request.nope != 'x'", "error"),
+             ("false && request.nope.x", False), ("request.nope.x && false", False),
+             ("true && request.nope", "error"), ("request.nope || true", True),
+             ("has(object.metadata.deletionTimestamp)", True), ("!has(object.metadata.labels)", True),
+             ("has(oldObject.metadata.name)", "error"), ("!(true && (false || true))", False),
+             ("request.operation != 'DELETE' && !has(oldObject.metadata.x)", "error")]
+    errors = []
+    for text, want in table:
+        got = cel_eval(cel_parse(text), env)
+        got = "error" if isinstance(got, CelFailure) else got
+        if got != want:
+            errors.append("%s = %r, want %r" % (text, got, want))
+    for bad in ("size(object) > 1", "object.metadata.name.startsWith('x')", "a &&", "a == b == c", "a[0]"):
+        try:
+            cel_parse(bad)
+            errors.append("%r was accepted" % bad)
+        except CelError:
+            pass
+    run.case("self-test: CEL subset (%d expressions, 5 refused)" % len(table), errors)
 
     # Routes, flags.
     errors = []
@@ -736,6 +917,7 @@ def check_chart(run, root):
     # 5. Webhook configurations against the server's routes and the contract.
     routes = parse_routes(read(os.path.join(root, "hooks", "routes.cpp")))
     check_webhooks(run, root, texts, values, routes)
+    check_match_conditions(run, root, texts)
 
     # 6. RBAC against api-calls.md, and api-calls.md against the sources.
     check_rbac(run, root, texts)
@@ -888,6 +1070,100 @@ def check_webhooks(run, root, texts, values, routes):
     if "(list $cn (printf \"%s.cluster.local\" $cn))" not in helpers:
         errors.append("helm mode: genSignedCert must sign <svc>.<ns>.svc and <svc>.<ns>.svc.cluster.local")
     run.case("webhook selectors and the three certificate modes", errors)
+
+
+DEPLOYMENT_WEBHOOKS = ("/mutate/deployments", "/validate/deployments")
+CONTROLLER_USER_ACTION = 'include "inplace-webhook.controllerUser" . | quote'
+
+
+def render_match_conditions(helpers, controller_user):
+    """The Deployment webhooks' matchConditions as helm renders them for `controller_user` (the value of the
+    controllerUser helper), or (None, errors)."""
+    m = re.search(r'{{-? define "inplace-webhook.deploymentMatchConditions" -?}}(.*?){{-? end -?}}', helpers, re.S)
+    if not m:
+        return None, ['_helpers.tpl defines no "inplace-webhook.deploymentMatchConditions"']
+    body = m.group(1)
+    for action in ACTION.findall(body):
+        if action.strip() != CONTROLLER_USER_ACTION:
+            return None, ["deploymentMatchConditions: unexpected template action {{ %s }}" % action]
+    body = ACTION.sub(lambda _: json.dumps(controller_user), body)
+    try:
+        conditions = yaml.safe_load(body)
+    except yaml.YAMLError as e:
+        return None, ["deploymentMatchConditions is not YAML: %s" % e]
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) and set(c) == {"name", "expression"}
+                                                   for c in conditions):
+        return None, ["deploymentMatchConditions must be a list of {name, expression}: %r" % conditions]
+    return conditions, []
+
+
+def check_match_conditions(run, root, texts):
+    """The Deployment webhooks are not called for a Deployment being deleted (nor a DELETE) and not for the
+    loop's own identity (DESIGN.md §4a, §8.7): their matchConditions, evaluated over a table of requests."""
+    errors = []
+    docs, _ = template_docs(texts.get("webhooks.yaml", ""))
+    for doc in docs:
+        for hook in doc.get("webhooks") or []:
+            path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path")
+            if (path in DEPLOYMENT_WEBHOOKS) != ("matchConditions" in hook):
+                errors.append("%s: matchConditions %s" % (hook.get("name"), "missing" if path in DEPLOYMENT_WEBHOOKS
+                                                         else "unexpected (only the Deployment webhooks have them)"))
+    n = texts.get("webhooks.yaml", "").count('include "inplace-webhook.deploymentMatchConditions" . | nindent 6')
+    if n != len(DEPLOYMENT_WEBHOOKS):
+        errors.append("webhooks.yaml: %d webhooks include deploymentMatchConditions, want the %d Deployment webhooks"
+                      % (n, len(DEPLOYMENT_WEBHOOKS)))
+    helpers = texts.get("_helpers.tpl", "")
+    controller = "system:serviceaccount:inplace-webhook:inplace-webhook"
+    proxy = "kube-proxy-for-the-loop"  # controllerUser set: the loop's requests arrive as that user
+    gc = "system:serviceaccount:kube-system:generic-garbage-collector"
+    live = {"metadata": {"name": "web", "namespace": "shop", "generation": 3, "finalizers": []}}
+    deleting = {"metadata": {"name": "web", "namespace": "shop", "generation": 4,
+                             "deletionTimestamp": "2026-11-29T18:00:00Z", "finalizers": ["foregroundDeletion"]}}
+    deleted = {"metadata": dict(deleting["metadata"], finalizers=[])}
+    rows = [
+        # (what, operation, user, object, oldObject, called)
+        ("a user's UPDATE", "UPDATE", "alice", live, live, True),
+        ("a user's CREATE", "CREATE", "alice", live, None, True),
+        ("the loop's UPDATE", "UPDATE", controller, live, live, False),
+        ("a user whose name starts like the loop's", "UPDATE", controller + "-webhook", live, live, True),
+        ("the garbage collector removes foregroundDeletion", "UPDATE", gc, deleted, deleting, False),
+        ("a user's edit of a Deployment being deleted", "UPDATE", "alice", deleting, deleting, False),
+        ("a DELETE (no object)", "DELETE", "alice", None, live, False),
+        ("the loop's DELETE", "DELETE", controller, None, live, False),
+        ("kubectl delete --cascade=foreground: the deletionTimestamp write", "UPDATE", "alice", deleting, live,
+         False),
+    ]
+    for user, table in ((controller, rows),
+                        (proxy, [("the loop through its proxy (controllerUser set)", "UPDATE", proxy, live, live,
+                                  False),
+                                 ("the ServiceAccount when controllerUser is another user", "UPDATE", controller,
+                                  live, live, True)])):
+        conditions, errs = render_match_conditions(helpers, user)
+        errors += errs
+        if conditions is None:
+            continue
+        names = [c["name"] for c in conditions]
+        if len(set(names)) != len(names) or not all(re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", n) for n in names):
+            errors.append("matchConditions names must be unique DNS labels: %s" % names)
+        try:
+            asts = [(c["name"], cel_parse(c["expression"])) for c in conditions]
+        except CelError as e:
+            errors.append("matchConditions: %s (extend the checker's CEL subset with care)" % e)
+            continue
+        for what, op, who, obj, old, called in table:
+            env = {"request": {"operation": op, "userInfo": {"username": who, "groups": ["system:authenticated"]}},
+                   "object": obj, "oldObject": old}
+            results = {name: cel_eval(ast, env) for name, ast in asts}
+            failed = {n: r for n, r in results.items() if not isinstance(r, bool)}
+            if failed:
+                errors.append("%s: matchConditions %s evaluate to an error (failurePolicy would decide)" % (what, failed))
+                continue
+            got = all(results.values())
+            if got != called:
+                errors.append("%s: the webhook is %s, want %s (%s)" % (what, "called" if got else "skipped",
+                                                                       "called" if called else "skipped", results))
+    run.case("Deployment webhooks: matchConditions skip deletions and the loop's own writes (%d requests)"
+             % (len(rows) + 2), errors)
 
 
 def check_rbac(run, root, texts):

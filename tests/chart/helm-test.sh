@@ -57,6 +57,21 @@ run "defaults: two renders are identical and set no caBundle" bash -c "
   a=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
   b=\$(helm template inplace-webhook '$chart' --namespace inplace-webhook --kube-version '$kube')
   [ \"\$a\" = \"\$b\" ] && ! grep -q '^ *caBundle:' <<<\"\$a\""
+# The Deployment webhooks' matchConditions as helm renders them (tests/chart/check_chart.py evaluates them over a
+# table of requests): both Deployment webhooks, the loop's identity as --controller-user gets it.
+match_conditions() {  # match_conditions USER [HELM ARGS...]
+  local user=$1
+  shift
+  local rendered
+  rendered=$(helm template inplace-webhook "$chart" --namespace inplace-webhook --kube-version "$kube" "$@") || return 1
+  [ "$(grep -cF "expression: request.operation != 'DELETE' && !has(object.metadata.deletionTimestamp)" <<<"$rendered")" -eq 2 ] &&
+    [ "$(grep -cF "expression: request.userInfo.username != \"$user\"" <<<"$rendered")" -eq 2 ] &&
+    grep -qF -- "--controller-user=$user" <<<"$rendered"
+}
+run "matchConditions: deletions and the loop's ServiceAccount skip the Deployment webhooks" \
+  match_conditions system:serviceaccount:inplace-webhook:inplace-webhook
+run "matchConditions: controllerUser set, the same user in the condition and --controller-user" \
+  match_conditions loop-proxy --set controllerUser=loop-proxy
 # The alerts and the dashboard as helm renders them: what tests/chart/check_alerts.py (ctest chart_alerts) checks
 # without helm, and rules promtool accepts.
 run "alerts and dashboard: helm's render is what check_alerts.py checks; promtool accepts the rules" bash -c "

@@ -48,6 +48,13 @@ constexpr std::string_view kEnv =
     R"([{"op":"add","path":"/spec/template/spec/containers/0/env","value":[{"name":"A","value":"b"}]}])";
 constexpr std::string_view kUnpause = R"([{"op":"replace","path":"/spec/paused","value":false}])";
 constexpr std::string_view kPause = R"([{"op":"add","path":"/spec/paused","value":true}])";
+// A spec write the Deployment controller has not observed yet (generation 3 observed, 4 stored).
+constexpr std::string_view kGenerationAhead =
+    R"([{"op":"replace","path":"/metadata/generation","value":4}])";
+// kubectl scale 3 -> 5, observed: the ReplicaSet scaled, its two new pods not created yet.
+constexpr std::string_view kScaledUp = R"([{"op":"replace","path":"/spec/replicas","value":5}])";
+constexpr std::string_view kRecreate =
+    R"([{"op":"replace","path":"/spec/strategy","value":{"type":"Recreate"}}])";
 
 json::Document With(const json::Value& base, std::string_view patch) {
   json::Document doc;
@@ -465,8 +472,25 @@ TEST_CASE("no in-place update starts: no patch, and a warning says why when the 
       {"previous rollout not complete",
        R"([{"op":"replace","path":"/status/updatedReplicas","value":1}])", kImage.data(),
        "the previous rollout is not complete"},
-      {"generation not observed", R"([{"op":"replace","path":"/metadata/generation","value":4}])",
+      {"a native rollout under way, not observed either",
+       R"([{"op":"replace","path":"/metadata/generation","value":4},
+           {"op":"replace","path":"/status/replicas","value":4}])",
        kImage.data(), "the previous rollout is not complete"},
+      {"paused, then a template change observed: no ReplicaSet holds it",
+       R"([{"op":"add","path":"/spec/paused","value":true},
+           {"op":"replace","path":"/status/updatedReplicas","value":0}])",
+       kImage.data(), "the previous rollout is not complete"},
+      {"no pod runs yet",
+       R"([{"op":"replace","path":"/status/replicas","value":0},
+           {"op":"replace","path":"/status/updatedReplicas","value":0}])",
+       kImage.data(), "in-place update not possible (no pod runs yet): a normal rollout follows"},
+      {"strategy Recreate", kRecreate.data(), kImage.data(),
+       "in-place update not possible (strategy Recreate never runs two templates at once): a "
+       "normal rollout follows"},
+      {"switched to Recreate with the change", "",
+       R"([{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"},
+           {"op":"replace","path":"/spec/strategy","value":{"type":"Recreate"}}])",
+       "strategy Recreate never runs two templates at once"},
       {"template not opted in",
        R"([{"op":"remove","path":"/spec/template/metadata/labels/inplace-webhook.io~1enabled"}])",
        kImage.data(), "pod template lacks label inplace-webhook.io/enabled=true"},
@@ -498,6 +522,145 @@ TEST_CASE("no in-place update starts: no patch, and a warning says why when the 
                     (r.warnings.empty() ? "" : r.warnings[0]));
     }
     for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  }
+}
+
+TEST_CASE(
+    "previous rollout complete: every pod the controller counts is of its newest ReplicaSet, "
+    "whether or not it observed the newest generation (DESIGN.md §3)") {
+  // Each row is the stored object right after a spec write that leaves the template alone, then
+  // kubectl set image at once: the update starts in place.
+  struct Row {
+    const char* name;
+    const char* stored;  // patch of kDeployment (status: observed generation 3, 3 of 3 updated)
+    bool pausedByUs;
+  };
+  const std::vector<Row> rows = {
+      {"kubectl rollout pause, not observed yet",
+       R"([{"op":"add","path":"/spec/paused","value":true},
+           {"op":"replace","path":"/metadata/generation","value":4}])",
+       false},
+      {"kubectl rollout pause, observed (as before)",
+       R"([{"op":"add","path":"/spec/paused","value":true}])", false},
+      {"kubectl scale 3 -> 5, not observed yet",
+       R"([{"op":"replace","path":"/spec/replicas","value":5},
+           {"op":"replace","path":"/metadata/generation","value":4}])",
+       true},
+      {"kubectl scale 3 -> 5, observed, 2 pods not created yet",
+       R"([{"op":"replace","path":"/spec/replicas","value":5},
+           {"op":"replace","path":"/metadata/generation","value":4},
+           {"op":"replace","path":"/status/observedGeneration","value":4}])",
+       true},
+      {"scale 3 -> 5, 4 pods counted", R"([{"op":"replace","path":"/spec/replicas","value":5},
+           {"op":"replace","path":"/status/replicas","value":4},
+           {"op":"replace","path":"/status/updatedReplicas","value":4}])",
+       true},
+      {"scale-down 3 -> 2, not observed", R"([{"op":"replace","path":"/spec/replicas","value":2},
+           {"op":"replace","path":"/metadata/generation","value":4}])",
+       true},
+      {"an HPA write (scale subresource) then a minReadySeconds change, neither observed",
+       R"([{"op":"replace","path":"/spec/replicas","value":4},
+           {"op":"add","path":"/spec/minReadySeconds","value":5},
+           {"op":"replace","path":"/metadata/generation","value":5}])",
+       true},
+      {"our finish's unpause, not observed yet",
+       R"([{"op":"replace","path":"/metadata/generation","value":4}])", true},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    json::Document old = Deployment(row.stored);
+    json::Document obj = With(old, kImage);
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    json::Document out = Patched(obj, r);
+    CHECK(test::AsDeployment(out).paused());
+    REQUIRE_FALSE(InProgressText(out).empty());
+    CHECK(RecordOf(out).from == HashOf(old));
+    CHECK(RecordOf(out).pausedByUs == row.pausedByUs);
+    CHECK_FALSE(AnyContains(r.warnings, "not possible"));
+    CHECK(admission::ValidateDeployment(Update(old, out), Ctx(1)).allowed);
+  }
+}
+
+TEST_CASE("a pause written with the change holds the update; the end leaves it paused (§8.5)") {
+  // kubectl apply --server-side (Argo CD, Flux) of a manifest with spec.paused: true and a new
+  // image: upstream never rolls a paused Deployment out.
+  const json::Document old = Deployment();
+  const json::Document obj = With(Deployment(kImage), kPause);
+  admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+  json::Document out = Patched(obj, r);
+  CHECK(test::AsDeployment(out).paused());
+  CHECK_FALSE(RecordOf(out).pausedByUs);
+  CHECK(RecordOf(out).startedAt == kNowText);
+  CHECK(admission::ValidateDeployment(Update(old, out), Ctx(1)).allowed);
+  SUBCASE("the same apply again while held: nothing changes") {
+    admission::Response again = admission::MutateDeployment(Update(out, out), Ctx(5));
+    CHECK(again.patch.empty());
+    CHECK(admission::ValidateDeployment(Update(out, out), Ctx(5)).allowed);
+  }
+  SUBCASE("the user's unpause (kubectl rollout resume, or the apply with paused: false) resumes") {
+    json::Document resumed = With(out, kUnpause);
+    json::Document after =
+        Patched(resumed, admission::MutateDeployment(Update(out, resumed), Ctx(5)));
+    CHECK(test::AsDeployment(after).paused());
+    CHECK(RecordOf(after).pausedByUs);
+  }
+  SUBCASE("an end while held (an env change) leaves the user's pause") {
+    json::Document env = With(out, kEnv);
+    json::Document after = Patched(env, admission::MutateDeployment(Update(out, env), Ctx(5)));
+    CHECK(InProgressText(after).empty());
+    CHECK(test::AsDeployment(after).paused());
+  }
+  SUBCASE("re-invoked after a later webhook made the change ineligible: the user's pause stays") {
+    json::Document later = With(out, kEnv);
+    json::Document again = Patched(later, admission::MutateDeployment(Update(old, later), Ctx(1)));
+    CHECK(InProgressText(again).empty());
+    CHECK(test::AsDeployment(again).paused());
+    CHECK(admission::ValidateDeployment(Update(old, again), Ctx(2)).allowed);
+  }
+  SUBCASE("a pause written with a change that is not in place: nothing of ours") {
+    json::Document envPaused = With(Deployment(kEnv), kPause);
+    admission::Response e = admission::MutateDeployment(Update(old, envPaused), Ctx());
+    CHECK(e.patch.empty());
+  }
+  SUBCASE("our own output: its pause is ours, pausedByUs true is kept on re-invocation") {
+    json::Document plain = Deployment(kImage);
+    json::Document first = Patched(plain, admission::MutateDeployment(Update(old, plain), Ctx()));
+    REQUIRE(RecordOf(first).pausedByUs);
+    deployment::Decision d = deployment::Decide(old, first, Ctx(1));
+    CHECK(d.action == Action::kStart);
+    CHECK(deployment::Conforms(d, test::AsDeployment(first)));
+  }
+}
+
+TEST_CASE("strategy Recreate: never in place; a running update ends when it switches (§3.2)") {
+  SUBCASE("Recreate -> RollingUpdate in the same write as the image: in place") {
+    json::Document old = Deployment(kRecreate);
+    json::Document obj = Deployment(kImage);
+    json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+    CHECK_FALSE(InProgressText(out).empty());
+  }
+  SUBCASE("a running update switched to Recreate ends; the pause we added is taken back") {
+    json::Document old = Running();
+    json::Document obj = With(old, kRecreate);
+    admission::Response r = admission::MutateDeployment(Update(old, obj), Ctx());
+    json::Document out = Patched(obj, r);
+    CHECK(InProgressText(out).empty());
+    CHECK_FALSE(test::AsDeployment(out).paused());
+    CHECK(r.warnings == std::vector<std::string>{
+                            "in-place update ended (strategy Recreate): a normal rollout follows"});
+    CHECK(admission::ValidateDeployment(Update(old, out), Ctx(1)).allowed);
+    // The write as it was (still in progress) is not a fixed point: denied with the reason.
+    admission::Response v = admission::ValidateDeployment(Update(old, obj), Ctx(1));
+    CHECK_FALSE(v.allowed);
+    CHECK(v.message.find("ends the in-place update") != std::string::npos);
+  }
+  SUBCASE("the user's pause stays") {
+    json::Document old = Running(/*pausedByUs=*/false);
+    json::Document obj = With(old, kRecreate);
+    json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
+    CHECK(InProgressText(out).empty());
+    CHECK(test::AsDeployment(out).paused());
   }
 }
 
@@ -639,6 +802,16 @@ std::vector<Scenario> Scenarios() {
   add("retarget, user paused", Running(false), With(Running(false), kImage2), Action::kRetarget);
   add("end", Running(), With(Running(), kEnv), Action::kEnd);
   add("end, user paused", Running(false), With(Running(false), kEnv), Action::kEnd);
+  add("start, paused in the same write", Deployment(), With(Deployment(kImage), kPause),
+      Action::kStart);
+  add("start, pause not observed yet", With(Deployment(kPause), kGenerationAhead),
+      With(With(Deployment(kPause), kGenerationAhead), kImage), Action::kStart);
+  add("start, scale-up pods being created", Deployment(kScaledUp),
+      With(Deployment(kScaledUp), kImage), Action::kStart);
+  add("none (Recreate)", Deployment(kRecreate), With(Deployment(kRecreate), kImage), Action::kNone);
+  add("end (switched to Recreate)", Running(), With(Running(), kRecreate), Action::kEnd);
+  add("end (switched to Recreate), user paused", Running(false), With(Running(false), kRecreate),
+      Action::kEnd);
   return out;
 }
 

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/kube_objects.h"
 #include "tests/unit/test_json.h"
@@ -74,6 +76,43 @@ TEST_CASE("ControllerCaughtUp: observed this generation, every pod of the newest
                              R"(,"replicas":)" + std::to_string(r.replicas) +
                              R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
     CHECK(test::AsDeployment(d).ControllerCaughtUp() == r.caughtUp);
+  }
+}
+
+TEST_CASE("PodsOnNewestReplicaSet: every counted pod updated, whatever the generation observed") {
+  struct Row {
+    const char* name;
+    int generation, observed, spec, replicas, updated;
+    bool onNewest;
+  };
+  for (const Row& r : {
+           Row{"caught up", 3, 3, 2, 2, 2, true},
+           Row{"a pause or a scale not observed yet", 4, 3, 2, 2, 2, true},
+           Row{"a scale-up observed, pods not created yet", 4, 4, 5, 2, 2, true},
+           Row{"a scale-down, pods not deleted yet", 4, 4, 1, 2, 2, true},
+           Row{"a surge pod of the new ReplicaSet beside an old one", 3, 3, 2, 3, 2, false},
+           Row{"paused with a template no ReplicaSet holds", 3, 3, 2, 2, 0, false},
+           Row{"no status yet", 1, 0, 2, 0, 0, true},
+       }) {
+    CAPTURE(r.name);
+    json::Document d = Parse(R"({"metadata":{"generation":)" + std::to_string(r.generation) +
+                             R"(},"spec":{"replicas":)" + std::to_string(r.spec) +
+                             R"(},"status":{"observedGeneration":)" + std::to_string(r.observed) +
+                             R"(,"replicas":)" + std::to_string(r.replicas) +
+                             R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
+    CHECK(test::AsDeployment(d).PodsOnNewestReplicaSet() == r.onNewest);
+  }
+}
+
+TEST_CASE("recreate: spec.strategy.type Recreate; absent is RollingUpdate") {
+  for (const auto& [spec, recreate] : std::vector<std::pair<const char*, bool>>{
+           {"{}", false},
+           {R"({"strategy":{}})", false},
+           {R"({"strategy":{"type":"RollingUpdate"}})", false},
+           {R"({"strategy":{"type":"Recreate"}})", true}}) {
+    CAPTURE(spec);
+    json::Document d = Parse(std::string(R"({"spec":)") + spec + "}");
+    CHECK(test::AsDeployment(d).recreate() == recreate);
   }
 }
 

@@ -488,6 +488,37 @@ TEST_CASE("abort when something unpaused the Deployment or the record is malform
   CHECK(bad.message.find("labelsHandler") != std::string::npos);
 }
 
+TEST_CASE("strategy Recreate: the loop hands the update to the native rollout (DESIGN.md §3.2)") {
+  // An update an earlier version started, or a switch to Recreate that bypassed the webhook.
+  struct Row {
+    const char* name;
+    bool podMoved;
+    bool pausedByUs;
+  };
+  for (const Row& row : {Row{"before any pod moved", false, true},
+                         Row{"with a pod at the target already", true, true},
+                         Row{"the user holds the pause: it stays", false, false}}) {
+    CAPTURE(row.name);
+    Scenario s;
+    s.spec.inProgress->pausedByUs = true;
+    if (row.podMoved) {
+      s.Apply(s.Plan());  // web-a written (RollingUpdate, maxUnavailable 1)
+      REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == "Updating");
+    }
+    s.spec.inProgress->pausedByUs = row.pausedByUs;
+    s.spec.strategy = R"({"type":"Recreate"})";
+    rollout::Plan p = s.Plan();
+    CHECK(p.phase == Phase::kAborted);
+    CHECK(p.message.find("strategy Recreate") != std::string::npos);
+    const auto patches = Of(p, WriteKind::kDeploymentPatch);
+    REQUIRE(patches.size() == 1);
+    CHECK((json::Find(&patches[0]->body, "spec") != nullptr) == row.pausedByUs);
+  }
+  // RollingUpdate: the same update goes on.
+  Scenario r;
+  CHECK(r.Plan().phase == Phase::kUpdating);
+}
+
 TEST_CASE("the precondition: exactly one ReplicaSet with replicas, at the old template") {
   SUBCASE("two ReplicaSets with replicas") {
     Scenario s;

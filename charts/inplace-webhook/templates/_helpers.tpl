@@ -83,6 +83,25 @@ app.kubernetes.io/component: controller
 {{- end }}
 {{- end }}
 
+{{/*
+matchConditions of both Deployment webhooks (CEL, GA since Kubernetes 1.30, the chart's floor): the API server
+does not call them at all
+- for a Deployment being deleted (deletionTimestamp set) or a DELETE: the garbage collector's removal of the
+  foregroundDeletion finalizer (kubectl delete --cascade=foreground, Argo CD's default) and other writes of a
+  deletion go through even while no webhook pod answers (failurePolicy Fail); the webhook admits them unchanged
+  anyway (DESIGN.md §8.7);
+- for the loop's own writes (--controller-user, the same value): the webhook exempts exactly that user, so its
+  state changes and final unpause never wait on a webhook pod (DESIGN.md §4a).
+Both expressions are false, never an error, for every request (a DELETE has no object: `&&` is false before
+it is read); an error would be judged by failurePolicy.
+*/}}
+{{- define "inplace-webhook.deploymentMatchConditions" -}}
+- name: not-being-deleted
+  expression: request.operation != 'DELETE' && !has(object.metadata.deletionTimestamp)
+- name: not-the-controller
+  expression: request.userInfo.username != {{ include "inplace-webhook.controllerUser" . | quote }}
+{{- end }}
+
 {{/* The Service the API server calls, and the DNS names it verifies in the serving certificate. */}}
 {{- define "inplace-webhook.serviceName" -}}
 {{- include "inplace-webhook.fullname" . }}
