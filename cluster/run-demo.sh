@@ -47,11 +47,10 @@ loopback() {
 [[ -e /sys/fs/cgroup/memory/cgroup.procs || -e /sys/fs/cgroup/cgroup.controllers ]] ||
   loopback "no cgroup memory controller under /sys/fs/cgroup (the kubelet needs one)" \
     "run it on a machine or VM with cgroups mounted (a container without them cannot host the cluster)."
-for tool in ip nsenter iptables; do
-  command -v "$tool" >/dev/null 2>&1 || "$CLUSTER_ROOT/deps.sh" >/dev/null 2>&1 ||
-    loopback "the Debian packages the node needs are missing and apt-get could not install them" \
-      "install them: apt-get install runc containernetworking-plugins iptables conntrack busybox-static iproute2."
-done
+# The node's Debian packages (cluster/deps.sh installs the missing ones; a no-op once they are there).
+"$CLUSTER_ROOT/deps.sh" >/dev/null 2>&1 ||
+  loopback "the Debian packages the node needs are missing and apt-get could not install them" \
+    "install them: apt-get install runc containernetworking-plugins iptables conntrack busybox-static iproute2."
 probe="inplace-probe-$$"
 if ! ip netns add "$probe" 2>/dev/null; then
   loopback "this machine does not let root make a network namespace ('ip netns add' failed)" \
@@ -77,9 +76,6 @@ if ((reused)); then
 else
   step "the pinned upstream components (etcd, containerd, helm, Kubernetes: cluster/upstream/$K8S_RELEASE) from $cache;" \
     "each one missing is built once with go (about 15 minutes in all on 2 cores), then reused"
-  "$CLUSTER_ROOT/deps.sh" >/dev/null 2>&1 ||
-    loopback "the Debian packages the node needs could not be installed" \
-      "install them: apt-get install runc containernetworking-plugins iptables conntrack busybox-static."
   command -v go >/dev/null 2>&1 || [[ -x /usr/local/go/bin/go ]] || ls -d "$cache"/kubernetes-v* >/dev/null 2>&1 ||
     loopback "the go command (1.26 or later) is needed to build the pinned upstream components once" \
       "install Go, then 'make run' again."

@@ -53,6 +53,19 @@ TEST_CASE("replicas: absent is the API default 1, never below 0") {
   }
 }
 
+// A Deployment with only what the rollout-progress readers look at: metadata.generation,
+// spec.replicas and status.{observedGeneration,replicas,updatedReplicas}.
+namespace {
+json::Document DeploymentWithStatus(int generation, int observed, int spec, int replicas,
+                                    int updated) {
+  return Parse(R"({"metadata":{"generation":)" + std::to_string(generation) +
+               R"(},"spec":{"replicas":)" + std::to_string(spec) +
+               R"(},"status":{"observedGeneration":)" + std::to_string(observed) +
+               R"(,"replicas":)" + std::to_string(replicas) + R"(,"updatedReplicas":)" +
+               std::to_string(updated) + "}}");
+}
+}  // namespace
+
 TEST_CASE("ControllerCaughtUp: observed this generation, every pod of the newest ReplicaSet") {
   struct Row {
     int generation, observed, spec, replicas, updated;
@@ -70,11 +83,8 @@ TEST_CASE("ControllerCaughtUp: observed this generation, every pod of the newest
     CAPTURE(r.generation);
     CAPTURE(r.observed);
     CAPTURE(r.replicas);
-    json::Document d = Parse(R"({"metadata":{"generation":)" + std::to_string(r.generation) +
-                             R"(},"spec":{"replicas":)" + std::to_string(r.spec) +
-                             R"(},"status":{"observedGeneration":)" + std::to_string(r.observed) +
-                             R"(,"replicas":)" + std::to_string(r.replicas) +
-                             R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
+    json::Document d =
+        DeploymentWithStatus(r.generation, r.observed, r.spec, r.replicas, r.updated);
     CHECK(test::AsDeployment(d).ControllerCaughtUp() == r.caughtUp);
   }
 }
@@ -95,11 +105,8 @@ TEST_CASE("PodsOnNewestReplicaSet: every counted pod updated, whatever the gener
            Row{"no status yet", 1, 0, 2, 0, 0, true},
        }) {
     CAPTURE(r.name);
-    json::Document d = Parse(R"({"metadata":{"generation":)" + std::to_string(r.generation) +
-                             R"(},"spec":{"replicas":)" + std::to_string(r.spec) +
-                             R"(},"status":{"observedGeneration":)" + std::to_string(r.observed) +
-                             R"(,"replicas":)" + std::to_string(r.replicas) +
-                             R"(,"updatedReplicas":)" + std::to_string(r.updated) + "}}");
+    json::Document d =
+        DeploymentWithStatus(r.generation, r.observed, r.spec, r.replicas, r.updated);
     CHECK(test::AsDeployment(d).PodsOnNewestReplicaSet() == r.onNewest);
   }
 }
