@@ -40,35 +40,39 @@ out="$build/matrix"
 rm -rf "$out" && mkdir -p "$out"
 started=$SECONDS
 
-# config ID CONTROL_PLANE NODE ARGS...: one run.sh, its output kept in $out/ID.log, its last line in $out/ID.line.
+# record ID TITLE START RC LINE: what one configuration leaves for the summary: its result line in $out/ID.line and,
+# once it has ended, its whole output under a heading in $out/ID.done (which the loop below prints).
+record() {
+  local id="$1" title="$2" t="$3" rc="$4" line="$5"
+  echo "$line" >"$out/$id.line"
+  {
+    echo "=== cluster $id: $title ($((SECONDS - t)) s, exit $rc)"
+    cat "$out/$id.log"
+  } >"$out/$id.done"
+}
+
+# config ID CONTROL_PLANE NODE ARGS...: one run.sh, its output kept in $out/ID.log.
 config() {
   local id="$1" cp="$2" node="$3"
   shift 3
-  local t=$SECONDS rc=0
+  local t=$SECONDS rc=0 line
   INPLACE_CLUSTER_ID="$id" INPLACE_KUBERNETES="$cp" INPLACE_NODE_KUBERNETES="$node" \
     "$repo/tests/cluster/run.sh" "$build" "$@" >"$out/$id.log" 2>&1 </dev/null || rc=$?
-  grep '^real cluster: ' "$out/$id.log" | tail -1 >"$out/$id.line"
-  [[ -s "$out/$id.line" ]] || echo "real cluster: cluster $id ($cp, node $node): the run printed no result" >"$out/$id.line"
-  {
-    echo "=== cluster $id: control plane $cp, node $node ($((SECONDS - t)) s, exit $rc)"
-    cat "$out/$id.log"
-  } >"$out/$id.done"
+  line="$(grep '^real cluster: ' "$out/$id.log" | tail -1)"
+  record "$id" "control plane $cp, node $node" "$t" "$rc" \
+    "${line:-real cluster: cluster $id ($cp, node $node): the run printed no result}"
   return $rc
 }
 
 # make_run: `make run` as a user runs it, on cluster 5 (tests/cluster/make_run_test.py, scenario q02).
 make_run() {
-  local t=$SECONDS rc=0 v
+  local t=$SECONDS rc=0 v line
   v="$(cat "$("$repo/cluster/upstream/build.sh" kubernetes | tail -1)/version")"
   INPLACE_CLUSTER_ID=5 python3 "$repo/tests/cluster/make_run_test.py" "$build" >"$out/5.log" 2>&1 </dev/null || rc=$?
-  local line
   line="$(grep -E '^make run: [0-9]+ passed, [0-9]+ failed$' "$out/5.log" | tail -1)"
-  echo "real cluster: kubernetes $v, make run (q02), ${line:-make run: 0 passed, 1 failed}" |
-    sed 's/make run: \([0-9]*\) passed, \([0-9]*\) failed$/\1 scenarios passed, \2 failed/' >"$out/5.line"
-  {
-    echo "=== cluster 5: make run ($((SECONDS - t)) s, exit $rc)"
-    cat "$out/5.log"
-  } >"$out/5.done"
+  line="${line:-make run: 0 passed, 1 failed}"
+  line="${line#make run: }"
+  record 5 "make run" "$t" "$rc" "real cluster: kubernetes $v, make run (q02), ${line/ passed,/ scenarios passed,}"
   return $rc
 }
 
