@@ -52,39 +52,6 @@ bool NumbersIdentical(const Value& a, const Value& b) {
   return NumbersEqual(a, b);
 }
 
-// RFC 6902 §4.6 equality: same type, numbers numerically, strings byte by byte, arrays element by
-// element, objects with the same members regardless of order. Recursion is bounded by the depth
-// checks done before any operation runs.
-bool JsonEqual(const Value& a, const Value& b) {
-  if (KindOf(a) != KindOf(b)) return false;
-  switch (KindOf(a)) {
-    case Kind::kNull:
-      return true;
-    case Kind::kBool:
-      return a.GetBool() == b.GetBool();
-    case Kind::kNumber:
-      return NumbersEqual(a, b);
-    case Kind::kString:
-      return json::View(a) == json::View(b);
-    case Kind::kArray: {
-      if (a.Size() != b.Size()) return false;
-      for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
-        if (!JsonEqual(a[i], b[i])) return false;
-      }
-      return true;
-    }
-    case Kind::kObject: {
-      if (a.MemberCount() != b.MemberCount()) return false;
-      for (const auto& m : a.GetObject()) {
-        auto it = b.FindMember(m.name);
-        if (it == b.MemberEnd() || !JsonEqual(m.value, it->value)) return false;
-      }
-      return true;
-    }
-  }
-  return false;
-}
-
 // Bracket nesting of `v` (a scalar is 0, [] is 1), as ParseUntrusted counts it. Stops descending
 // once `limit` is exceeded, so recursion never goes deeper than limit + 1 frames.
 int Depth(const Value& v, int limit) {
@@ -131,8 +98,15 @@ bool SameString(const Value& a, const Value& b) {
   return pa == pb || std::memcmp(pa, pb, n) == 0;
 }
 
-// True when `a` and `b` serialise to the same text (member order included).
-bool Identical(const Value& a, const Value& b) {
+// How Equal compares: kValue is RFC 6902 §4.6 equality (numbers numerically, objects with the same
+// members regardless of order), the test operation's; kText is "serialises to the same text"
+// (numbers in the same representation, members in the same order), what Diff needs so that
+// Apply(Diff(a, b), a) serialises as b.
+enum class Equality { kValue, kText };
+
+// Same type, strings byte by byte, arrays element by element; numbers and objects as `how` says.
+// Recursion is bounded by the depth checks done before any operation runs.
+bool Equal(const Value& a, const Value& b, Equality how) {
   if (KindOf(a) != KindOf(b)) return false;
   switch (KindOf(a)) {
     case Kind::kNull:
@@ -140,25 +114,39 @@ bool Identical(const Value& a, const Value& b) {
     case Kind::kBool:
       return a.GetBool() == b.GetBool();
     case Kind::kNumber:
-      return NumbersIdentical(a, b);
+      return how == Equality::kValue ? NumbersEqual(a, b) : NumbersIdentical(a, b);
     case Kind::kString:
       return SameString(a, b);
     case Kind::kArray: {
       if (a.Size() != b.Size()) return false;
       for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
-        if (!Identical(a[i], b[i])) return false;
+        if (!Equal(a[i], b[i], how)) return false;
       }
       return true;
     }
     case Kind::kObject: {
       if (a.MemberCount() != b.MemberCount()) return false;
+      if (how == Equality::kValue) {
+        for (const auto& m : a.GetObject()) {
+          auto it = b.FindMember(m.name);
+          if (it == b.MemberEnd() || !Equal(m.value, it->value, how)) return false;
+        }
+        return true;
+      }
       for (auto ia = a.MemberBegin(), ib = b.MemberBegin(); ia != a.MemberEnd(); ++ia, ++ib) {
-        if (!SameString(ia->name, ib->name) || !Identical(ia->value, ib->value)) return false;
+        if (!SameString(ia->name, ib->name) || !Equal(ia->value, ib->value, how)) return false;
       }
       return true;
     }
   }
   return false;
+}
+
+bool JsonEqual(const Value& a, const Value& b) {
+  return Equal(a, b, Equality::kValue);
+}
+bool Identical(const Value& a, const Value& b) {
+  return Equal(a, b, Equality::kText);
 }
 
 // Identical(a, b), tried on every member or element pair before descending into it: most pairs
