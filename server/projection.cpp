@@ -124,33 +124,4 @@ Projection DropFields(const std::vector<std::string>& paths) {
   };
 }
 
-const std::vector<std::string>& PodFields() {
-  static const std::vector<std::string> fields = {
-      "metadata.name",
-      "metadata.namespace",
-      "metadata.uid",
-      "metadata.resourceVersion",
-      "metadata.creationTimestamp",
-      "metadata.labels",
-      "metadata.annotations",
-      "metadata.finalizers",
-      "metadata.ownerReferences",
-      "metadata.deletionTimestamp",
-      "spec.containers[].name",
-      "spec.containers[].image",
-      "spec.containers[].resources",
-      "spec.readinessGates",
-      "status.phase",
-      "status.conditions",
-      "status.containerStatuses[].name",
-      "status.containerStatuses[].image",
-      "status.containerStatuses[].imageID",
-      "status.containerStatuses[].containerID",
-      "status.containerStatuses[].restartCount",
-      "status.containerStatuses[].resources",
-      "status.containerStatuses[].ready",
-  };
-  return fields;
-}
-
 }  // namespace iw::kube

@@ -22,10 +22,5 @@ using Projection =
 Projection KeepFields(const std::vector<std::string>& paths);
 // Keeps everything but the listed paths (same syntax), e.g. {"metadata.managedFields"}.
 Projection DropFields(const std::vector<std::string>& paths);
-// The pod fields the rollout loop reads: metadata name/namespace/uid/resourceVersion/
-// creationTimestamp/labels/annotations/finalizers/ownerReferences/deletionTimestamp,
-// spec.containers[name,image], spec.readinessGates, status.phase, status.conditions,
-// status.containerStatuses[name,image,imageID,containerID,restartCount,ready].
-const std::vector<std::string>& PodFields();
 
 }  // namespace iw::kube

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "server/informer.h"
+#include "server/loop_projections.h"
 #include "support.h"
 
 using namespace iw;
@@ -123,7 +124,7 @@ TEST_CASE(
   options.name = "pods";
   options.path = PodsPath(ns);
   options.pageSize = 2;
-  options.projection = KeepFields(PodFields());
+  options.projection = loop::PodProjection();
   options.backoffInitial = std::chrono::milliseconds(20);
   options.backoffMax = std::chrono::milliseconds(200);
   options.handlers.onAdd = [&](const ObjectPtr& o) {
@@ -257,7 +258,7 @@ TEST_CASE("Informer memory per cached pod, projected and whole") {
   InformerOptions projected;
   projected.name = "pods-projected";
   projected.path = PodsPath(ns);
-  projected.projection = KeepFields(PodFields());
+  projected.projection = loop::PodProjection();
   InformerOptions whole = projected;
   whole.name = "pods-whole";
   whole.projection = nullptr;
@@ -271,7 +272,7 @@ TEST_CASE("Informer memory per cached pod, projected and whole") {
   size_t perPodProjected = a.ApproxBytes() / a.Size();
   size_t perPodWhole = b.ApproxBytes() / b.Size();
   MESSAGE("informer memory per cached pod: "
-          << perPodProjected << " bytes projected (PodFields; JSON text "
+          << perPodProjected << " bytes projected (the loop's PodProjection; JSON text "
           << json::Serialize(a.List().front()->Value()).size() << " bytes), " << perPodWhole
           << " bytes whole (JSON text " << json::Serialize(b.List().front()->Value()).size()
           << " bytes)");

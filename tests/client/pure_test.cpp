@@ -336,10 +336,32 @@ constexpr std::string_view kPod = R"({
 })";
 }  // namespace
 
-TEST_CASE("KeepFields keeps exactly the pod fields the loop reads") {
+TEST_CASE("KeepFields keeps exactly the listed paths, through arrays, merging shared prefixes") {
   json::Document pod = Parse(kPod);
   json::Document out;
-  KeepFields(PodFields())(pod, out, out.GetAllocator());
+  KeepFields({"metadata.name",
+              "metadata.namespace",
+              "metadata.uid",
+              "metadata.resourceVersion",
+              "metadata.creationTimestamp",
+              "metadata.labels",
+              "metadata.annotations",
+              "metadata.finalizers",
+              "metadata.ownerReferences",
+              "metadata.deletionTimestamp",
+              "spec.containers[].name",
+              "spec.containers[].image",
+              "spec.containers[].resources",
+              "spec.readinessGates",
+              "status.phase",
+              "status.conditions",
+              "status.containerStatuses[].name",
+              "status.containerStatuses[].image",
+              "status.containerStatuses[].imageID",
+              "status.containerStatuses[].containerID",
+              "status.containerStatuses[].restartCount",
+              "status.containerStatuses[].resources",
+              "status.containerStatuses[].ready"})(pod, out, out.GetAllocator());
   json::Document expected = Parse(R"({
     "metadata":{"name":"web-1","namespace":"default","uid":"u1","resourceVersion":"7",
       "labels":{"app":"web"},"annotations":{"a":"b"},
