@@ -59,9 +59,6 @@ inline constexpr std::string_view kAppArmorAnnotationPrefix =
     "container.apparmor.security.beta.kubernetes.io/";
 inline constexpr std::string_view kMirrorPodAnnotation = "kubernetes.io/config.mirror";
 inline constexpr std::string_view kRevisionAnnotation = "deployment.kubernetes.io/revision";
-inline constexpr std::string_view kDesiredReplicasAnnotation =
-    "deployment.kubernetes.io/desired-replicas";
-inline constexpr std::string_view kMaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas";
 inline constexpr std::string_view kRevisionHistoryAnnotation =
     "deployment.kubernetes.io/revision-history";
 
