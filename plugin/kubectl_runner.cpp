@@ -11,46 +11,22 @@
 #include <cstring>
 #include <utility>
 
+#include "lib/unique_fd.h"
+
 extern char** environ;
 
 namespace iw::plugin {
 namespace {
 
-// An owned file descriptor, closed once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 struct Pipe {
-  Fd read, write;
+  UniqueFd read, write;
 };
 
 Status MakePipe(Pipe& p) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + strerror(errno));
-  p.read = Fd(fds[0]);
-  p.write = Fd(fds[1]);
+  p.read = UniqueFd(fds[0]);
+  p.write = UniqueFd(fds[1]);
   return Status::Ok();
 }
 
@@ -91,7 +67,7 @@ class Child {
 };
 
 // Reads both pipes to their end, whichever kubectl writes first (it may fill either).
-Status ReadBoth(Fd& out, Fd& err, std::string& outText, std::string& errText) {
+Status ReadBoth(UniqueFd& out, UniqueFd& err, std::string& outText, std::string& errText) {
   char buf[65536];
   while (out.get() >= 0 || err.get() >= 0) {
     pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
@@ -101,7 +77,7 @@ Status ReadBoth(Fd& out, Fd& err, std::string& outText, std::string& errText) {
     }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      Fd& fd = i == 0 ? out : err;
+      UniqueFd& fd = i == 0 ? out : err;
       ssize_t n = ::read(fd.get(), buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {

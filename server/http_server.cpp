@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "lib/unique_fd.h"
 #include "server/log.h"
 
 namespace iw::http {
@@ -41,31 +42,6 @@ std::string Errno(int err) {
 
 struct SslFree {
   void operator()(SSL* ssl) const { SSL_free(ssl); }
-};
-
-// A file descriptor closed on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
 };
 
 // Received bytes not yet consumed; grows without zero-filling.
@@ -174,7 +150,7 @@ size_t DefaultWorkers() {
 struct Connection {
   enum class Phase { kHandshake, kReading, kWriting, kLingering };
 
-  Fd fd;
+  UniqueFd fd;
   std::unique_ptr<SSL, SslFree> ssl;  // null on a plain-HTTP server
   std::string remote;
   Phase phase = Phase::kReading;
@@ -214,8 +190,8 @@ class Server::Worker {
 
   // Creates the epoll set and starts the thread; IOError when a system call fails.
   Status Init() {
-    epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-    wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+    wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (epoll_.get() < 0 || wake_.get() < 0)
       return Status::IOError("cannot create epoll set: " + Errno(errno));
     epoll_event ev{};
@@ -343,7 +319,7 @@ class Server::Worker {
     }
     for (auto& [fd, remote] : fresh) {
       auto c = std::make_unique<Connection>(server_.options_.limits);
-      c->fd = Fd(fd);
+      c->fd = UniqueFd(fd);
       c->remote = std::move(remote);
       c->index = conns_.size();
       if (server_.options_.tls != nullptr) {
@@ -785,7 +761,7 @@ class Server::Worker {
   }
 
   Server& server_;
-  Fd epoll_, wake_;
+  UniqueFd epoll_, wake_;
   std::thread thread_;
   std::mutex mu_;
   std::vector<std::pair<int, std::string>> incoming_;
@@ -835,7 +811,8 @@ Status Server::Start() {
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   std::string where = options_.bindAddress + ":" + portText;
-  Fd listener(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
+  UniqueFd listener(
+      ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
   if (listener.get() < 0) return Status::IOError("cannot create a socket: " + Errno(errno));
   int on = 1;
   setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
@@ -850,7 +827,7 @@ Status Server::Start() {
   getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len);
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
                                             : reinterpret_cast<sockaddr_in&>(bound).sin_port);
-  Fd stop(eventfd(0, EFD_CLOEXEC));
+  UniqueFd stop(eventfd(0, EFD_CLOEXEC));
   if (stop.get() < 0) return Status::IOError("cannot create an eventfd: " + Errno(errno));
 
   size_t n = options_.workerThreads > 0 ? options_.workerThreads : DefaultWorkers();

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "lib/unique_fd.h"
 #include "server/log.h"
 
 namespace iw::server {
@@ -46,20 +47,6 @@ std::optional<Url> ParseUrl(const std::string& url) {
   }
   return u;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Waits until `fd` is ready for `events` or `deadline` passes.
 bool WaitFor(int fd, short events, Clock::time_point deadline) {
@@ -178,7 +165,7 @@ std::optional<bool> LoopStatusPoller::PollOnce() const {
     }
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addrs(res, &::freeaddrinfo);
-  Fd fd(
+  UniqueFd fd(
       ::socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, res->ai_protocol));
   if (fd.get() < 0) return std::nullopt;
   if (::connect(fd.get(), res->ai_addr, res->ai_addrlen) != 0) {
