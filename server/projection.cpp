@@ -81,27 +81,6 @@ void Keep(const json::Value& src, const FieldTree& tree, json::Value& out, json:
   }
 }
 
-void Drop(json::Value& v, const std::vector<Segment>& segs, size_t i) {
-  if (i >= segs.size() || !v.IsObject()) return;
-  const Segment& s = segs[i];
-  if (i + 1 == segs.size() && !s.each) {
-    json::Remove(v, s.name);
-    return;
-  }
-  json::Value* child = json::FindMutable(&v, s.name);
-  if (child == nullptr) return;
-  if (s.each) {
-    if (!child->IsArray()) return;
-    if (i + 1 == segs.size()) {
-      json::Remove(v, s.name);
-      return;
-    }
-    for (auto& e : child->GetArray()) Drop(e, segs, i + 1);
-  } else {
-    Drop(*child, segs, i + 1);
-  }
-}
-
 }  // namespace
 
 Projection KeepFields(const std::vector<std::string>& paths) {
@@ -112,15 +91,6 @@ Projection KeepFields(const std::vector<std::string>& paths) {
       return;
     }
     Keep(full, *tree, out, alloc);
-  };
-}
-
-Projection DropFields(const std::vector<std::string>& paths) {
-  auto split = std::make_shared<std::vector<std::vector<Segment>>>();
-  for (const auto& p : paths) split->push_back(SplitPath(p));
-  return [split](const json::Value& full, json::Value& out, json::Allocator& alloc) {
-    out.CopyFrom(full, alloc);
-    for (const auto& segs : *split) Drop(out, segs, 0);
   };
 }
 

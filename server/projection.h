@@ -20,7 +20,5 @@ using Projection =
 // merge ("spec.containers[].name" + "spec.containers[].image" keep both per container, in order).
 // A path naming an object keeps it whole ("metadata.labels").
 Projection KeepFields(const std::vector<std::string>& paths);
-// Keeps everything but the listed paths (same syntax), e.g. {"metadata.managedFields"}.
-Projection DropFields(const std::vector<std::string>& paths);
 
 }  // namespace iw::kube

@@ -375,20 +375,6 @@ TEST_CASE("KeepFields keeps exactly the listed paths, through arrays, merging sh
   CHECK(json::SerializeCanonical(out) == json::SerializeCanonical(expected));
 }
 
-TEST_CASE("DropFields removes the listed paths, through arrays too") {
-  json::Document pod = Parse(kPod);
-  json::Document out;
-  DropFields({"metadata.managedFields", "spec.containers[].env", "status"})(pod, out,
-                                                                            out.GetAllocator());
-  CHECK(json::Path(&out, {"metadata", "managedFields"}) == nullptr);
-  CHECK(json::Find(&out, "status") == nullptr);
-  const json::Value* containers = json::Path(&out, {"spec", "containers"});
-  REQUIRE(containers);
-  CHECK(json::Find(&(*containers)[0], "env") == nullptr);
-  CHECK(json::Find(&(*containers)[0], "resources") != nullptr);
-  CHECK(json::Path(&out, {"metadata", "labels"}) != nullptr);
-}
-
 TEST_CASE("Object::Make copies every string and sizes its pool to the object") {
   ObjectPtr obj;
   std::string expected;
