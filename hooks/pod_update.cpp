@@ -8,7 +8,6 @@
 #include <charconv>
 #include <ctime>
 
-#include "hooks/admission.h"
 #include "hooks/eligibility.h"
 #include "hooks/keys.h"
 #include "lib/image_ref.h"

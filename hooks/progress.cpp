@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 
-#include "hooks/admission.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"

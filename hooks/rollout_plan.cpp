@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <set>
 
-#include "hooks/admission.h"
 #include "hooks/budget.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
