@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -488,6 +489,12 @@ class Watchable : public kube::WatchApi {
   }
   kube::Result Patch(std::string_view path, kube::PatchType type, std::string_view body) override {
     ++writes_;
+    if (path.find("/pods/") != std::string_view::npos && !path.ends_with("/status")) {
+      std::unique_lock lock(mu_);
+      ++waitingPatches_;
+      patchCv_.wait(lock, [this] { return !holdPodPatches_; });
+      --waitingPatches_;
+    }
     return api_.Patch(path, type, body);
   }
   kube::Result Delete(std::string_view path) override {
@@ -523,6 +530,19 @@ class Watchable : public kube::WatchApi {
     } else {
       held_.erase(std::string(collection));
     }
+  }
+  // While held, a pod write other than pods/status waits in Patch until released: a Deployment
+  // pass stuck behind a slow API (or a rate limit).
+  void HoldPodPatches(bool held) {
+    {
+      std::lock_guard lock(mu_);
+      holdPodPatches_ = held;
+    }
+    patchCv_.notify_all();
+  }
+  int WaitingPatches() {
+    std::lock_guard lock(mu_);
+    return waitingPatches_;
   }
   int Gets() const { return gets_.load(); }
   int Lists() const { return lists_.load(); }
@@ -582,6 +602,9 @@ class Watchable : public kube::WatchApi {
   std::mutex mu_;
   std::map<std::string, Seen> seen_;  // by "path?selector"
   std::set<std::string> held_;
+  std::condition_variable patchCv_;
+  bool holdPodPatches_ = false;
+  int waitingPatches_ = 0;
   std::atomic<int> gets_{0}, lists_{0}, writes_{0};
 };
 
@@ -824,6 +847,27 @@ TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
   CHECK(c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/web-d/status") == 1);
   CHECK(w.Gets() == 0);
   CHECK(w.Lists() == 3);
+}
+
+TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (its own lane)") {
+  Cluster c("", /*gate=*/true);
+  Watchable w(c.api);
+  w.HoldPodPatches(true);
+  loop::Loop l(w, ThreadOptions(nullptr));
+  l.Start();
+  auto gated = [&c](const std::string& name) {
+    return pod_update::GateStatus(c.Pod(name)) == true;
+  };
+  REQUIRE(WaitFor([&] { return gated("web-a") && gated("web-b") && gated("web-c"); }));
+  // The pods become Ready: the update's pass starts a pod and its write hangs.
+  REQUIRE(WaitFor([&] { return w.WaitingPatches() == 1; }, [&] { Sync(c); }));
+  c.AddPod("web-d");
+  fake::KubeletSync(c.api, kNs);
+  const bool gatedMeanwhile = WaitFor([&] { return gated("web-d"); });
+  CHECK(w.WaitingPatches() == 1);  // the pass is still in its write
+  w.HoldPodPatches(false);
+  CHECK(gatedMeanwhile);
+  l.Stop();  // the pass's write, released, returns
 }
 
 TEST_CASE("loop: Start without watches does nothing") {
