@@ -854,6 +854,10 @@ TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (it
   Watchable w(c.api);
   w.HoldPodPatches(true);
   loop::Loop l(w, ThreadOptions(nullptr));
+  struct Release {  // before the Loop's destructor joins its thread, even when a check fails
+    Watchable& w;
+    ~Release() { w.HoldPodPatches(false); }
+  } release{w};
   l.Start();
   auto gated = [&c](const std::string& name) {
     return pod_update::GateStatus(c.Pod(name)) == true;
