@@ -268,6 +268,7 @@ void Loop::Stop() {
   std::lock_guard lock(mu_);
   deployments_.Clear();
   gates_.Clear();
+  gateSince_.clear();
   failures_.clear();
   expectations_.clear();
   // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
@@ -282,6 +283,7 @@ bool Loop::Running() const {
 void Loop::Queue(int kind, std::string key, Steady::time_point due) {
   {
     std::lock_guard lock(mu_);
+    if (kind == kWorkPodGate) gateSince_.try_emplace(key, Steady::now());
     if (!(kind == kWorkPodGate ? gates_ : deployments_).Add(key, due)) return;
   }
   (kind == kWorkPodGate ? gateCv_ : cv_).notify_all();
@@ -772,13 +774,25 @@ void Loop::SetGate(const std::string& podKey) {
     }
     caches_->gateWritten.erase(written);
   }
-  if (!pod) return;
-  std::vector<rollout::Action> actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
-  if (actions.empty()) return;
+  std::vector<rollout::Action> actions;
+  if (pod) actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
+  if (actions.empty()) {
+    std::lock_guard lock(mu_);
+    gateSince_.erase(podKey);
+    return;
+  }
   ReconcileResult r = Apply("", actions);
   if (r.ok) {
     caches_->gateWritten[podKey] = {std::string(pod->ResourceVersion()),
                                     Steady::now() + options_.expectationTimeout};
+    std::lock_guard lock(mu_);
+    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
+      if (options_.metrics != nullptr) {
+        options_.metrics->ObserveGate(
+            std::chrono::duration<double>(Steady::now() - since->second).count());
+      }
+      gateSince_.erase(since);
+    }
   } else if (!r.conflict) {
     std::lock_guard lock(mu_);  // the gate thread's own queue: no wake needed
     gates_.Add(podKey, Steady::now() + kGateRetry);
@@ -848,6 +862,12 @@ void Loop::RunGates() {
       continue;  // re-evaluate: stop, new work, or time
     }
     const std::vector<std::string> ready = gates_.TakeDue(now);
+    if (now >= gateSweep_) {
+      // Pods whose gate never came (deleted first) are not timed.
+      std::erase_if(gateSince_, [&](const auto& entry) {
+        return entry.second + options_.resyncPeriod <= now && !gates_.Contains(entry.first);
+      });
+    }
     lock.unlock();
     if (now >= gateSweep_) {  // forget gate writes whose wait is over (the cache missed them)
       gateSweep_ = now + options_.resyncPeriod;

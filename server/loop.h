@@ -45,13 +45,13 @@
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the workers do
 // not run: they share the loop thread's expectation, Event and phase state, which no lock guards.
 // The informer handlers run on the informers' threads and only read the caches and queue work.
-// `mu_` guards stop_, both queues (`deployments_`, `gates_`) and failures_; `cv_` wakes the loop's
-// thread, `gateCv_` the gate thread. `cachesMu_` guards the caches pointer for other threads (the
-// workers read it unlocked: it changes only while they do not run). Caches::gateWritten and
-// gateSweep_ are the gate thread's alone; expectations_, freshNext, createdEvents_, lastPhase_
-// and eventSeq_ the loop thread's (gate writes create no Event). The pass counters are atomic.
-// `options.clock` is called from both workers (or RunOnce's caller) and must be safe to call
-// concurrently; `options.metrics` is thread-safe.
+// `mu_` guards stop_, both queues (`deployments_`, `gates_`), gateSince_ and failures_; `cv_` wakes
+// the loop's thread, `gateCv_` the gate thread. `cachesMu_` guards the caches pointer for other
+// threads (the workers read it unlocked: it changes only while they do not run).
+// Caches::gateWritten and gateSweep_ are the gate thread's alone; expectations_, freshNext,
+// createdEvents_, lastPhase_ and eventSeq_ the loop thread's (gate writes create no Event). The
+// pass counters are atomic. `options.clock` is called from both workers (or RunOnce's caller) and
+// must be safe to call concurrently; `options.metrics` is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -239,10 +239,12 @@ class Loop {
   bool stop_ = false;
   bool started_ = false;  // Start() launched thread_ (with !stop_: Running())
   std::condition_variable gateCv_;
-  std::thread thread_;                   // the loop's thread: Deployments, resync, trims
-  std::thread gateThread_;               // the gate lane
-  DelayQueue deployments_;               // Deployment keys → when to plan them
-  DelayQueue gates_;                     // pod keys → when to set their gate
+  std::thread thread_;      // the loop's thread: Deployments, resync, trims
+  std::thread gateThread_;  // the gate lane
+  DelayQueue deployments_;  // Deployment keys → when to plan them
+  DelayQueue gates_;        // pod keys → when to set their gate
+  // Pod key → when its gate was first queued (inplace_webhook_gate_latency_seconds).
+  std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
   std::map<std::string, int> failures_;  // consecutive, by Deployment key
 
   mutable std::mutex cachesMu_;  // the pointer (metrics read it from other threads)

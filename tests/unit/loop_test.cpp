@@ -853,7 +853,8 @@ TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (it
   Cluster c("", /*gate=*/true);
   Watchable w(c.api);
   w.HoldPodPatches(true);
-  loop::Loop l(w, ThreadOptions(nullptr));
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
   struct Release {  // before the Loop's destructor joins its thread, even when a check fails
     Watchable& w;
     ~Release() { w.HoldPodPatches(false); }
@@ -872,6 +873,11 @@ TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (it
   w.HoldPodPatches(false);
   CHECK(gatedMeanwhile);
   l.Stop();  // the pass's write, released, returns
+  // Each of the four gates was timed once, from its pod's event (sub-second buckets).
+  std::string out;
+  metrics.Render(out);
+  CHECK(out.find("inplace_webhook_gate_latency_seconds_count 4\n") != std::string::npos);
+  CHECK(out.find("inplace_webhook_gate_latency_seconds_bucket{le=\"0.05\"}") != std::string::npos);
 }
 
 TEST_CASE("loop: Start without watches does nothing") {
