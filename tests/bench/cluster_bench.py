@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kube import READY_GATE, ClusterEnv, annotations_of, condition, ns_path, rfc3339_micro, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
 from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
-from test_cluster import V2, App, Suite, deployment  # noqa: E402
+from test_cluster import RELEASE_NS, V2, App, Suite, deployment  # noqa: E402
 
 
 def request_counts(s):
@@ -120,6 +120,23 @@ def percentile(values, q):
     return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))] if v else None  # nearest rank
 
 
+GATE_METRIC = "inplace_webhook_gate_latency_seconds"
+
+
+def gate_histogram(s):
+    """The product's own inplace_webhook_gate_latency_seconds, summed over its pods (the leader's counts):
+    {le: count} plus "count" and "sum"."""
+    out = {}
+    for p in s.api.items(ns_path(RELEASE_NS, "pods")):
+        text = s.tools.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics"
+                               % (RELEASE_NS, p["metadata"]["name"]), check_rc=False).stdout
+        for suffix in ("_bucket", "_count", "_sum"):
+            for labels, value in metric_samples(text, GATE_METRIC + suffix):
+                key = labels.get("le", suffix[1:])
+                out[key] = out.get(key, 0) + value
+    return out
+
+
 def scale_up_during(s, app, extra, replicas):
     """Waits until the in-place update has started (pods out of Normal), then scales the Deployment up by `extra`
     through the scale subresource; returns the GateWatch that follows the new pods."""
@@ -152,6 +169,7 @@ def run_case(s, app, replicas, in_place, scale_up=0):
     before = request_counts(s)
     t0 = time.time()
     app.kubectl("set", "image", "deploy/" + app.name, "app=" + V2)
+    gates_before = gate_histogram(s) if scale_up else None
     watch = scale_up_during(s, app, scale_up, replicas) if scale_up else None
     names = {p["metadata"]["name"] for p in pods}
     replicas += scale_up
@@ -177,6 +195,9 @@ def run_case(s, app, replicas, in_place, scale_up=0):
     if watch:
         watch.stop()
         extra["scale_up_gate_seconds"] = gate_report(watch, names, scale_up)
+        # The product's own view of the same gates (those of the scale-up: the delta over the update).
+        gates_after = gate_histogram(s)
+        extra["scale_up_gate_metric"] = {k: round(v - gates_before.get(k, 0), 3) for k, v in gates_after.items()}
     return {**extra, "wall_seconds": round(wall, 1), "requests": counts,
             "total_requests": int(sum(counts.values())),
             "pod_creations": int(counts.get(("POST", "pods"), 0)),
