@@ -111,7 +111,7 @@ struct Loop::Caches {
   std::unique_ptr<kube::Informer> replicaSets;
   std::unique_ptr<kube::Informer> pods;
   // Pod gate writes made, by "namespace/name": the resourceVersion the pod had before. The pod
-  // is not written again while the cache still shows that version.
+  // is not written again while the cache still shows that version. The gate thread's alone.
   std::map<std::string, std::pair<std::string, Steady::time_point>> gateWritten;
   std::set<std::string> freshNext;  // Deployments whose next pass reads through the API
 
@@ -244,6 +244,7 @@ void Loop::Start() {
   stop_ = false;
   started_ = true;
   thread_ = std::thread(&Loop::Run, this);
+  gateThread_ = std::thread(&Loop::RunGates, this);
 }
 
 void Loop::Stop() {
@@ -253,8 +254,11 @@ void Loop::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  gateCv_.notify_all();
   const bool ran = thread_.joinable();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  for (std::thread* t : {&thread_, &gateThread_}) {
+    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
+  }
   std::unique_ptr<Caches> caches;
   {
     std::lock_guard lock(cachesMu_);
@@ -262,7 +266,9 @@ void Loop::Stop() {
   }
   caches.reset();  // stops the informers (their handlers may still queue work: dropped below)
   std::lock_guard lock(mu_);
-  due_.clear();
+  deployments_.Clear();
+  gates_.Clear();
+  gateSince_.clear();
   failures_.clear();
   expectations_.clear();
   // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
@@ -277,13 +283,10 @@ bool Loop::Running() const {
 void Loop::Queue(int kind, std::string key, Steady::time_point due) {
   {
     std::lock_guard lock(mu_);
-    auto [it, added] = due_.try_emplace({kind, std::move(key)}, due);
-    if (!added) {
-      if (it->second <= due) return;
-      it->second = due;
-    }
+    if (kind == kWorkPodGate) gateSince_.try_emplace(key, Steady::now());
+    if (!(kind == kWorkPodGate ? gates_ : deployments_).Add(key, due)) return;
   }
-  cv_.notify_all();
+  (kind == kWorkPodGate ? gateCv_ : cv_).notify_all();
 }
 
 void Loop::Enqueue(std::string_view ns, std::string_view name) {
@@ -771,16 +774,28 @@ void Loop::SetGate(const std::string& podKey) {
     }
     caches_->gateWritten.erase(written);
   }
-  if (!pod) return;
-  std::vector<rollout::Action> actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
-  if (actions.empty()) return;
+  std::vector<rollout::Action> actions;
+  if (pod) actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
+  if (actions.empty()) {
+    std::lock_guard lock(mu_);
+    gateSince_.erase(podKey);
+    return;
+  }
   ReconcileResult r = Apply("", actions);
   if (r.ok) {
     caches_->gateWritten[podKey] = {std::string(pod->ResourceVersion()),
                                     Steady::now() + options_.expectationTimeout};
-  } else if (!r.conflict) {
     std::lock_guard lock(mu_);
-    due_.try_emplace({kWorkPodGate, podKey}, Steady::now() + kGateRetry);
+    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
+      if (options_.metrics != nullptr) {
+        options_.metrics->ObserveGate(
+            std::chrono::duration<double>(Steady::now() - since->second).count());
+      }
+      gateSince_.erase(since);
+    }
+  } else if (!r.conflict) {
+    std::lock_guard lock(mu_);  // the gate thread's own queue: no wake needed
+    gates_.Add(podKey, Steady::now() + kGateRetry);
   }  // a conflict: the pod changed, and its event brings it back here
 }
 
@@ -791,8 +806,6 @@ void Loop::SafetyResync() {
   }
   for (const kube::ObjectPtr& rs : caches_->replicaSets->List()) OnReplicaSet(*caches_, rs);
   for (const kube::ObjectPtr& pod : caches_->pods->List()) OnPod(*caches_, pod);
-  std::erase_if(caches_->gateWritten,
-                [now](const auto& entry) { return entry.second.second <= now; });
 }
 
 bool Loop::WaitForCaches() {
@@ -835,17 +848,35 @@ void Loop::RunResync(Timers& timers, Steady::time_point now) {
   }
 }
 
-std::vector<std::pair<int, std::string>> Loop::TakeDue(Steady::time_point now) {
-  std::vector<std::pair<int, std::string>> ready;
-  for (auto it = due_.begin(); it != due_.end();) {
-    if (it->second <= now) {
-      ready.push_back(it->first);
-      it = due_.erase(it);
-    } else {
-      ++it;
+void Loop::RunGates() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const std::optional<Steady::time_point> next = gates_.NextDue();
+    const Steady::time_point now = Steady::now();
+    if (!next) {
+      gateCv_.wait(lock);
+      continue;
     }
+    if (*next > now) {
+      gateCv_.wait_until(lock, *next);
+      continue;  // re-evaluate: stop, new work, or time
+    }
+    const std::vector<std::string> ready = gates_.TakeDue(now);
+    if (now >= gateSweep_) {
+      // Pods whose gate never came (deleted first) are not timed.
+      std::erase_if(gateSince_, [&](const auto& entry) {
+        return entry.second + options_.resyncPeriod <= now && !gates_.Contains(entry.first);
+      });
+    }
+    lock.unlock();
+    if (now >= gateSweep_) {  // forget gate writes whose wait is over (the cache missed them)
+      gateSweep_ = now + options_.resyncPeriod;
+      std::erase_if(caches_->gateWritten,
+                    [now](const auto& entry) { return entry.second.second <= now; });
+    }
+    for (const std::string& key : ready) RunGate(key);
+    lock.lock();
   }
-  return ready;
 }
 
 void Loop::RunGate(const std::string& podKey) {
@@ -898,9 +929,7 @@ void Loop::RunDeployment(const std::string& key) {
     failures = ++failures_[key];
   }
   if (std::optional<std::chrono::milliseconds> delay = RequeueDelay(r, failures)) {
-    auto due = Steady::now() + *delay;
-    auto [it, added] = due_.try_emplace({kWorkDeployment, key}, due);
-    if (!added && due < it->second) it->second = due;
+    deployments_.Add(key, Steady::now() + *delay);
   }
 }
 
@@ -913,7 +942,9 @@ void Loop::Run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     Steady::time_point wake = std::min(timers.nextResync, timers.trimAt);
-    for (const auto& [key, due] : due_) wake = std::min(wake, due);
+    if (std::optional<Steady::time_point> next = deployments_.NextDue()) {
+      wake = std::min(wake, *next);
+    }
     if (wake > Steady::now()) {
       cv_.wait_until(lock, wake);
       continue;  // re-evaluate: stop, new work, or time
@@ -931,15 +962,9 @@ void Loop::Run() {
       lock.lock();
       continue;
     }
-    const std::vector<std::pair<int, std::string>> ready = TakeDue(now);
+    const std::vector<std::string> ready = deployments_.TakeDue(now);
     lock.unlock();
-    for (const auto& [kind, key] : ready) {
-      if (kind == kWorkPodGate) {
-        RunGate(key);
-      } else {
-        RunDeployment(key);
-      }
-    }
+    for (const std::string& key : ready) RunDeployment(key);
     lock.lock();
   }
 }

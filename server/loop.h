@@ -31,18 +31,27 @@
 // RunOnce() and Reconcile() are the same decisions on the caller's thread, reading through the
 // API (tests and one-shot use). Run the thread only while leading (server/leader_election).
 //
-// Thread safety: Start() and Stop() from any thread but the loop's (serialized by
-// `lifecycleMu_`; Stop() joins the thread, then drops the caches, joining the informers). TakeDue
-// is called with `mu_` held, RunDeployment takes it; the other Run steps run without it.
+// Lanes (DESIGN.md §4.3.1): two worker threads, each draining its own queue
+// (server/work_queue): the loop's thread plans Deployments (and runs the safety resync and memory
+// trims); the gate thread only sets readiness gates of new pods, so a new pod never waits behind
+// an update's backlog. Both call through the one API client, whose token bucket serves callers
+// in arrival order: each lane has at most one call waiting, so neither lane nor the Lease renewal
+// waits for more than a token or two of the other.
+//
+// Thread safety: Start() and Stop() from any thread but the workers (serialized by
+// `lifecycleMu_`; Stop() joins both workers, then drops the caches, joining the informers).
 // Enqueue(), GetCacheStats(), RenderMetrics() and Running() from any thread (Running() reads
-// `started_` and `stop_` under `mu_`, never thread_, which Stop() joins outside it).
-// RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the thread does
-// not run: they share its expectation, Event and phase state, which no lock guards. The informer
-// handlers run on the informers' threads and only read the caches and queue work. `mu_` guards
-// stop_, due_ and failures_; `cachesMu_` guards the caches pointer for other threads (the loop's
-// thread reads it unlocked: it changes only while that thread does not run); the pass counters
-// are atomic. `options.clock` and `options.metrics` are used on the loop's thread (or RunOnce's
-// caller).
+// `started_` and `stop_` under `mu_`, never the threads, which Stop() joins outside it).
+// RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the workers do
+// not run: they share the loop thread's expectation, Event and phase state, which no lock guards.
+// The informer handlers run on the informers' threads and only read the caches and queue work.
+// `mu_` guards stop_, both queues (`deployments_`, `gates_`), gateSince_ and failures_; `cv_` wakes
+// the loop's thread, `gateCv_` the gate thread. `cachesMu_` guards the caches pointer for other
+// threads (the workers read it unlocked: it changes only while they do not run).
+// Caches::gateWritten and gateSweep_ are the gate thread's alone; expectations_, freshNext,
+// createdEvents_, lastPhase_ and eventSeq_ the loop thread's (gate writes create no Event). The
+// pass counters are atomic. `options.clock` is called from both workers (or RunOnce's caller) and
+// must be safe to call concurrently; `options.metrics` is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -64,6 +73,7 @@
 #include "server/informer.h"
 #include "server/loop_metrics.h"
 #include "server/loop_projections.h"
+#include "server/work_queue.h"
 
 namespace iw::loop {
 
@@ -196,7 +206,8 @@ class Loop {
   bool WaitForCaches();  // false: stopped first
   void TrimMemory(Timers& timers);
   void RunResync(Timers& timers, std::chrono::steady_clock::time_point now);
-  std::vector<std::pair<int, std::string>> TakeDue(std::chrono::steady_clock::time_point now);
+  // The gate thread: until Stop, sets the gates of the pods due in `gates_`.
+  void RunGates();
   void RunGate(const std::string& podKey);
   // Plans one Deployment from the caches and queues it again as its result asks.
   void RunDeployment(const std::string& key);
@@ -227,9 +238,13 @@ class Loop {
   std::condition_variable cv_;
   bool stop_ = false;
   bool started_ = false;  // Start() launched thread_ (with !stop_: Running())
-  std::thread thread_;
-  // Due work: {kind (0 Deployment, 1 pod gate), "namespace/name"} → when.
-  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> due_;
+  std::condition_variable gateCv_;
+  std::thread thread_;      // the loop's thread: Deployments, resync, trims
+  std::thread gateThread_;  // the gate lane
+  DelayQueue deployments_;  // Deployment keys → when to plan them
+  DelayQueue gates_;        // pod keys → when to set their gate
+  // Pod key → when its gate was first queued (inplace_webhook_gate_latency_seconds).
+  std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
   std::map<std::string, int> failures_;  // consecutive, by Deployment key
 
   mutable std::mutex cachesMu_;  // the pointer (metrics read it from other threads)
@@ -240,6 +255,7 @@ class Loop {
   std::set<std::string> createdEvents_;           // deterministic Event names already created
   std::map<std::string, std::string> lastPhase_;  // for logging changes only
   uint64_t eventSeq_ = 0;
+  std::chrono::steady_clock::time_point gateSweep_{};  // the gate thread's: next gateWritten sweep
   std::atomic<uint64_t> cachedPasses_{0}, freshPasses_{0}, waits_{0};
 };
 

@@ -25,8 +25,8 @@ std::string Number(double v) {
 
 void DurationHistogram::Observe(double seconds) {
   if (seconds < 0) seconds = 0;
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    if (seconds <= kBuckets[i]) counts_[i].fetch_add(1);
+  for (size_t i = 0; i < buckets_.size() && i < kMaxBuckets; ++i) {
+    if (seconds <= buckets_[i]) counts_[i].fetch_add(1);
   }
   count_.fetch_add(1);
   sumMillis_.fetch_add(static_cast<uint64_t>(seconds * 1000.0));
@@ -46,8 +46,8 @@ void DurationHistogram::RenderSeries(std::string& out, std::string_view name,
   const std::string l(labels);
   const std::string sep = l.empty() ? "" : ",";
   const std::string braces = l.empty() ? "" : "{" + l + "}";
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    out += n + "_bucket{" + l + sep + "le=\"" + Number(kBuckets[i]) + "\"} " +
+  for (size_t i = 0; i < buckets_.size() && i < kMaxBuckets; ++i) {
+    out += n + "_bucket{" + l + sep + "le=\"" + Number(buckets_[i]) + "\"} " +
            std::to_string(counts_[i].load()) + "\n";
   }
   out += n + "_bucket{" + l + sep + "le=\"+Inf\"} " + std::to_string(count_.load()) + "\n";
@@ -141,6 +141,9 @@ void LoopMetrics::Render(std::string& out) const {
                     "Time from a pod's in-place write to its containers running the new images.");
   rollout_.Render(out, "inplace_webhook_rollout_duration_seconds",
                   "Time from the start of an in-place update to its completion.");
+  gate_.Render(out, "inplace_webhook_gate_latency_seconds",
+               "Time from the pod event that queued a new pod's readiness gate to the loop's write "
+               "setting it True.");
   out += "# HELP inplace_webhook_pods Pods of in-progress Deployments by in-place state.\n";
   out += "# TYPE inplace_webhook_pods gauge\n";
   std::map<std::string, int> sum = PodsByState();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +23,17 @@
 
 namespace iw::loop {
 
-// A histogram with fixed buckets in seconds, sized for pod restarts and whole rollouts.
+// A histogram with fixed buckets in seconds: by default sized for pod restarts and whole
+// rollouts; kLatencyBuckets for sub-second latencies (a new pod's readiness gate).
 class DurationHistogram {
  public:
   static constexpr std::array<double, 11> kBuckets = {1,   5,   10,   30,   60,  120,
                                                       300, 600, 1800, 3600, 7200};
+  static constexpr std::array<double, 10> kLatencyBuckets = {0.05, 0.1, 0.25, 0.5, 1,
+                                                             2,    5,   10,   30,  60};
+  DurationHistogram() = default;
+  // `buckets`: static storage, ascending, at most kMaxBuckets.
+  explicit DurationHistogram(std::span<const double> buckets) : buckets_(buckets) {}
   void Observe(double seconds);
   // HELP, TYPE and the series (no labels).
   void Render(std::string& out, std::string_view name, std::string_view help) const;
@@ -34,7 +41,9 @@ class DurationHistogram {
   void RenderSeries(std::string& out, std::string_view name, std::string_view labels) const;
 
  private:
-  std::array<std::atomic<uint64_t>, kBuckets.size()> counts_{};
+  static constexpr size_t kMaxBuckets = 16;
+  std::span<const double> buckets_ = kBuckets;
+  std::array<std::atomic<uint64_t>, kMaxBuckets> counts_{};
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sumMillis_{0};
 };
@@ -44,6 +53,8 @@ class LoopMetrics {
   // Counts what a successfully applied action stands for.
   void Count(rollout::Metric metric, double seconds = 0);
   uint64_t Value(rollout::Metric metric) const;
+  // A new pod's readiness gate written True, `seconds` after the event that queued it.
+  void ObserveGate(double seconds) { gate_.Observe(seconds); }
 
   // Records the in-progress update of `deployment` ("namespace/name"): its pods by state and
   // whether it is stalled (no progress for spec.progressDeadlineSeconds, reported as
@@ -75,6 +86,7 @@ class LoopMetrics {
   DurationHistogram rollout_;
   DurationHistogram preUpdateWait_;   // hook="preUpdate": time in PreparingUpdate
   DurationHistogram postUpdateWait_;  // hook="postUpdate": time in Updated
+  DurationHistogram gate_{DurationHistogram::kLatencyBuckets};  // the gate lane (DESIGN §4.3.1)
   mutable std::mutex mu_;
   std::map<std::string, Update> updates_;  // by "namespace/name"
 };

@@ -7,24 +7,32 @@ own /metrics (apiserver_request_total: every client, the controllers and the nod
 restarts, and pod creations and deletions.
 
     python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
-        [--replicas 1000] [--out FILE.json]
+        [--replicas 1000] [--scale-up-during N] [--skip-native] [--out FILE.json]
+
+--scale-up-during N: once the in-place update has started, the Deployment is scaled up by N through the scale
+subresource (as an HPA writes it); for each new pod, the time from its creation (the ADDED event of a pod watch, and
+its creationTimestamp) to its readiness-gate condition True (the MODIFIED event that shows it) is reported: p50, p99
+and max. --skip-native: the in-place half only.
 
 RUN_DIR is a running cluster (cluster/up.sh) with the images imported; the chart is installed here.
 `make bench-cluster` starts the cluster, runs this and stops it.
 """
 
 import argparse
+import http.client
 import json
+import math
 import os
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 
-from kube import ClusterEnv, annotations_of, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
+from kube import READY_GATE, ClusterEnv, annotations_of, condition, ns_path, rfc3339_micro, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
 from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
-from test_cluster import V2, App, Suite, deployment  # noqa: E402
+from test_cluster import RELEASE_NS, V2, App, Suite, deployment  # noqa: E402
 
 
 def request_counts(s):
@@ -54,13 +62,117 @@ def bench_deployment(name, replicas, opted_in):
     return d
 
 
-def run_case(s, app, replicas, in_place):
+class GateWatch:
+    """Watches the pods of a namespace from a resourceVersion: for each pod, the local time of its ADDED event, its
+    creationTimestamp and the local time of the first event that shows the readiness-gate condition True."""
+
+    def __init__(self, api, ns, rv):
+        self.api, self.ns, self.rv = api, ns, rv
+        self.added, self.created, self.gate = {}, {}, {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.errors = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+
+    def _run(self):
+        try:
+            conn = http.client.HTTPSConnection(self.api.host, self.api.port, context=self.api.ctx, timeout=900)
+            conn.request("GET", ns_path(self.ns, "pods") + "?watch=1&allowWatchBookmarks=false&resourceVersion=" + self.rv)
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError("watch: HTTP %d" % resp.status)
+            while not self.stopping.is_set():
+                line = resp.readline()
+                if not line:
+                    break
+                t = time.time()
+                ev = json.loads(line)
+                if ev.get("type") not in ("ADDED", "MODIFIED"):
+                    continue
+                p = ev["object"]
+                name = p["metadata"]["name"]
+                with self.lock:
+                    if ev["type"] == "ADDED" and name not in self.added:
+                        self.added[name] = t
+                        self.created[name] = rfc3339_micro(p["metadata"]["creationTimestamp"])
+                    if name not in self.gate and condition(p, READY_GATE) == "True":
+                        self.gate[name] = t
+            conn.close()
+        except Exception as e:  # noqa: BLE001 - reported with the figures
+            self.errors.append(str(e))
+
+    def latencies(self):
+        """{pod: (seconds from the ADDED event, seconds from creationTimestamp)} of the pods whose gate turned True."""
+        with self.lock:
+            return {n: (self.gate[n] - self.added[n], self.gate[n] - self.created[n])
+                    for n in self.added if n in self.gate}
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))] if v else None  # nearest rank
+
+
+GATE_METRIC = "inplace_webhook_gate_latency_seconds"
+
+
+def gate_histogram(s):
+    """The product's own inplace_webhook_gate_latency_seconds, summed over its pods (the leader's counts):
+    {le: count} plus "count" and "sum"."""
+    out = {}
+    for p in s.api.items(ns_path(RELEASE_NS, "pods")):
+        text = s.tools.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics"
+                               % (RELEASE_NS, p["metadata"]["name"]), check_rc=False).stdout
+        for suffix in ("_bucket", "_count", "_sum"):
+            for labels, value in metric_samples(text, GATE_METRIC + suffix):
+                key = labels.get("le", suffix[1:])
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def scale_up_during(s, app, extra, replicas):
+    """Waits until the in-place update has started (pods out of Normal), then scales the Deployment up by `extra`
+    through the scale subresource; returns the GateWatch that follows the new pods."""
+    wait_for(lambda: any(state_of(p) not in ("Normal", None) for p in app.pods()), 300,
+             "the in-place update to start", interval=0.5)
+    rv = s.api.get(ns_path(app.ns, "pods"), limit="1")["metadata"]["resourceVersion"]
+    watch = GateWatch(s.api, app.ns, rv).start()
+    scale = ns_path(app.ns, "deployments", app.name, group="apps/v1") + "/scale"
+    s.api.merge_patch(scale, {"spec": {"replicas": replicas + extra}})
+    return watch
+
+
+def gate_report(watch, old_uids_names, extra):
+    lat = {n: v for n, v in watch.latencies().items() if n not in old_uids_names}
+    out = {"new_pods": extra, "gated_pods": len(lat)}
+    for i, label in ((0, "from_added_event"), (1, "from_creation_timestamp")):
+        vals = [v[i] for v in lat.values()]
+        out[label] = {"p50": round(percentile(vals, 0.5), 3) if vals else None,
+                      "p99": round(percentile(vals, 0.99), 3) if vals else None,
+                      "max": round(max(vals), 3) if vals else None}
+    if watch.errors:
+        out["watch_errors"] = watch.errors[:3]
+    return out
+
+
+def run_case(s, app, replicas, in_place, scale_up=0):
     pods = app.pods()
     uids = {p["metadata"]["uid"] for p in pods}
     restarts0 = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values())
     before = request_counts(s)
     t0 = time.time()
     app.kubectl("set", "image", "deploy/" + app.name, "app=" + V2)
+    gates_before = gate_histogram(s) if scale_up else None
+    watch = scale_up_during(s, app, scale_up, replicas) if scale_up else None
+    names = {p["metadata"]["name"] for p in pods}
+    replicas += scale_up
 
     def done():
         d = app.deployment()
@@ -79,7 +191,14 @@ def run_case(s, app, replicas, in_place):
     pods = app.pods()
     restarts = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values()) - restarts0
     kept = len(uids & {p["metadata"]["uid"] for p in pods})
-    return {"wall_seconds": round(wall, 1), "requests": counts,
+    extra = {}
+    if watch:
+        watch.stop()
+        extra["scale_up_gate_seconds"] = gate_report(watch, names, scale_up)
+        # The product's own view of the same gates (those of the scale-up: the delta over the update).
+        gates_after = gate_histogram(s)
+        extra["scale_up_gate_metric"] = {k: round(v - gates_before.get(k, 0), 3) for k, v in gates_after.items()}
+    return {**extra, "wall_seconds": round(wall, 1), "requests": counts,
             "total_requests": int(sum(counts.values())),
             "pod_creations": int(counts.get(("POST", "pods"), 0)),
             "pod_deletions": int(counts.get(("DELETE", "pods"), 0)),
@@ -107,6 +226,8 @@ def main():
     p.add_argument("source_dir")
     p.add_argument("--image", required=True)
     p.add_argument("--replicas", type=int, default=1000)
+    p.add_argument("--scale-up-during", type=int, default=0, metavar="N")
+    p.add_argument("--skip-native", action="store_true")
     p.add_argument("--out")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
@@ -115,19 +236,21 @@ def main():
     sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
     results = {}
     try:
-        for case, opted_in in (("in_place", True), ("native", False)):
+        for case, opted_in in (("in_place", True),) + (() if args.skip_native else (("native", False),)):
             app = App(s, "bench-" + case.replace("_", "-"), name="bench")
             t = time.time()
             app.create(bench_deployment("bench", args.replicas, opted_in), timeout=900)
             print("%s: %d pods created and Ready in %.0f s" % (case, args.replicas, time.time() - t), flush=True)
-            results[case] = run_case(s, app, args.replicas, in_place=opted_in)
+            results[case] = run_case(s, app, args.replicas, in_place=opted_in,
+                                     scale_up=args.scale_up_during if opted_in else 0)
             print("%s: %s" % (case, {k: v for k, v in results[case].items() if k != "requests"}), flush=True)
             s.tools.kubectl("delete", "namespace", app.ns, "--wait=false")
     finally:
         sim.stop()
     if sim.errors:
         print("node simulator errors (%d), first: %s" % (len(sim.errors), sim.errors[:5]))
-    print(table(results))
+    if "native" in results:
+        print(table(results))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({c: dict(r, requests={" ".join(k): v for k, v in r["requests"].items()})

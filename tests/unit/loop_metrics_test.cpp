@@ -53,7 +53,7 @@ TEST_CASE("loop metrics: every family has HELP and TYPE before any event") {
        {"inplace_webhook_rollouts_started_total", "inplace_webhook_hook_timeouts_total",
         "inplace_webhook_hook_wait_seconds", "inplace_webhook_pods",
         "inplace_webhook_updates_in_progress", "inplace_webhook_update_stalled",
-        "inplace_webhook_pod_update_duration_seconds"}) {
+        "inplace_webhook_pod_update_duration_seconds", "inplace_webhook_gate_latency_seconds"}) {
     CAPTURE(family);
     CHECK(out.find("# HELP " + std::string(family) + " ") != std::string::npos);
     CHECK(out.find("# TYPE " + std::string(family) + " ") != std::string::npos);

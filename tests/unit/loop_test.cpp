@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -497,6 +498,12 @@ class Watchable : public kube::WatchApi {
   }
   kube::Result Patch(std::string_view path, kube::PatchType type, std::string_view body) override {
     ++writes_;
+    if (path.find("/pods/") != std::string_view::npos && !path.ends_with("/status")) {
+      std::unique_lock lock(mu_);
+      ++waitingPatches_;
+      patchCv_.wait(lock, [this] { return !holdPodPatches_; });
+      --waitingPatches_;
+    }
     return api_.Patch(path, type, body);
   }
   kube::Result Delete(std::string_view path) override {
@@ -532,6 +539,19 @@ class Watchable : public kube::WatchApi {
     } else {
       held_.erase(std::string(collection));
     }
+  }
+  // While held, a pod write other than pods/status waits in Patch until released: a Deployment
+  // pass stuck behind a slow API (or a rate limit).
+  void HoldPodPatches(bool held) {
+    {
+      std::lock_guard lock(mu_);
+      holdPodPatches_ = held;
+    }
+    patchCv_.notify_all();
+  }
+  int WaitingPatches() {
+    std::lock_guard lock(mu_);
+    return waitingPatches_;
   }
   int Gets() const { return gets_.load(); }
   int Lists() const { return lists_.load(); }
@@ -591,6 +611,9 @@ class Watchable : public kube::WatchApi {
   std::mutex mu_;
   std::map<std::string, Seen> seen_;  // by "path?selector"
   std::set<std::string> held_;
+  std::condition_variable patchCv_;
+  bool holdPodPatches_ = false;
+  int waitingPatches_ = 0;
   std::atomic<int> gets_{0}, lists_{0}, writes_{0};
 };
 
@@ -833,6 +856,37 @@ TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
   CHECK(c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/web-d/status") == 1);
   CHECK(w.Gets() == 0);
   CHECK(w.Lists() == 3);
+}
+
+TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (its own lane)") {
+  Cluster c("", /*gate=*/true);
+  Watchable w(c.api);
+  w.HoldPodPatches(true);
+  loop::LoopMetrics metrics;
+  loop::Loop l(w, ThreadOptions(&metrics));
+  struct Release {  // before the Loop's destructor joins its thread, even when a check fails
+    Watchable& w;
+    ~Release() { w.HoldPodPatches(false); }
+  } release{w};
+  l.Start();
+  auto gated = [&c](const std::string& name) {
+    return pod_update::GateStatus(c.Pod(name)) == true;
+  };
+  REQUIRE(WaitFor([&] { return gated("web-a") && gated("web-b") && gated("web-c"); }));
+  // The pods become Ready: the update's pass starts a pod and its write hangs.
+  REQUIRE(WaitFor([&] { return w.WaitingPatches() == 1; }, [&] { Sync(c); }));
+  c.AddPod("web-d");
+  fake::KubeletSync(c.api, kNs);
+  const bool gatedMeanwhile = WaitFor([&] { return gated("web-d"); });
+  CHECK(w.WaitingPatches() == 1);  // the pass is still in its write
+  w.HoldPodPatches(false);
+  CHECK(gatedMeanwhile);
+  l.Stop();  // the pass's write, released, returns
+  // Each of the four gates was timed once, from its pod's event (sub-second buckets).
+  std::string out;
+  metrics.Render(out);
+  CHECK(out.find("inplace_webhook_gate_latency_seconds_count 4\n") != std::string::npos);
+  CHECK(out.find("inplace_webhook_gate_latency_seconds_bucket{le=\"0.05\"}") != std::string::npos);
 }
 
 TEST_CASE("loop: Start without watches does nothing") {
