@@ -65,6 +65,11 @@ Status ParseHook(const json::Value& v, std::string_view field, Hook& out) {
       if (value.IsNull()) continue;
       std::optional<long long> n = WholeNumber(value);
       if (!n || *n <= 0) return Fail(a, f + ".timeoutSeconds must be a positive integer");
+      if (*n > kMaxDurationSeconds) {
+        return Fail(a, f + ".timeoutSeconds must be at most " +
+                           std::to_string(kMaxDurationSeconds) +
+                           " (one day); leave it unset to wait for ever");
+      }
       out.timeoutSeconds = *n;
     } else {
       return Fail(
@@ -180,6 +185,10 @@ StatusOr<Policy> ParsePolicy(std::string_view text) {
       std::optional<long long> n = WholeNumber(value);
       if (!n || *n < 0) {
         return Fail(a, "gracePeriodSeconds must be an integer >= 0");
+      }
+      if (*n > kMaxDurationSeconds) {
+        return Fail(a, "gracePeriodSeconds must be at most " + std::to_string(kMaxDurationSeconds) +
+                           " (one day)");
       }
       out.gracePeriodSeconds = *n;
     } else {

@@ -13,6 +13,12 @@
 
 namespace iw::lifecycle {
 
+// The longest `timeoutSeconds` and `gracePeriodSeconds` accepted: one day. Above it the annotation
+// is refused at admission with the bound in the message (a hook that should wait for ever leaves
+// timeoutSeconds unset), so every duration the loop adds to a time point fits its nanosecond clock
+// with room to spare.
+inline constexpr long long kMaxDurationSeconds = 86400;
+
 // One hook: `{"labelsHandler":{"k":"v"},"finalizersHandler":["f"],"markPodNotReady":true,
 // "timeoutSeconds":600}`.
 struct Hook {

@@ -46,6 +46,9 @@ std::optional<Clock::time_point> Parse(std::string_view s) {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
     return std::nullopt;
   }
+  // Clock counts nanoseconds in 64 bits: about 1677-09-21 to 2262-04-11 (whole years inside,
+  // offsets included).
+  if (year < 1678 || year > 2261) return std::nullopt;
   size_t pos = 19;
   long long nanos = 0;
   if (pos < s.size() && s[pos] == '.') {

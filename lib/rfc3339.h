@@ -15,7 +15,8 @@ using Clock = std::chrono::system_clock;
 std::string Format(Clock::time_point t);
 
 // Parses `2026-11-29T17:48:57Z`, with an optional fraction and a `Z` or `±HH:MM` offset; nullopt
-// for anything else.
+// for anything else, and for years outside 1678–2261, which the clock (64-bit nanoseconds since
+// 1970) cannot hold: a forged annotation's year 9999 is refused, never wrapped.
 std::optional<Clock::time_point> Parse(std::string_view text);
 
 // Exactly the form Format writes (`dddd-dd-ddTdd:dd:ddZ`).

@@ -90,6 +90,12 @@ TEST_CASE("ParseLifecycle names the field and the expected shape on every malfor
       {R"({"inPlaceUpdate":{"timeoutSeconds":1.5}})", "timeoutSeconds must be a positive integer"},
       {R"({"inPlaceUpdate":{"timeoutSeconds":1e300}})",
        "timeoutSeconds must be a positive integer"},
+      {R"({"inPlaceUpdate":{"timeoutSeconds":86401}})",
+       "inPlaceUpdate.timeoutSeconds must be at most 86400 (one day)"},
+      {R"({"postUpdate":{"timeoutSeconds":9223372036854775807}})",
+       "postUpdate.timeoutSeconds must be at most 86400"},
+      {R"({"inPlaceUpdate":{"timeoutSeconds":9223372036854775808}})",
+       "timeoutSeconds must be a positive integer"},
       {R"({"inPlaceUpdate":{"labelHandler":{}}})", "unknown field inPlaceUpdate.labelHandler"},
   };
   for (const Row& row : rows) {
@@ -102,6 +108,9 @@ TEST_CASE("ParseLifecycle names the field and the expected shape on every malfor
   auto whole = ParseLifecycle(R"({"inPlaceUpdate":{"timeoutSeconds":60.0}})");
   REQUIRE(whole.ok());
   CHECK(whole->inPlaceUpdate->timeoutSeconds == 60);
+  auto longest = ParseLifecycle(R"({"preUpdate":{"timeoutSeconds":86400}})");
+  REQUIRE(longest.ok());
+  CHECK(longest->preUpdate->timeoutSeconds == kMaxDurationSeconds);
 }
 
 TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
@@ -110,6 +119,9 @@ TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
   REQUIRE_MESSAGE(p.ok(), p.status().message());
   CHECK(p->annotations == std::vector<std::string>{"example.com/*", "exact.io/key"});
   CHECK(p->gracePeriodSeconds == 5);
+  auto day = ParsePolicy(R"({"gracePeriodSeconds":86400})");
+  REQUIRE(day.ok());
+  CHECK(day->gracePeriodSeconds == kMaxDurationSeconds);
   auto empty = ParsePolicy("{}");
   REQUIRE(empty.ok());
   CHECK(empty->annotations.empty());
@@ -129,6 +141,10 @@ TEST_CASE("ParsePolicy reads the annotation allow-list and the grace period") {
       {R"({"annotations":["**"]})", "only a trailing * is supported"},
       {R"({"gracePeriodSeconds":-1})", "gracePeriodSeconds must be an integer >= 0"},
       {R"({"gracePeriodSeconds":"5"})", "gracePeriodSeconds must be an integer >= 0"},
+      {R"({"gracePeriodSeconds":86401})", "gracePeriodSeconds must be at most 86400 (one day)"},
+      {R"({"gracePeriodSeconds":9223372036854775807})", "gracePeriodSeconds must be at most 86400"},
+      {R"({"gracePeriodSeconds":18446744073709551615})",
+       "gracePeriodSeconds must be an integer >= 0"},
       {R"({"grace":5})", "unknown field grace"},
   };
   for (const Row& row : rows) {

@@ -826,4 +826,10 @@ TEST_CASE("rfc3339::Parse reads RFC 3339") {
   CHECK_FALSE(rfc3339::Parse("2026-13-01T12:00:00Z").has_value());
   CHECK_FALSE(rfc3339::Parse("").has_value());
   CHECK_FALSE(rfc3339::Parse("2026-03-01T12:00:00").has_value());
+  // Only years the clock holds: a forged far-future time is refused, not wrapped into the past.
+  CHECK(rfc3339::Parse("2261-12-31T23:59:59+00:00").has_value());
+  CHECK(rfc3339::Parse("1678-01-01T00:00:00Z").has_value());
+  CHECK_FALSE(rfc3339::Parse("2262-04-12T00:00:00Z").has_value());
+  CHECK_FALSE(rfc3339::Parse("9999-12-31T23:59:59Z").has_value());
+  CHECK_FALSE(rfc3339::Parse("0001-01-01T00:00:00Z").has_value());
 }
