@@ -956,6 +956,9 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
   if (!deployment.ok() || !rs.ok()) return std::nullopt;
   if (rs->controllerUid() != deployment->uid() || deployment->uid().empty()) return std::nullopt;
   if (deployment->annotation(keys::kInProgressAnnotation)) return std::nullopt;
+  // Only an opted-in Deployment's ReplicaSets are ours to clean: product keys on anyone else's
+  // objects cause no write (issue 28: a user's keys must not start a write fight).
+  if (deployment->label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   bool any = false;
@@ -969,9 +972,11 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
                              keys::kPauseAnnotation, keys::kUndoAnnotation}) {
     if (rs->annotation(k) && !deployment->annotation(k)) set(k, Value(rapidjson::kNullType));
   }
+  // Never remove what the Deployment itself carries: the Deployment controller copies its
+  // annotations onto the ReplicaSet again, and removing them would be a fight without end.
   for (std::string_view k :
        {keys::kPreviousTemplateHashAnnotation, keys::kPreviousTemplateAnnotation}) {
-    if (rs->annotation(k)) set(k, Value(rapidjson::kNullType));
+    if (rs->annotation(k) && !deployment->annotation(k)) set(k, Value(rapidjson::kNullType));
   }
   for (std::string_view k : kSettingsKeys) {
     const std::optional<std::string_view> want = deployment->annotation(k);

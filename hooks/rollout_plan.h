@@ -129,7 +129,8 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
 // `pause` and `undo` copies the Deployment itself no longer has, and the finish's
 // previous-template-hash (and an earlier version's previous-template), so that kubectl rollout
 // undo never copies them into a Deployment; nullopt when there is nothing to remove or `rs` is
-// not controlled by `deployment`, or the Deployment still has `in-progress`.
+// not controlled by `deployment`, or the Deployment still has `in-progress`, or is not opted in.
+// A key the Deployment itself carries is never removed (the controller would copy it back).
 std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const json::Value& rs);
 
 // A core/v1 Event about `involved` (whose apiVersion/kind are given: list items lack them).

@@ -774,6 +774,26 @@ TEST_CASE(
   CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
 }
 
+TEST_CASE("ReplicaSet cleanup never fights the Deployment controller's copies") {
+  Scenario s;
+  s.spec.inProgress.reset();
+  json::Document d = Parse(DeploymentJson(s.spec));
+  // Someone puts the product's keys on a Deployment; the controller copies them to the ReplicaSet.
+  SetAnnotation(d, keys::kAbortAnnotation, "true");
+  SetAnnotation(d, keys::kPreviousTemplateHashAnnotation, "abc");
+  json::Document& rs = s.replicaSets[0];
+  SetAnnotation(rs, keys::kAbortAnnotation, "true");
+  SetAnnotation(rs, keys::kPreviousTemplateHashAnnotation, "abc");
+  // Opted in: nothing to remove, every copy is the Deployment's own.
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  // Not opted in: no write at all, even for a stale copy the Deployment no longer has.
+  SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
+  REQUIRE(rollout::PlanReplicaSetCleanup(d, rs).has_value());  // opted in: the stale copy goes
+  json::Value& labels = d["metadata"]["labels"];
+  labels.RemoveMember("inplace-webhook.io/enabled");
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+}
+
 TEST_CASE("Events are core/v1 Events from inplace-webhook") {
   json::Document pod = Pod("web-a", "uid-rs1", Template({{"app", "web"}}, {{"app", "x:1"}}));
   json::Document e =
