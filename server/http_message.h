@@ -84,6 +84,8 @@ class RequestParser {
   bool WantsContinue() const;
   // Whether any byte of the current request has been seen.
   bool Started() const { return started_; }
+  // Whether the request line and headers have all arrived (the body may still be coming).
+  bool HeadComplete() const { return phase_ != Phase::kHead; }
   // Bytes the current request will take when its length is known from Content-Length (head +
   // body), else 0: lets the connection size its buffer once.
   size_t ExpectedBytes() const;

@@ -169,9 +169,10 @@ struct Connection {
   size_t lingered = 0;
   RequestParser parser;
   Clock::time_point deadline;
-  Clock::time_point lastActive;  // accepted, or its last answer written: eviction order
-  bool served = false;           // a request has been answered (the first-request timeout is over)
-  size_t charged = 0;            // bytes taken from the server's budget
+  Clock::time_point lastActive;    // accepted, or its last answer written: eviction order
+  Clock::time_point requestStart;  // the first byte of the request being received
+  bool served = false;  // a request has been answered (the first-request timeout is over)
+  size_t charged = 0;   // bytes taken from the server's budget
   uint32_t events = 0;
   size_t index = 0;  // in the worker's list
 
@@ -469,9 +470,25 @@ class Server::Worker {
     return Receive(c);
   }
 
+  // A request's first byte: its head must be whole within headerTimeout (ParseReceived then
+  // extends the deadline to requestTimeout from this moment).
+  void StartRequest(Connection& c) {
+    c.requestStart = now_;
+    c.deadline = now_ + std::min(server_.options_.headerTimeout, server_.options_.requestTimeout);
+  }
+
+  // Whether the connection holds only part of a request's head, and has for the eviction grace.
+  bool PartialHead(const Connection& c) const {
+    return c.phase == Connection::Phase::kReading && c.in.Size() > 0 && !c.parser.HeadComplete() &&
+           now_ - c.requestStart >= kEvictionGrace;
+  }
+
   // Feeds the parser; true when that queued the answer, the refusal or a 100 Continue (kWriting).
   bool ParseReceived(Connection& c) {
     auto state = c.parser.Feed(c.in.View());
+    if (state == RequestParser::State::kNeedMore && c.parser.HeadComplete()) {
+      c.deadline = c.requestStart + server_.options_.requestTimeout;  // the body may take longer
+    }
     if (state == RequestParser::State::kComplete) {
       Answer(c);
       return true;
@@ -519,7 +536,7 @@ class Server::Worker {
     size_t got = 0;
     Io io = Read(c, got);
     if (io != Io::kDone) return WaitIf(AwaitIo(c, io));
-    if (c.in.Size() == 0) c.deadline = now_ + server_.options_.requestTimeout;  // a request starts
+    if (c.in.Size() == 0) StartRequest(c);
     c.in.Grow(got);
     return Step::kAgain;
   }
@@ -595,7 +612,7 @@ class Server::Worker {
     c.continueSent = false;
     if (c.out.capacity() > kKeepBuffer) std::string().swap(c.out);
     c.phase = Connection::Phase::kReading;
-    if (c.in.Size() > 0) c.deadline = now_ + server_.options_.requestTimeout;
+    if (c.in.Size() > 0) StartRequest(c);
   }
 
   void Answer(Connection& c) {
@@ -662,6 +679,7 @@ class Server::Worker {
       case Connection::Phase::kLingering:
         return true;
       case Connection::Phase::kReading:
+        if (PartialHead(c)) return true;  // a half-sent head holds no slot against others
         return c.in.Size() == 0 && !(c.ssl && SSL_has_pending(c.ssl.get()) == 1) &&
                !BytesWaiting(c);
       case Connection::Phase::kWriting:
@@ -675,8 +693,11 @@ class Server::Worker {
   // clients, each class longest idle first. A client such as kube-apiserver reuses its keep-alive
   // connection for a POST it does not retry: closing that connection as the client sends on it
   // fails the admission call, so it goes only when no never-served connection is left.
+  // A partial head ranks with the never-served, from its first byte.
   static int64_t EvictionRank(const Connection& c) {
     constexpr int64_t kServed = int64_t{1} << 62;  // above any steady-clock count since boot
+    if (c.in.Size() > 0 && !c.parser.HeadComplete())
+      return c.requestStart.time_since_epoch().count();
     return c.lastActive.time_since_epoch().count() + (c.served ? kServed : 0);
   }
 
@@ -685,8 +706,9 @@ class Server::Worker {
   std::vector<Connection*> LongestIdle(size_t n) {
     std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
     for (auto& p : conns_) {
-      if (p->phase != Connection::Phase::kWriting && p->in.Size() == 0 &&
-          now_ - p->lastActive >= kEvictionGrace) {
+      if ((p->phase != Connection::Phase::kWriting && p->in.Size() == 0 &&
+           now_ - p->lastActive >= kEvictionGrace) ||
+          PartialHead(*p)) {
         candidates.push_back(p.get());
       }
     }
@@ -698,10 +720,15 @@ class Server::Worker {
       if (idle.size() == n) break;
       // A batch never reaches from the never-served into the served class, and takes one served
       // connection at most: a flood's batch must not close the API server's pooled connections.
-      if (!idle.empty() && (c->served || idle.front()->served)) break;
+      if (!idle.empty() && (Served(*c) || Served(*idle.front()))) break;
       if (Idle(*c)) idle.push_back(c);
     }
     return idle;
+  }
+
+  // Served for eviction: answered a request before and holds no partial head now.
+  static bool Served(const Connection& c) {
+    return c.served && !(c.in.Size() > 0 && !c.parser.HeadComplete());
   }
 
   void Queue(Connection& c, const Response& response, Connection::Then then) {
@@ -737,6 +764,9 @@ class Server::Worker {
       if (!c.served && (c.phase == Connection::Phase::kHandshake ||
                         (c.phase == Connection::Phase::kReading && c.in.Size() == 0))) {
         server_.stats_.firstRequestTimeouts.fetch_add(1);
+      } else if (c.phase == Connection::Phase::kReading && c.in.Size() > 0 &&
+                 !c.parser.HeadComplete()) {
+        server_.stats_.headerTimeouts.fetch_add(1);
       } else if (c.phase == Connection::Phase::kReading && c.in.Size() > 0) {
         log::Warn("request not received in time; connection closed",
                   {{"server", server_.options_.name}, {"remote", c.remote}});

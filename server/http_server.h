@@ -8,15 +8,18 @@
 //
 // Connections: at most `maxConnections` open. When a new one waits at the limit, the server makes
 // room by closing the idle connection that has waited longest (no request under way: a TLS
-// handshake not finished, or nothing received since the last answer); under a flood (room wanted
+// handshake not finished, nothing received since the last answer, or only part of a request's head
+// for longer than the eviction grace); under a flood (room wanted
 // again within 20 ms) a round closes more at once, doubling up to maxConnections / 8, so that the
 // backlog drains at accept speed. Only when none is idle does the new one wait in the listen
 // backlog, for a request to finish.
 //
 // Deadlines: `firstRequestTimeout` from accepting a connection to the first byte of its first
-// request (the TLS handshake included); `requestTimeout` for a request from its first byte to its
-// last, and for writing the answer; `idleTimeout` between requests. A connection past its deadline
-// is closed.
+// request (the TLS handshake included); `headerTimeout` from a request's first byte to the end of
+// its head (nginx's client_header_timeout, Go's ReadHeaderTimeout); `requestTimeout` for a request
+// from its first byte to its last, and for writing the answer; `idleTimeout` between requests. A
+// connection past its deadline is closed. A connection holding a partial head is as evictable as
+// an idle one, and goes first (with the never-served), so half-sent heads cannot hold the slots.
 //
 // Memory: each connection's buffers (received bytes, a decoded chunked body) up to
 // kFreeBufferBytes are its own; beyond that they are charged to `budget`, shared by every server
@@ -74,7 +77,8 @@ class ByteBudget {
 struct ServerStats {
   std::atomic<uint64_t> evictedIdle{0};           // closed to make room at maxConnections
   std::atomic<uint64_t> firstRequestTimeouts{0};  // closed: no request within firstRequestTimeout
-  std::atomic<uint64_t> shedOverBudget{0};        // requests refused with 503: budget spent
+  std::atomic<uint64_t> headerTimeouts{0};  // closed: a request head not whole in headerTimeout
+  std::atomic<uint64_t> shedOverBudget{0};  // requests refused with 503: budget spent
 };
 
 struct ServerOptions {
@@ -85,6 +89,7 @@ struct ServerOptions {
   size_t workerThreads = 0;  // 0: one per CPU this process may run on, at most 4
   size_t maxConnections = 256;
   std::chrono::milliseconds firstRequestTimeout{5000};
+  std::chrono::milliseconds headerTimeout{2000};  // first byte of a request to the end of its head
   std::chrono::milliseconds requestTimeout{10000};
   std::chrono::milliseconds idleTimeout{90000};
   Limits limits;

@@ -90,6 +90,10 @@ cxxopts::Options ServeSpec() {
       "a new connection that has not started its first request this long after being accepted "
       "(TLS handshake included) is closed",
       cxxopts::value<int>()->default_value("5"))(
+      "header-timeout-seconds",
+      "a request whose line and headers have not all arrived this long after its first byte is "
+      "refused by closing the connection (a half-sent head holds no connection slot for longer)",
+      cxxopts::value<int>()->default_value("2"))(
       "worker-threads", "threads serving the webhook port (0: one per CPU, at most 4)",
       cxxopts::value<size_t>()->default_value("0"))(
       "read-timeout-seconds",
@@ -273,6 +277,7 @@ Parsed Parse(int argc, char** argv) {
     w.maxProbeConnections = r["max-probe-connections"].as<size_t>();
     w.maxInflightRequestBytes = r["max-inflight-request-bytes"].as<size_t>();
     w.firstRequestTimeoutSeconds = r["first-request-timeout-seconds"].as<int>();
+    w.headerTimeoutSeconds = r["header-timeout-seconds"].as<int>();
     w.workerThreads = r["worker-threads"].as<size_t>();
     w.readTimeoutSeconds = r["read-timeout-seconds"].as<int>();
     w.idleTimeoutSeconds = r["idle-timeout-seconds"].as<int>();
@@ -305,6 +310,9 @@ Parsed Parse(int argc, char** argv) {
     }
     if (w.firstRequestTimeoutSeconds < 1) {
       return Fail("--first-request-timeout-seconds must be at least 1");
+    }
+    if (w.headerTimeoutSeconds < 1 || w.headerTimeoutSeconds > 3600) {
+      return Fail("--header-timeout-seconds must be 1..3600");
     }
     if (s.shutdownGraceSeconds < 0 || s.shutdownDelaySeconds < 0) {
       return Fail("--shutdown-delay-seconds and --shutdown-grace-seconds must not be negative");

@@ -58,6 +58,7 @@ Status WebhookServer::Start() {
     https.name = "webhook";
     https.budget = budget_.get();
     https.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
+    https.headerTimeout = std::chrono::seconds(options_.headerTimeoutSeconds);
     https.bindAddress = options_.bindAddress;
     https.port = options_.port;
     https.tls = tls_.get();
@@ -90,6 +91,7 @@ Status WebhookServer::Start() {
     plain.maxConnections = options_.maxProbeConnections;
     plain.budget = budget_.get();
     plain.firstRequestTimeout = std::chrono::seconds(options_.firstRequestTimeoutSeconds);
+    plain.headerTimeout = std::chrono::seconds(options_.headerTimeoutSeconds);
     plain.requestTimeout = std::chrono::seconds(options_.readTimeoutSeconds);
     plain.idleTimeout = std::chrono::seconds(options_.idleTimeoutSeconds);
     plain.limits.maxBodyBytes = 64 * 1024;
@@ -173,7 +175,8 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
   out +=
       "# HELP inplace_webhook_connections_closed_total Connections the server closed to protect "
       "itself: evicted_idle (idle, to make room at the connection limit), first_request_timeout "
-      "(no request within --first-request-timeout-seconds).\n";
+      "(no request within --first-request-timeout-seconds), header_timeout (a request head not "
+      "whole within --header-timeout-seconds).\n";
   out += "# TYPE inplace_webhook_connections_closed_total counter\n";
   uint64_t overBudget = 0;
   for (auto [name, server] : {std::pair{"webhook", https_.get()}, {"probes", probes_.get()}}) {
@@ -185,6 +188,8 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
     out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
            "\",reason=\"first_request_timeout\"} " +
            std::to_string(st.firstRequestTimeouts.load()) + "\n";
+    out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
+           "\",reason=\"header_timeout\"} " + std::to_string(st.headerTimeouts.load()) + "\n";
   }
   out +=
       "# HELP inplace_webhook_requests_shed_total Requests refused to bound memory: memory_budget "

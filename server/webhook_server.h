@@ -44,6 +44,7 @@ struct WebhookServerOptions {
   size_t maxInflightRequestBytes = 64 * 1024 * 1024;
   size_t workerThreads = 0;  // 0: one per CPU, at most 4
   int firstRequestTimeoutSeconds = 5;
+  int headerTimeoutSeconds = 2;  // a request head must be whole this long after its first byte
   int readTimeoutSeconds = 10;
   int idleTimeoutSeconds = 90;
   // Shutdown: how long requests under way when the listener closes may take to be answered.

@@ -1230,11 +1230,13 @@ CONTRACT_FLAGS = {"bind-address", "port", "probe-port", "tls-cert-file", "tls-pr
                   "client-ca-file", "log-level", "log-format", "max-request-bytes", "max-connections",
                   "controller-user", "leader-elect", "leader-election-namespace", "api-server",
                   "shutdown-grace-seconds", "role", "loop-status-url", "tls-wait-for-files",
-                  "first-request-timeout-seconds", "max-inflight-request-bytes", "pod-resize"}
+                  "first-request-timeout-seconds", "header-timeout-seconds", "max-inflight-request-bytes",
+                  "pod-resize"}
 CONTRACT_DEFAULTS = [
     ("replicaCount", 2), ("leaderElection", True), ("server.port", 8443), ("server.probePort", 8080),
     ("server.maxRequestBytes", 7340032), ("server.maxConnections", 256), ("server.shutdownGraceSeconds", 30),
-    ("server.firstRequestTimeoutSeconds", 5), ("server.maxInflightRequestBytes", 67108864),
+    ("server.firstRequestTimeoutSeconds", 5), ("server.headerTimeoutSeconds", 2),
+    ("server.maxInflightRequestBytes", 67108864),
     ("service.port", 443), ("podDisruptionBudget.enabled", True), ("podDisruptionBudget.minAvailable", 1),
     ("certificates.mode", "controller"), ("podAntiAffinity", "soft"), ("image.tag", ""),
     ("podSecurityContext.runAsNonRoot", True), ("podSecurityContext.runAsUser", 65532),

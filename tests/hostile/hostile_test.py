@@ -260,8 +260,8 @@ class IdleHolder:
     new one whenever the server closes one. Runs in its own process, so that the attack does not
     share the measuring client's interpreter lock."""
 
-    def __init__(self, port, count, ctx=None, threads=4):
-        self.port, self.count, self.ctx, self.nthreads = port, count, ctx, threads
+    def __init__(self, port, count, ctx=None, threads=4, head=b""):
+        self.port, self.count, self.ctx, self.nthreads, self.head = port, count, ctx, threads, head
         self._opened = multiprocessing.Value("l", 0)
         self._closed = multiprocessing.Value("l", 0)
         self._stop = multiprocessing.Event()
@@ -289,9 +289,10 @@ class IdleHolder:
 
     def _open(self):
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        if self.ctx is None:
-            return raw
-        return self.ctx.wrap_socket(raw, server_hostname="localhost")
+        s = raw if self.ctx is None else self.ctx.wrap_socket(raw, server_hostname="localhost")
+        if self.head:
+            s.sendall(self.head)  # part of a request head, never finished
+        return s
 
     def _run(self, share):
         mine = []
@@ -531,17 +532,63 @@ def attack_memory(binary, cert_dir, seconds):
             pass
 
 
+def attack_partial_heads(binary, cert_dir, seconds):
+    print("partial heads: %d s of 1,000 TLS connections on the webhook port and 300 TCP connections on the probe "
+          "port, each holding part of a request head and never finishing it (limits 256 and 64)" % seconds)
+    server = Server(binary, cert_dir, [])
+    ctx = tls_context(cert_dir)
+    try:
+        tls = IdleHolder(server.port, 1000, ctx, threads=4,
+                         head=b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n").start()
+        plain = IdleHolder(server.probe_port, 300, None, threads=2, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n").start()
+        time.sleep(2)  # the attack builds up
+        traffic = ValidTraffic(server, ctx).start()
+        time.sleep(seconds)
+        traffic.join()
+        opened_tls, opened_plain = tls.opened, plain.opened
+        tls.join()
+        plain.join()
+        traffic.report("under partial heads")
+        # Read once the attack has stopped: the counters are totals.
+        metric = 'inplace_webhook_connections_closed_total{port="%s",reason="%s"}'
+        evicted = server.metric(metric % ("webhook", "evicted_idle"))
+        probe_evicted = server.metric(metric % ("probes", "evicted_idle"))
+        header = server.metric(metric % ("webhook", "header_timeout"))
+        probe_header = server.metric(metric % ("probes", "header_timeout"))
+        print("  attacker: %d TLS and %d probe-port connections opened; server: evicted %d / %d, header timeouts "
+              "%d / %d (webhook / probes)" % (opened_tls, opened_plain, evicted, probe_evicted, header, probe_header))
+        check(opened_tls > 256 * 2 and opened_plain > 64 * 2,
+              "the attacker opened several times the connection limits (%d, %d)" % (opened_tls, opened_plain))
+        check(not traffic.failures, "every valid review and /healthz was answered under partial heads (%d failures)"
+              % len(traffic.failures))
+        check(len(traffic.fresh) > 20 and len(traffic.healthz) > 20 and len(traffic.keepalive) > 20,
+              "valid traffic kept flowing (%d/%d/%d answers)"
+              % (len(traffic.keepalive), len(traffic.fresh), len(traffic.healthz)))
+        for name, samples in (("keep-alive reviews", traffic.keepalive), ("reviews on a new connection",
+                              traffic.fresh), ("/healthz", traffic.healthz)):
+            ordered = sorted(samples) or [99]
+            p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+            check(p99 < 0.1, "%s under partial heads: p99 %.0f ms (< 100 ms)" % (name, p99 * 1000))
+            check(ordered[-1] < 1.0, "%s under partial heads: slowest %.0f ms (< 1 s)" % (name, ordered[-1] * 1000))
+    finally:
+        check(server.proc.poll() is None, "the server is still running after the partial-head attack")
+        server.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("source")
     ap.add_argument("cert_dir")
-    ap.add_argument("--only", choices=("connections", "memory"))
+    ap.add_argument("--only", choices=("connections", "partial", "memory"))
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--partial-seconds", type=int, default=60, help="how long the partial heads are held")
     a = ap.parse_args()
     started = time.monotonic()
     if a.only in (None, "connections"):
         attack_connections(a.binary, a.cert_dir, a.seconds)
+    if a.only in (None, "partial"):
+        attack_partial_heads(a.binary, a.cert_dir, a.partial_seconds)
     if a.only in (None, "memory"):
         attack_memory(a.binary, a.cert_dir, a.seconds)
     print("hostile: %.0f s" % (time.monotonic() - started))

@@ -805,6 +805,32 @@ TEST_CASE("http server: a request that never finishes is closed after requestTim
   CHECK(WaitFor([&] { return server->OpenConnections() == 0; }));
 }
 
+TEST_CASE(
+    "http server: a head must be whole within headerTimeout; the body then has requestTimeout") {
+  http::ServerOptions options;
+  options.headerTimeout = 300ms;
+  options.requestTimeout = 3s;
+  options.idleTimeout = 60s;
+  TestServer server(options);
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
+  // A half-sent head is closed at the header timeout, long before the request timeout.
+  Client half(server.Port());
+  const auto start = Clock::now();
+  REQUIRE(half.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n"));
+  CHECK(half.WaitClosed(2s));
+  CHECK(Clock::now() - start < 2s);
+  CHECK(WaitFor([&] { return server->Stats().headerTimeouts.load() == 1; }));
+  // A whole head followed by a slow body is given the request timeout, not the header timeout.
+  Client slow(server.Port());
+  REQUIRE(slow.Send("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nabc"));
+  CHECK_FALSE(slow.WaitClosed(1s));
+  REQUIRE(slow.Send("def"));
+  std::optional<Reply> reply = slow.Read();
+  REQUIRE(reply.has_value());
+  CHECK(reply->status == 200);
+  CHECK(server->Stats().headerTimeouts.load() == 1);
+}
+
 // RFC 9112 §2.2: empty lines before a request line are to be ignored, and the contract gives a
 // connection `idleTimeout` between requests. A CRLF some clients send after a POST body must
 // not count as a started request (closed after `requestTimeout`, waited for at Shutdown).
