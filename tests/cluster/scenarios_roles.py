@@ -92,6 +92,16 @@ def h04_webhook_holds_no_token(s):
         restricted["metadata"].pop(k, None)
     restricted["spec"]["ingress"][0]["from"] = [{"ipBlock": {"cidr": "10.244.0.1/32"}}]
     s.tools.kubectl("replace", "--dry-run=server", "-f", "-", stdin=json.dumps(restricted))
+    # The controller pods' NetworkPolicy: stored, selecting exactly the controller pods, the probe port only.
+    cnp = s.api.get(ns_path(tc.RELEASE_NS, "networkpolicies", tc.RELEASE + "-controller", group="networking.k8s.io/v1"))
+    sel = ",".join("%s=%s" % kv for kv in sorted(cnp["spec"]["podSelector"]["matchLabels"].items()))
+    selected = {p["metadata"]["name"] for p in tc.live(s.api.items(ns_path(tc.RELEASE_NS, "pods"), labelSelector=sel))}
+    check(selected and selected == {p["metadata"]["name"] for p in s.controller_pods()},
+          "the controller NetworkPolicy selects %s, the controller pods are %s"
+          % (sorted(selected), sorted(p["metadata"]["name"] for p in s.controller_pods())))
+    ports = [pp["port"] for rule in cnp["spec"]["ingress"] for pp in rule.get("ports") or []]
+    check(ports == ["probes"] and cnp["spec"]["policyTypes"] == ["Ingress"],
+          "controller NetworkPolicy rules: %s" % cnp["spec"])
 
 
 MERGE, STRATEGIC, JSON = "application/merge-patch+json", "application/strategic-merge-patch+json", "application/json"
