@@ -8,6 +8,7 @@
 #include <exception>
 #include <optional>
 
+#include "lib/clip.h"
 #include "server/http_message.h"
 
 namespace iw::review {
@@ -239,8 +240,7 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
              const admission::Context& ctx) {
   if (body.empty()) return PlainError(400, "request body is empty");
   if (!IsJsonContentType(contentType)) {
-    return PlainError(415,
-                      "contentType=" + std::string(contentType) + ", expected application/json");
+    return PlainError(415, "contentType=" + Clip(contentType) + ", expected application/json");
   }
   // `body` and the arena outlive `doc` and everything the handler derives from it.
   json::RequestArena arena;
@@ -257,12 +257,11 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
     return PlainError(400, "request body is not an AdmissionReview: not a JSON object");
   if (std::string_view kind = json::StringOr(&doc, "kind", "AdmissionReview");
       kind != "AdmissionReview") {
-    return PlainError(400,
-                      "request body is a " + std::string(kind) + ", expected kind AdmissionReview");
+    return PlainError(400, "request body is a " + Clip(kind) + ", expected kind AdmissionReview");
   }
   std::string_view apiVersion = json::StringOr(&doc, "apiVersion", kV1);
   if (apiVersion != kV1 && apiVersion != kV1beta1) {
-    return PlainError(400, "unsupported AdmissionReview apiVersion \"" + std::string(apiVersion) +
+    return PlainError(400, "unsupported AdmissionReview apiVersion \"" + Clip(apiVersion) +
                                "\": expected admission.k8s.io/v1 or admission.k8s.io/v1beta1");
   }
   const Value* request = json::Find(&doc, "request");
@@ -272,6 +271,12 @@ Reply Answer(const admission::Route& route, std::string_view body, std::string_v
   const Value* uid = json::Find(request, "uid");
   if (uid == nullptr || !uid->IsString() || uid->GetStringLength() == 0) {
     return PlainError(400, "AdmissionReview request has no uid");
+  }
+  // The API server's uids are UUIDs (36 bytes): a longer one is no review to echo back at length.
+  if (uid->GetStringLength() > kClipBytes) {
+    return PlainError(400, "AdmissionReview request uid is " +
+                               std::to_string(uid->GetStringLength()) + " bytes, at most " +
+                               std::to_string(kClipBytes));
   }
 
   Reply reply;

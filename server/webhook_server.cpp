@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "lib/clip.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/review_codec.h"
@@ -143,7 +144,7 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   } else if (!reply.decided) {
     log::Warn("bad admission request", {{"route", std::string(route->path)},
                                         {"status", std::to_string(reply.httpStatus)},
-                                        {"error", reply.message},
+                                        {"error", Clip(reply.message, 4 * kClipBytes)},
                                         {"remote", std::string(req.remoteAddress)}});
   } else if (log::Enabled(log::Level::kDebug)) {
     log::Debug("admission", {{"route", std::string(route->path)},
@@ -165,10 +166,10 @@ void WebhookServer::Refuse(int status, std::string_view message, std::string_vie
   metrics_.RecordRequest(label, status, 0);
   if (status != 404 && status != 500) {
     log::Warn("bad HTTP request", {{"status", std::to_string(status)},
-                                   {"path", std::string(path)},
-                                   {"error", std::string(message)}});
+                                   {"path", Clip(path)},
+                                   {"error", Clip(message, 4 * kClipBytes)}});
   }
-  SendReply(res, review::PlainError(status, message));
+  SendReply(res, review::PlainError(status, Clip(message, 4 * kClipBytes)));
 }
 
 void WebhookServer::RenderProtectionMetrics(std::string& out) const {

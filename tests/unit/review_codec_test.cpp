@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lib/clip.h"
 #include "lib/json.h"
 #include "server/review_codec.h"
 #include "tests/unit/test_json.h"
@@ -173,6 +174,38 @@ TEST_CASE("malformed reviews: plain errors before the uid is known, in-review af
     auto d = Parse(reply.body);
     CHECK(json::Find(json::Path(&d, {"response", "status"}), "code")->GetInt() == 400);
   }
+}
+
+TEST_CASE("values a client sent are cut to 256 bytes in answers; a uid over 256 bytes is refused") {
+  auto allow = RouteOf(true, [](auto&, auto&) { return admission::Allowed(); });
+  const std::string big(1 << 20, 'k');
+  const std::string bigKind = R"({"kind":")" + big + R"("})";
+  const std::string bigVersion = R"({"kind":"AdmissionReview","apiVersion":")" + big + R"("})";
+  const std::string bigUid = R"({"kind":"AdmissionReview","request":{"uid":")" + big + R"("}})";
+  struct Row {
+    std::string body;
+    std::string contentType;
+    const char* fragment;
+  } rows[] = {
+      {bigKind, "application/json", "request body is a kkkk"},
+      {bigVersion, "application/json", "unsupported AdmissionReview apiVersion \"kkkk"},
+      {"{}", "text/" + big, "contentType=text/kkkk"},
+      {bigUid, "application/json", "uid is 1048576 bytes, at most 256"},
+  };
+  for (const auto& row : rows) {
+    auto reply = review::Answer(allow, row.body, row.contentType, {});
+    CHECK(reply.httpStatus >= 400);
+    CHECK_FALSE(reply.decided);
+    CAPTURE(reply.message.substr(0, 300));
+    CHECK(reply.message.find(row.fragment) != std::string::npos);
+    CHECK(reply.message.size() < 600);
+    CHECK(reply.body.size() < 1000);
+  }
+  CHECK(Clip(std::string(300, 'a')) == std::string(256, 'a') + "...(300 bytes)");
+  CHECK(Clip("short") == "short");
+  // A cut never splits a UTF-8 sequence: "é" is two bytes, the 256th byte would be its first.
+  CHECK(Clip(std::string(255, 'a') + "\xc3\xa9" + std::string(10, 'b')) ==
+        std::string(255, 'a') + "...(267 bytes)");
 }
 
 TEST_CASE("a review of more JSON values than the parser's bound is a 413, whatever its size") {
