@@ -19,7 +19,6 @@ RUN_DIR is a running cluster (cluster/up.sh) with the images imported; the chart
 """
 
 import argparse
-import http.client
 import json
 import math
 import os
@@ -83,17 +82,7 @@ class GateWatch:
 
     def _run(self):
         try:
-            conn = http.client.HTTPSConnection(self.api.host, self.api.port, context=self.api.ctx, timeout=900)
-            conn.request("GET", ns_path(self.ns, "pods") + "?watch=1&allowWatchBookmarks=false&resourceVersion=" + self.rv)
-            resp = conn.getresponse()
-            if resp.status != 200:
-                raise RuntimeError("watch: HTTP %d" % resp.status)
-            while not self.stopping.is_set():
-                line = resp.readline()
-                if not line:
-                    break
-                t = time.time()
-                ev = json.loads(line)
+            for t, ev in self.api.watch(ns_path(self.ns, "pods"), self.rv, self.stopping, timeout=900):
                 if ev.get("type") not in ("ADDED", "MODIFIED"):
                     continue
                 p = ev["object"]
@@ -104,7 +93,6 @@ class GateWatch:
                         self.created[name] = rfc3339_micro(p["metadata"]["creationTimestamp"])
                     if name not in self.gate and condition(p, READY_GATE) == "True":
                         self.gate[name] = t
-            conn.close()
         except Exception as e:  # noqa: BLE001 - reported with the figures
             self.errors.append(str(e))
 

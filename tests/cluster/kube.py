@@ -171,6 +171,25 @@ class Api(RestVerbs):
                 raise ApiError(method, path, resp.status, obj)
             return obj
 
+    def watch(self, path, resource_version, stopping, timeout=600, **params):
+        """One watch of `path` from `resource_version` (no bookmarks), on a connection of its own: yields
+        (seconds since the epoch at which its line arrived, event) until the stream ends or `stopping` is set.
+        Raises RuntimeError when the API server refuses it."""
+        query = dict(params, watch="1", allowWatchBookmarks="false", resourceVersion=resource_version)
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout)
+        try:
+            conn.request("GET", path + "?" + urllib.parse.urlencode(query))
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError("watch: HTTP %d" % resp.status)
+            while not stopping.is_set():
+                line = resp.readline()
+                if not line:
+                    return
+                yield time.time(), json.loads(line)
+        finally:
+            conn.close()
+
 
 def ns_path(ns, resource, name="", group=None):
     base = "/api/v1" if group is None else "/apis/" + group

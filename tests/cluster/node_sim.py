@@ -20,8 +20,6 @@ Standard library only (kube.Api for the calls).
 """
 
 import hashlib
-import http.client
-import json
 import queue
 import threading
 import time
@@ -99,17 +97,7 @@ class NodeSim:
                     if p["spec"].get("nodeName") in mine:
                         self._enqueue(p)
                 rv = lst["metadata"]["resourceVersion"]
-                conn = http.client.HTTPSConnection(self.api.host, self.api.port, context=self.api.ctx, timeout=600)
-                conn.request("GET", "/api/v1/pods?watch=1&allowWatchBookmarks=false&resourceVersion=%s"
-                             "&fieldSelector=spec.nodeName%%21%%3D" % rv)
-                resp = conn.getresponse()
-                if resp.status != 200:
-                    raise RuntimeError("watch: HTTP %d" % resp.status)
-                while not self.stopping.is_set():
-                    line = resp.readline()
-                    if not line:
-                        break
-                    ev = json.loads(line)
+                for _, ev in self.api.watch("/api/v1/pods", rv, self.stopping, fieldSelector="spec.nodeName!="):
                     if ev.get("type") == "ERROR":
                         break
                     p = ev.get("object") or {}
@@ -118,7 +106,6 @@ class NodeSim:
                     elif ev.get("type") == "DELETED":
                         with self.lock:
                             self.latest.pop(self._key(p), None)
-                conn.close()
             except Exception as e:  # noqa: BLE001 - re-list
                 if not self.stopping.is_set():
                     self.errors.append("watch: %s" % e)
