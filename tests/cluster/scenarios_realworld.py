@@ -9,16 +9,20 @@ commands do to a Deployment (DESIGN.md §3, §3.2, §8.5, §8.7).
   Deployment webhooks' matchConditions), while an ordinary edit is refused (failurePolicy Fail).
 - w04: strategy Recreate takes the native rollout, with no moment in which a pod at the old template and one at the
   new template are both Ready; a switch to Recreate ends a running update.
+- w05: an autoscaler writes `replicas` through the scale subresource, up and down four times, while an in-place
+  update with pre- and post-update hooks runs: the update completes at the count written last, only the
+  scale-downs remove pods, the pods created meanwhile get their gate and reach the target.
 """
 
 import json
 import time
 
 import test_cluster as tc
-from kube import (IN_PROGRESS, Api, PodSampler, annotations_of, check, images, is_ready, labels_of, live,
-                  ns_path, snapshot, state_of, wait_for)
+from kube import (IN_PROGRESS, READY_GATE, Api, PodSampler, annotations_of, check, condition, images, is_ready,
+                  labels_of, live, ns_path, snapshot, state_of, wait_for)
 
 GITOPS = "gitops-controller"  # the field manager a GitOps tool applies with
+RS_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
 
 
 def deployment_path(app):
@@ -307,5 +311,98 @@ def w04_recreate_never_mixes_templates(s):
           "w04/held: paused or in progress after the native rollout")
 
 
+def w05_autoscaler_during_hooked_update(s):
+    """An HPA's writes of the scale subresource (3 -> 5 -> 2 -> 4 -> 3, a few seconds apart) during an in-place
+    update held by a pre- and a post-update hook, played by the test as a load balancer's controller would (it
+    registers every pod it sees, releases a pod in PreparingUpdate and registers it again in Updated after 1.5 s).
+    Each scale write lands while the update runs. At the end: 3 replicas (the count written last), every pod at the
+    target, Normal, Ready with the product's gate True, owned by the ReplicaSet of before (no native rollout); every
+    pod of before still there kept its UID and IP; no pod went back to Normal before its post-update hook was met;
+    the only pod deletions are the ReplicaSet controller's (at most the scale-downs' 4) and the only creations its
+    own (at most the scale-ups' 4); the loop wrote each pod at most 6 times."""
+    app = tc.App(s, "w05")
+    hooks = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}},
+             "postUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
+    app.create(tc.deployment("web", replicas=3, lifecycle=hooks))
+    registered = set()
+    for p in app.pods():
+        app.set_label(p["metadata"]["name"], "true")
+        registered.add(p["metadata"]["name"])
+    before, rs0 = snapshot(app.pods()), app.rs_names()
+    path = deployment_path(app)
+    since = time.time()
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    tc.expect_in_progress(app)
+    started = time.time()
+    plan = [(1.0, 5), (7.0, 2), (13.0, 4), (19.0, 3)]  # (seconds after the image change, replicas)
+    written, track, hold = [], {}, 1.5
+    armed = lambda p: labels_of(p).get(tc.HANDLER_LABEL) == "true"  # noqa: E731
+    deadline = started + 180
+    while plan or not app.in_place_done():
+        check(time.time() < deadline, "the update did not finish in 180 s (scale writes made: %s)" % written)
+        now = time.time()
+        if plan and now - started >= plan[0][0]:
+            _, replicas = plan.pop(0)
+            in_progress = IN_PROGRESS in annotations_of(app.deployment())
+            s.api.merge_patch(path + "/scale", {"spec": {"replicas": replicas}})
+            written.append((round(now - started, 1), replicas, in_progress))
+        for p in app.pods():
+            name, st = p["metadata"]["name"], state_of(p)
+            r = track.setdefault(name, {})
+            if name not in registered and st == "Normal" and is_ready(p) and not armed(p):
+                app.set_label(name, "true")  # the load balancer registers a pod it has not seen
+                registered.add(name)
+            if st == "PreparingUpdate" and armed(p) and "released" not in r:
+                r.setdefault("preparing", now)
+                if now - r["preparing"] >= hold:
+                    app.set_label(name, None)
+                    r["released"] = time.time()
+            if st == "Updated" and not armed(p) and "rearmed" not in r:
+                r.setdefault("updated", now)
+                if now - r["updated"] >= hold:
+                    app.set_label(name, "true")
+                    r["rearmed"] = time.time()
+            if st in ("Updating", "Updated"):
+                r["touched"] = True
+            if r.get("touched") and st == "Normal":
+                check("rearmed" in r, "pod %s returned to Normal before its post-update hook was met" % name)
+        time.sleep(0.05)
+    print("  w05: scale writes (s after the image change, replicas, update running): %s" % written)
+    check(all(w[2] for w in written), "a scale write came after the update had ended: %s" % written)
+    pods = scaled_finish(app, before, rs0, tc.V2, 3)
+    check(app.deployment()["spec"]["replicas"] == 3, "replicas %s, not 3 (written last)"
+          % app.deployment()["spec"]["replicas"])
+    for p in pods:
+        name = p["metadata"]["name"]
+        gated = READY_GATE in [g.get("conditionType") for g in p["spec"].get("readinessGates") or []]
+        check(gated or name in before, "pod %s, created during the update, has no gate" % name)
+        check(not gated or condition(p, READY_GATE) == "True", "pod %s: gate %s" % (name, condition(p, READY_GATE)))
+    pod_writes = s.audit.writes(since, ns=app.ns, resource="pods", subresource="")
+    user = lambda e: (e.get("user") or {}).get("username")  # noqa: E731
+    creates = [e for e in pod_writes if e["verb"] == "create"]
+    # A graceful deletion ends with the kubelet's own delete of the pod it has stopped: only the first counts.
+    deletes = [e for e in pod_writes if e["verb"] == "delete" and not user(e).startswith("system:node:")]
+    finals = {e["objectRef"]["name"] for e in pod_writes if e["verb"] == "delete" and user(e).startswith("system:node:")}
+    who = lambda es: sorted({user(e) for e in es})  # noqa: E731
+    print("  w05: %d pods created by %s, %d deleted by %s; %d pods seen, %d went through the update"
+          % (len(creates), who(creates), len(deletes), who(deletes), len(track),
+             sum(1 for r in track.values() if r.get("touched"))))
+    check(who(creates) + who(deletes) == [RS_CONTROLLER] * (bool(creates) + bool(deletes)),
+          "a pod was created or deleted by someone other than the ReplicaSet controller: %s %s"
+          % (who(creates), who(deletes)))
+    check(finals <= {e["objectRef"]["name"] for e in deletes},
+          "the kubelet removed pods nobody deleted: %s" % sorted(finals - {e["objectRef"]["name"] for e in deletes}))
+    check(len(deletes) <= 4 and len(creates) <= 4,
+          "%d pods deleted, %d created: more than the scale writes explain (4 and 4)" % (len(deletes), len(creates)))
+    per_pod = {}
+    for e in s.audit.writes(since, user=tc.CONTROLLER_USER, ns=app.ns, resource="pods", subresource=""):
+        per_pod[e["objectRef"]["name"]] = per_pod.get(e["objectRef"]["name"], 0) + 1
+    print("  w05: the loop's pod writes per pod: %s" % dict(sorted(per_pod.items())))
+    check(all(n <= 6 for n in per_pod.values()), "the loop wrote a pod more than 6 times: %s" % per_pod)
+    for p in pods:
+        app.set_label(p["metadata"]["name"], None)
+
+
 SCENARIOS = [w01_server_side_pause_with_change_holds, w02_change_right_after_a_spec_write_is_in_place,
-             w03_deletion_with_no_webhook_pod, w04_recreate_never_mixes_templates]
+             w03_deletion_with_no_webhook_pod, w04_recreate_never_mixes_templates,
+             w05_autoscaler_during_hooked_update]
