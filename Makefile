@@ -14,7 +14,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream upstream-matrix bench-cluster test-sanitize sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream upstream-matrix bench-cluster test-sanitize sanitize-build sanitize-compile sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
 
 all: build
 
@@ -82,11 +82,20 @@ test-sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-one
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-one
 
-sanitize-one:
-	@echo "== -fsanitize=$(SANITIZER) in $(BUILD)"
+# The two sanitizer builds alone, no test (needs `make deps` first). .ci/run starts it at the lowest CPU priority
+# beside `make test`, whose cluster scenarios mostly wait, so that test-sanitize then finds both built.
+sanitize-build:
+	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-compile
+	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-compile
+
+sanitize-compile:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
 	  -DIW_SANITIZE=$(SANITIZER) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target $(SANITIZE_TARGETS_$(SANITIZER))
+
+sanitize-one:
+	@echo "== -fsanitize=$(SANITIZER) in $(BUILD)"
+	@$(MAKE) --no-print-directory sanitize-compile
 	@rm -rf $(BUILD)/sanitizer-reports && mkdir -p $(BUILD)/sanitizer-reports
 	@cd $(BUILD) && { ctest --output-on-failure -R '$(SANITIZE_TESTS_$(SANITIZER))'; rc=$$?; \
 	  for f in sanitizer-reports/*; do \
