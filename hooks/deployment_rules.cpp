@@ -347,11 +347,27 @@ std::string AbortCommand(const json::Value& deployment) {
   return out;
 }
 
+// An end by the webhook (it cannot see pods) of an update whose written template is the one the
+// pods' ReplicaSet holds (`from`: A→B→A) starts no rollout, so pods already moved to B would stay
+// there under an A template, reported as rolled out (issue 28): the template gets a restartedAt, so
+// that the native rollout replaces every pod at A. A malformed record says nothing: left alone.
+void RestartWhenNoRolloutFollows(Decision& d, std::string_view stored, const kube::Deployment& newD,
+                                 const admission::Context& ctx) {
+  const std::optional<InProgress> record = ParseInProgressOrNone(stored);
+  if (!record || TemplateHash(newD.podTemplate()) != record->from) return;
+  d.restartedAt = rfc3339::Format(ctx.now);
+  d.warnings.push_back(Warning("the template is the one the pods started from: " +
+                               std::string(keys::kRestartedAtAnnotation) +
+                               " added, every pod is replaced at it"));
+}
+
 Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
                 const admission::Context& ctx) {
   if (std::optional<std::string_view> stored =
           oldDeployment.annotation(keys::kInProgressAnnotation)) {
-    return DecideRunning(*stored, oldDeployment, newDeployment, ctx);
+    Decision d = DecideRunning(*stored, oldDeployment, newDeployment, ctx);
+    if (d.action == Action::kEnd) RestartWhenNoRolloutFollows(d, *stored, newDeployment, ctx);
+    return d;
   }
   if (!IsOptedIn(newDeployment.json())) {
     Decision d;
@@ -414,6 +430,11 @@ bool Conforms(const Decision& decision, const kube::Deployment& deployment) {
   if (decision.dropUndoCommand && deployment.annotation(keys::kUndoAnnotation)) return false;
   if (decision.dropAbortCommand && deployment.annotation(keys::kAbortAnnotation)) return false;
   if (decision.paused && deployment.paused() != *decision.paused) return false;
+  if (decision.restartedAt &&
+      json::StringOr(json::Path(&deployment.podTemplate(), {"metadata", "annotations"}),
+                     keys::kRestartedAtAnnotation) != std::string_view(*decision.restartedAt)) {
+    return false;
+  }
   std::optional<std::string_view> written = deployment.annotation(keys::kInProgressAnnotation);
   if (decision.inProgress) return written == std::string_view(*decision.inProgress);
   return !json::Find(json::Path(&deployment.json(), {"metadata", "annotations"}),
@@ -427,6 +448,13 @@ void Apply(const Decision& decision, json::Value& deployment, json::Allocator& a
     if (decision.dropPauseCommand) json::Remove(*annotations, keys::kPauseAnnotation);
     if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
     if (decision.dropAbortCommand) json::Remove(*annotations, keys::kAbortAnnotation);
+  }
+  if (decision.restartedAt) {
+    json::Value& tmpl =
+        json::EnsureObject(json::EnsureObject(deployment, "spec", alloc), "template", alloc);
+    json::SetString(
+        json::EnsureObject(json::EnsureObject(tmpl, "metadata", alloc), "annotations", alloc),
+        keys::kRestartedAtAnnotation, *decision.restartedAt, alloc);
   }
   if (decision.paused && kube::PausedOf(deployment) != *decision.paused) {
     json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",

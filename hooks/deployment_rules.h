@@ -64,6 +64,12 @@ struct Decision {
   // The abort annotation stored with no update running (left by an update the webhook ended,
   // DESIGN.md §9.8): consumed by the next write.
   bool dropAbortCommand = false;
+  // kEnd only: the value of kubectl.kubernetes.io/restartedAt the template gets, when the webhook
+  // ends an update while the written template is its pods' ReplicaSet's (`from`: a revert). No
+  // rollout would follow, and pods the update had moved would stay on another template; the
+  // restart (as `kubectl rollout restart` writes it) makes the native rollout replace every pod at
+  // the Deployment's template (DESIGN.md §8.11).
+  std::optional<std::string> restartedAt;
   // For the user (kubectl prints them), each at most 120 characters.
   std::vector<std::string> warnings;
   // One line on why, for logs and denial messages.

@@ -2,6 +2,7 @@
 #include "lib/rfc3339.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 
 #include "hooks/in_progress.h"
@@ -218,6 +219,38 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
   if (wantProgressing) summary += "; Progressing " + wantProgressing->reason;
   plan.actions.push_back(
       StatusPatch(d, wantOurs, ours, wantProgressing, progressing, now, std::move(summary)));
+}
+
+void AddEndedWithoutLoop(rollout::Plan& plan, const kube::Deployment& d, Clock::time_point now) {
+  const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
+  if (!ours || ours->reason == kReasonCompleted || ours->reason == kReasonAborted) return;
+  const std::optional<Condition> progressing = Find(d, "Progressing");
+  // The loop's own finish whose report did not land (its status patch comes after the Deployment
+  // patch): the last report had every pod at the template the Deployment still has.
+  const std::string_view part = ProgressPart(ours->message);
+  const std::string_view n = part.substr(0, part.find('/'));
+  int pods = -1;
+  std::from_chars(n.data(), n.data() + n.size(), pods);
+  if (pods >= 0 && part == ProgressText(pods, pods, TemplateHash(d.podTemplate()), {})) {
+    const Condition done{"True", std::string(kReasonCompleted), std::string(part), "", ""};
+    plan.actions.push_back(StatusPatch(d, done, ours, std::nullopt, progressing, now,
+                                       "progress: " + done.reason + " " + done.message));
+    return;
+  }
+  std::string why = "a change not made in place";
+  if (d.label(keys::kEnabledLabel) != keys::kTrue) {
+    why = "the Deployment is no longer opted in";
+  } else if (d.annotation(keys::kAbortAnnotation)) {
+    why = "an abort the loop did not carry out";
+  }
+  Condition want{"False", std::string(kReasonAborted),
+                 "in-place update ended by the webhook (" + why +
+                     "); the Deployment controller's rollout takes over",
+                 "", ""};
+  std::optional<Condition> wantProgressing;
+  if (OurStall(progressing) && d.paused()) wantProgressing = PausedProgressing();
+  plan.actions.push_back(StatusPatch(d, want, ours, wantProgressing, progressing, now,
+                                     "progress: " + want.reason + " " + want.message));
 }
 
 bool IsRefusal(int code) {

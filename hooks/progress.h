@@ -64,6 +64,12 @@ std::optional<int> ProgressDeadline(const kube::Deployment& deployment);
 void AddProgress(rollout::Plan& plan, const kube::Deployment& deployment,
                  rollout::Clock::time_point now);
 
+// With no update running: the status patch that closes our condition (False/InPlaceUpdateAborted,
+// naming why as far as the Deployment shows it) when it still reports an update the webhook ended
+// without the loop (DESIGN.md §8.11, §9.8); nothing when it is absent, completed or aborted.
+void AddEndedWithoutLoop(rollout::Plan& plan, const kube::Deployment& deployment,
+                         rollout::Clock::time_point now);
+
 // Whether an answer to a pod write means the API server refused it for good until something
 // changes (400 BadRequest, 403 Forbidden: an admission policy or webhook, RBAC; 422 Invalid),
 // rather than a conflict, a missing object, throttling or a server error.

@@ -922,6 +922,7 @@ Plan PlanRollout(const Snapshot& snapshot) {
     // No in-place update; pods it left out of service when it ended without us (the webhook ends
     // an abort no loop acted on, DESIGN.md §9.8) go back in service.
     ReleasePods(plan, s, d, "update ended without the loop");
+    progress::AddEndedWithoutLoop(plan, d, s.now);
     return plan;
   }
   Pass run{s, d, *record, record, {}, {}, nullptr};

@@ -538,7 +538,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
   return res;
 }
 
-ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
+ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool ended) {
   const std::string key = kube::ObjectKey(ns, name);
   ReconcileResult res;
   res.fresh = true;
@@ -551,7 +551,7 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name) {
     return res;
   };
   kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
-  if (d.NotFound() || (d.Ok() && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
+  if (d.NotFound() || (d.Ok() && !ended && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     lastPhase_.erase(key);
     return res;
@@ -752,7 +752,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     // Pods an update that ended without the loop left out of service: released from a fresh read
     // (the cache may still show our own earlier release).
     if (selector && !rollout::PlanRollout(cachedSnapshot()).actions.empty()) {
-      return Reconcile(ns, name);
+      return Reconcile(ns, name, /*ended=*/true);
     }
     return res;
   }

@@ -161,7 +161,9 @@ class Loop {
   std::map<std::string, ReconcileResult> RunOnce();
 
   // Reads one Deployment's snapshot through the API, plans and applies. One caller at a time.
-  ReconcileResult Reconcile(std::string_view ns, std::string_view name);
+  // A Deployment with no update running is skipped unless `ended`: an update that ended without
+  // the loop left pods or our condition to put right (rollout::PlanRollout's idle plan).
+  ReconcileResult Reconcile(std::string_view ns, std::string_view name, bool ended = false);
 
   // Lists Deployments through the API and returns the "namespace/name" of those with an in-place
   // update running; on the way sets gates on new pods and cleans ReplicaSet annotations. nullopt

@@ -7,7 +7,7 @@ import json
 import time
 
 import test_cluster as tc
-from kube import check, images, is_ready, state_of, wait_for
+from kube import check, condition, images, is_ready, state_of, wait_for
 
 ABORT = "inplace-webhook.io/abort"
 IN_PROGRESS = "inplace-webhook.io/in-progress"
@@ -39,12 +39,77 @@ def ended_natively(app):
              "the native rollout after the abort", app)
 
 
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+
+def held_revert(s, name):
+    """A held update reverted: 3 pods with a pre-update label hook, updated to V2 until one pod runs V2 (released,
+    then registered again by the test's load balancer), then the template reverted to V1 while that pod's move back
+    is held by its hook. Returns (app, the pod on V2)."""
+    app, first, _ = held_update(s, name)
+    app.set_label(first, "true")  # registered again: its move back waits on the hook
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V1)
+    wait_for(lambda: json.loads(annotations_of(app.deployment()).get(IN_PROGRESS) or "{}").get("to")
+             == json.loads(annotations_of(app.deployment()).get(IN_PROGRESS) or "{}").get("from"), 10,
+             "the update re-targeted to its start", app)
+    time.sleep(tc.SETTLE)
+    on_b = [p["metadata"]["name"] for p in app.pods() if images(p)["app"] == tc.V2]
+    check(on_b == [first], "after the revert, pods on V2: %s (want %s held by its hook)\n%s"
+          % (on_b, first, app.pod_table()))
+    return app, first
+
+
+def reverted_natively(app, warnings, what):
+    """After the webhook ended a reverted update (`what`): kubectl said the template restarts, the template carries
+    the restartedAt, and the native rollout takes every pod to V1 (none left on V2): `kubectl rollout status`
+    succeeds on a true state."""
+    tc.expect_warning(warnings, RESTARTED_AT + " added, every pod is replaced at it")
+    d = app.deployment()
+    check(IN_PROGRESS not in annotations_of(d) and RESTARTED_AT in (d["spec"]["template"]["metadata"].get(
+        "annotations") or {}), "%s: record %s, template annotations %s" % (
+        what, annotations_of(d).get(IN_PROGRESS), d["spec"]["template"]["metadata"].get("annotations")))
+    wait_for(lambda: app.rollout_complete() and len(app.pods()) == 3
+             and all(images(p)["app"] == tc.V1 and is_ready(p) for p in app.pods()), 120,
+             "the native rollout to V1 after %s" % what, app)
+    app.kubectl("rollout", "status", "deploy/web", "--timeout=30s")
+
+
+def h10_revert_ended_by_the_webhook_is_finished(s):
+    """A→B→A with a pod held on B by its hook, ended by each of the webhook's escapes that a running loop leaves
+    to it (DESIGN.md §8.11; the third, no loop at all, is h08's): the opt-in label removed, and an abort the loop
+    defers (a pod still on B) repeated 61 s later. Each time the webhook adds kubectl.kubernetes.io/restartedAt to
+    the template, so the native rollout replaces every pod at A, and the loop closes the product's condition
+    (False/InPlaceUpdateAborted naming why). Before, the pod stayed on B under an A template while `kubectl rollout
+    status` reported success."""
+    optout, _ = held_revert(s, "h10a")
+    deferred, _ = held_revert(s, "h10b")
+    _, warnings = deferred.kubectl("annotate", "deploy/web", ABORT + "=true")
+    asked = time.time()
+    tc.expect_warning(warnings, "abort requested; if it still runs in 60 s, run the abort command again")
+    _, warnings = optout.kubectl("label", "deploy/web", "inplace-webhook.io/enabled-")
+    reverted_natively(optout, warnings, "the opt-in label's removal")
+    wait_for(lambda: (condition(optout.deployment(), "inplace-webhook.io/Progressing", "reason")
+                      == "InPlaceUpdateAborted"), 30, "the loop to close its condition", optout)
+    check("no longer opted in" in condition(optout.deployment(), "inplace-webhook.io/Progressing", "message"),
+          "the condition does not say why")
+    wait_for(lambda: deferred.count_events("InPlaceAbortDeferred", kind="Deployment") > 0, 30,
+             "the loop to defer the abort (a pod still on V2)", deferred)
+    check(IN_PROGRESS in annotations_of(deferred.deployment()), "the deferred abort ended the update")
+    time.sleep(max(0.0, asked + 61 - time.time()))
+    _, warnings = deferred.kubectl("annotate", "--overwrite", "deploy/web", ABORT + "=true")
+    tc.expect_warning(warnings, "in-place update ended by the webhook (the loop did not act on the abort)")
+    reverted_natively(deferred, warnings, "the repeated abort")
+    wait_for(lambda: (condition(deferred.deployment(), "inplace-webhook.io/Progressing", "reason")
+                      == "InPlaceUpdateAborted"), 30, "the loop to close its condition", deferred)
+
+
 def h08_abort_with_no_loop_running(s):
     """With no loop running (helm upgrade with --disable-loop; every webhook replica reports
     inplace_webhook_loop_alive 0), the user's abort ends the held update at once: kubectl prints that the webhook
     ended it, the Deployment is unpaused without its record, and the native rollout takes every pod to V2."""
     import scenarios_gate as gate
     app, first, held = held_update(s, "h08")
+    reverted, _ = held_revert(s, "h08r")  # A→B→A, a pod held on B: the escape must not leave it there
     try:
         s.install(extra=["--set-json", 'server.extraArgs=["--disable-loop"]'], upgrade=True, loop=False)
         wait_for(lambda: all(gate.loop_alive_metric(s, p["metadata"]["name"]) == 0
@@ -58,6 +123,9 @@ def h08_abort_with_no_loop_running(s):
         check(annotations_of(app.deployment()).get(ABORT) == "true", "the abort annotation went early")
         app.kubectl("annotate", "deploy/web", "note=one")
         check(ABORT not in annotations_of(app.deployment()), "the next write left the abort")
+        _, warnings = reverted.kubectl("annotate", "deploy/web", ABORT + "=true")
+        tc.expect_warning(warnings, "in-place update ended by the webhook (no in-place loop runs)")
+        reverted_natively(reverted, warnings, "the abort with no loop")
     finally:
         s.install(upgrade=True)
 
@@ -191,4 +259,4 @@ def h08c_controller_without_rbac_is_no_loop(s):
 
 
 SCENARIOS = [h08_abort_with_no_loop_running, h08b_abort_the_loop_cannot_carry_out,
-             h08c_controller_without_rbac_is_no_loop]
+             h08c_controller_without_rbac_is_no_loop, h10_revert_ended_by_the_webhook_is_finished]

@@ -13,6 +13,7 @@
 #include "hooks/in_progress.h"
 #include "lib/json.h"
 #include "lib/json_patch.h"
+#include "lib/rfc3339.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -1344,5 +1345,64 @@ TEST_CASE("a cpu/memory change is in place where pods/resize is served, else a w
     CHECK(r.patch.empty());
     CHECK(AnyContains(r.warnings, "QoS class would change from Burstable to Guaranteed"));
     for (const auto& w : r.warnings) CHECK(w.size() <= 120);
+  }
+}
+
+TEST_CASE(
+    "the webhook's end of a revert restarts the template, so that a rollout follows (§8.11)") {
+  // A→B, then reverted to A while pods already run B: the record's target is its start again.
+  const json::Document a = Deployment();
+  InProgress reverted{HashOf(a), HashOf(a), true, "2026-11-29T17:00:00Z"};
+  const json::Document revert =
+      With(With(a, kPause), SetAnnotation(kInProgressKey, SerializeInProgress(reverted)));
+  InProgress stamped = reverted;
+  stamped.abortRequestedAt = "2026-11-29T18:00:00Z";
+  const json::Document abortPending = With(
+      With(With(a, kPause), SetAnnotation(kInProgressKey, SerializeInProgress(stamped))), kAbort);
+  constexpr std::string_view kOptOut =
+      R"([{"op":"remove","path":"/metadata/labels/inplace-webhook.io~1enabled"}])";
+  struct Row {
+    const char* name;
+    const json::Value* stored;
+    std::string_view patch;  // the user's write over the stored object
+    int secondsLater;
+    bool loopAlive;
+    bool restart;  // the template gets kubectl.kubernetes.io/restartedAt
+  };
+  const json::Document running = Running();  // A→B, template B: the native rollout follows anyway
+  const std::vector<Row> rows = {
+      {"revert, abort while no loop runs", &revert, kAbort, 0, false, true},
+      {"revert, abort repeated 60 s after the loop left it", &abortPending, kAbort, 60, true, true},
+      {"revert, opt-in label removed", &revert, kOptOut, 0, true, true},
+      {"revert, strategy Recreate", &revert, kRecreate, 0, true, true},
+      {"A→B, abort while no loop runs: the template differs, no restart", &running, kAbort, 0,
+       false, false},
+      {"A→B, opt-in label removed: no restart", &running, kOptOut, 0, true, false},
+      {"revert, abort left to a running loop: it goes on, no restart", &revert, kAbort, 0, true,
+       false},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    json::Document obj = With(*row.stored, row.patch);
+    const admission::Context ctx = Ctx(row.secondsLater, row.loopAlive);
+    Admitted adm = Admit(*row.stored, obj, ctx, ctx);
+    CHECK(adm.mutation.allowed);
+    CHECK_MESSAGE(adm.validation.allowed, adm.validation.message);
+    const std::string_view restartedAt =
+        json::StringOr(json::Path(&adm.out, {"spec", "template", "metadata", "annotations"}),
+                       "kubectl.kubernetes.io/restartedAt");
+    if (row.restart) {
+      CHECK(InProgressText(adm.out).empty());
+      CHECK(restartedAt == rfc3339::Format(ctx.now));
+      CHECK(AnyContains(adm.mutation.warnings, "kubectl.kubernetes.io/restartedAt added"));
+      CHECK(HashOf(adm.out) != reverted.from);  // the Deployment controller sees a new template
+    } else {
+      CHECK(restartedAt.empty());
+      CHECK_FALSE(AnyContains(adm.mutation.warnings, "restartedAt"));
+    }
+    // Seen again (reinvocation), the answer changes nothing more: no second restart.
+    admission::Response again = admission::MutateDeployment(Update(*row.stored, adm.out), ctx);
+    CHECK(json::Serialize(Patched(adm.out, again)) == json::Serialize(adm.out));
   }
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hooks/admission.h"
+#include "hooks/in_progress.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
@@ -467,5 +468,88 @@ TEST_CASE("a refused resize is reported stuck at once, with the API server's mes
     CHECK(Field(now, "message") == p13);
     CHECK(Field(now, "lastUpdateTime") == "2026-01-01T00:09:59Z");
     CHECK(Field(Written(p, "Progressing"), "reason") == "DeploymentPaused");
+  }
+}
+
+TEST_CASE("an update the webhook ended without the loop: our condition is closed, once") {
+  // No in-progress record any more; `labels` and `annotations` as the webhook's end left them.
+  auto idle = [](const std::string& labels, const std::string& annotations,
+                 const std::string& conditions, bool paused = false) {
+    return test::Parse(
+        R"({"metadata":{"name":"web","namespace":"ns","labels":)" + labels + R"(,"annotations":)" +
+        annotations + R"(},"spec":{"paused":)" + (paused ? "true" : "false") +
+        R"(,"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"app","image":"x:1"}]}}},"status":{"conditions":)" +
+        conditions + "}}");
+  };
+  const std::string optedIn = R"({"inplace-webhook.io/enabled":"true"})";
+  const std::string abort = R"({"inplace-webhook.io/abort":"true"})";
+  const json::Document plain = idle(optedIn, "{}", "[]");
+  const std::string at = TemplateHash(*json::Path(&plain, {"spec", "template"}));
+  struct Row {
+    const char* name;
+    std::string labels, annotations, conditions;
+    bool paused;
+    const char* reason;      // our condition's reason written; "" nothing written
+    std::string message;     // part of its message
+    bool pausedProgressing;  // Progressing put back to Unknown/DeploymentPaused
+  };
+  const std::vector<Row> rows = {
+      {"an abort no loop acted on", optedIn, abort,
+       "[" +
+           Ours("True", "InPlaceUpdateProgressing",
+                "1/2 pods updated to template b (1 PreparingUpdate)", "2026-01-01T00:09:00Z") +
+           "]",
+       false, "InPlaceUpdateAborted", "ended by the webhook (an abort the loop did not carry out)",
+       false},
+      {"opted out while stalled", "{}", "{}",
+       "[" +
+           Ours("False", "ProgressDeadlineExceeded", "1/2 pods updated to template b; no progress",
+                "2026-01-01T00:09:00Z") +
+           "," + kOurStall + "]",
+       true, "InPlaceUpdateAborted", "(the Deployment is no longer opted in)", true},
+      {"a change not made in place", optedIn, "{}",
+       "[" +
+           Ours("True", "InPlaceUpdateProgressing", "0/2 pods updated to template b",
+                "2026-01-01T00:09:00Z") +
+           "]",
+       false, "InPlaceUpdateAborted", "(a change not made in place)", false},
+      {"the loop's finish whose report did not land", optedIn, "{}",
+       "[" +
+           Ours("True", "InPlaceUpdateProgressing", "2/2 pods updated to template " + at,
+                "2026-01-01T00:09:00Z") +
+           "]",
+       false, "InPlaceUpdateCompleted", "2/2 pods updated to template " + at, false},
+      {"already completed", optedIn, "{}",
+       "[" +
+           Ours("True", "InPlaceUpdateCompleted", "2/2 pods updated to template b",
+                "2026-01-01T00:09:00Z") +
+           "]",
+       false, "", "", false},
+      {"already aborted", optedIn, abort,
+       "[" +
+           Ours("False", "InPlaceUpdateAborted", "in-place update aborted; x",
+                "2026-01-01T00:09:00Z") +
+           "]",
+       false, "", "", false},
+      {"never ours", optedIn, "{}", "[]", false, "", "", false},
+  };
+  for (const Row& row : rows) {
+    const std::string name = row.name;
+    CAPTURE(name);
+    const json::Document raw = idle(row.labels, row.annotations, row.conditions, row.paused);
+    StatusOr<kube::Deployment> d = kube::Deployment::From(raw, "deployment");
+    REQUIRE(d.ok());
+    rollout::Plan p;
+    progress::AddEndedWithoutLoop(p, *d, kNow);
+    const json::Value* ours = Written(p, keys::kProgressCondition);
+    if (std::string_view(row.reason).empty()) {
+      CHECK(p.actions.empty());
+      continue;
+    }
+    REQUIRE(ours != nullptr);
+    CHECK(Field(ours, "reason") == row.reason);
+    CHECK(Field(ours, "message").find(row.message) != std::string::npos);
+    const json::Value* progressing = Written(p, "Progressing");
+    CHECK((progressing != nullptr) == row.pausedProgressing);
   }
 }
