@@ -166,6 +166,20 @@ def h05_policy_limits_the_controller(s):
         return {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "h05-", "namespace": app.ns},
                 "involvedObject": {"kind": kind, "name": obj_name, "namespace": app.ns},
                 "reason": "Test", "message": "h05", "type": "Normal"}
+    # A Deployment that stores the undo command (the loop's undo writes its template), one not named like the
+    # history ReplicaSets below, one of a template not opted in, and an opted-in Deployment where no update runs
+    # (kube-system).
+    undo = tc.deployment("undo", replicas=0)
+    undo["metadata"].setdefault("annotations", {})["inplace-webhook.io/undo"] = "true"
+    app.kubectl("create", "-f", "-", stdin=json.dumps(undo))
+    excluded = tc.deployment("h05-excluded", replicas=0)
+    excluded["metadata"]["namespace"] = "kube-system"
+    s.tools.kubectl("create", "-f", "-", stdin=json.dumps(excluded))
+    misnamed = copy.deepcopy(history)
+    misnamed["metadata"]["name"] = "someone-else-h05"
+    not_opted_in = copy.deepcopy(history)
+    not_opted_in["metadata"]["name"] = rs_name + "-y"
+    not_opted_in["spec"]["template"]["metadata"]["labels"].pop(tc.ENABLED)
     step = {"metadata": {"labels": {"version": "v2", "inplace-webhook.io/state": "Updating"}, "annotations": {
         "inplace-webhook.io/update-state": json.dumps({"revision": "h05"})}},
         "spec": {"containers": [{"name": "app", "image": tc.V2}]}}
@@ -184,6 +198,10 @@ def h05_policy_limits_the_controller(s):
             "deployment.kubernetes.io/revision": "9"}}, "spec": {"template": {"metadata": {"labels": {
                 "version": "v2"}}}}}, MERGE),
         ("Event on a pod", "POST", events, event("Pod", name), JSON),
+        ("Deployment template, carrying out its stored undo", "PATCH", ns_path(app.ns, "deployments", "undo",
+                                                                                 group="apps/v1"),
+         {"metadata": {"annotations": {"inplace-webhook.io/undo": None}},
+          "spec": {"template": {"metadata": {"labels": {"version": "v0"}}}}}, MERGE),
     ]
     forbidden = [
         ("a pod of a Deployment not opted in", "PATCH", pods + "/" + other,
@@ -205,13 +223,23 @@ def h05_policy_limits_the_controller(s):
         ("the Deployment controller's Available condition", "PATCH", deploy + "/status", {"status": {"conditions": [
             {"type": "Available", "status": "False", "reason": "H05", "message": "h05"}]}}, STRATEGIC,
          "only the Progressing conditions"),
-        ("a ReplicaSet with replicas", "POST", rss, rs_copy, JSON, "creates only zero-replica ReplicaSets"),
+        ("a ReplicaSet with replicas", "POST", rss, rs_copy, JSON, "creates only zero-replica history ReplicaSets"),
         ("scaling a ReplicaSet", "PATCH", rss + "/" + rs_name, {"spec": {"replicas": 3}}, MERGE,
          "changes only the template and annotations"),
         ("deleting the active ReplicaSet", "DELETE", rss + "/" + rs_name, None, JSON,
          "deletes only zero-replica ReplicaSets"),
         ("another Lease", "POST", leases, other_lease, JSON, "the only Lease of the controller"),
         ("an Event on a Secret", "POST", events, event("Secret", "x"), JSON, "Events on Deployments, ReplicaSets"),
+        ("a Deployment's template with no undo stored", "PATCH", deploy,
+         {"spec": {"template": {"metadata": {"labels": {"version": "v9"}}}}}, MERGE,
+         "template only to carry out its stored inplace-webhook.io/undo"),
+        ("a ReplicaSet named after another Deployment", "POST", rss, misnamed, JSON, "named after"),
+        ("a ReplicaSet of a template not opted in", "POST", rss, not_opted_in, JSON, "of an opted-in template"),
+        ("a pod's status message", "PATCH", pods + "/" + name + "/status", {"status": {"message": "h05"}}, STRATEGIC,
+         "only its readiness-gate condition"),
+        ("an opted-in Deployment in kube-system", "PATCH",
+         ns_path("kube-system", "deployments", "h05-excluded", group="apps/v1"), {"spec": {"paused": True}}, MERGE,
+         "namespace kube-system is excluded"),
         ("a resize of a pod not in an update step", "PATCH", pods + "/" + name + "/resize",
          {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "20m"}}}]}}, STRATEGIC,
          "resizes only a pod in an update step"),
@@ -258,6 +286,7 @@ def h05_policy_limits_the_controller(s):
                               "-n", tc.RELEASE_NS, "--as=" + tc.CONTROLLER_USER, check_rc=False).stdout.strip()
         if got != want:
             wrong.append("can-i %s lease %s: %s, want %s" % (verb, lease_name, got, want))
+    s.tools.kubectl("delete", "deployment", "h05-excluded", "-n", "kube-system")
     print("    allowed %d loop writes; refused by the policy: %s" % (len(allowed) + 1, refused))
     check(not wrong, "\n".join(wrong))
     # Nothing was written (all dry runs): the pod is as it was.
