@@ -483,6 +483,7 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
   };
   const std::string optedIn = R"({"inplace-webhook.io/enabled":"true"})";
   const std::string abort = R"({"inplace-webhook.io/abort":"true"})";
+  const std::string lifecycle = R"({"inplace-webhook.io/lifecycle":"{}"})";
   const json::Document plain = idle(optedIn, "{}", "[]");
   const std::string at = TemplateHash(*json::Path(&plain, {"spec", "template"}));
   struct Row {
@@ -501,7 +502,7 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
            "]",
        false, "InPlaceUpdateAborted", "ended by the webhook (an abort the loop did not carry out)",
        false},
-      {"opted out while stalled", "{}", "{}",
+      {"opted out while stalled", "{}", lifecycle,
        "[" +
            Ours("False", "ProgressDeadlineExceeded", "1/2 pods updated to template b; no progress",
                 "2026-01-01T00:09:00Z") +
@@ -532,6 +533,12 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
            "]",
        false, "", "", false},
       {"never ours", optedIn, "{}", "[]", false, "", "", false},
+      {"opted out, nothing of ours left: the policy would refuse the write", "{}", "{}",
+       "[" +
+           Ours("True", "InPlaceUpdateProgressing", "0/2 pods updated to template b",
+                "2026-01-01T00:09:00Z") +
+           "]",
+       false, "", "", false},
   };
   for (const Row& row : rows) {
     const std::string name = row.name;
