@@ -514,6 +514,19 @@ long long GraceSeconds(const Rules& rules, bool podHasGate) {
   return podHasGate ? kDefaultDrainSeconds : 0;
 }
 
+Clock::time_point DrainEnd(const Value& pod, long long grace, Clock::time_point now) {
+  std::optional<Clock::time_point> anchor =
+      rfc3339::Parse(PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or(""));
+  if (HasGate(pod) && GateStatus(pod) == false) {
+    const Value* c = Condition(pod, keys::kReadyCondition);
+    if (auto t = rfc3339::Parse(json::StringOr(c, "lastTransitionTime"))) {
+      if (!anchor || *t > *anchor) anchor = t;
+    }
+  }
+  const auto slack = grace > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
+  return anchor.value_or(now) + std::chrono::seconds(grace) + slack;
+}
+
 std::optional<UpdateState> ParseUpdateState(std::string_view text) {
   json::Document doc;
   if (!json::ParseUntrusted(text, doc).ok() || !doc.IsObject()) return std::nullopt;
@@ -898,17 +911,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
       step.summary = "readiness gate set False before the update";
       return step;
     }
-    std::optional<Clock::time_point> anchor = v.stateTime;
-    if (v.hasGate && v.gate == false) {
-      const Value* c = Condition(pod, keys::kReadyCondition);
-      if (auto t = rfc3339::Parse(json::StringOr(c, "lastTransitionTime"))) {
-        if (!anchor || *t > *anchor) anchor = t;
-      }
-    }
-    // The anchors are cluster timestamps with whole seconds, truncated: the drain began up to a
-    // second after them, so one more second keeps the drain from ever being shorter than asked.
-    const auto slack = v.grace > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
-    const auto graceEnd = anchor.value_or(now) + std::chrono::seconds(v.grace) + slack;
+    const Clock::time_point graceEnd = DrainEnd(pod, v.grace, now);
     if (now < graceEnd) {
       Wake(step, graceEnd - now);
       return step;

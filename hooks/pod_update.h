@@ -89,6 +89,13 @@ Rules MakeRules(const lifecycle::Settings& settings);
 // take it out of its endpoints).
 long long GraceSeconds(const Rules& rules, bool podHasGate);
 
+// When the drain before the write of `pod` (in PreparingUpdate) ends: `grace` seconds after the
+// later of its state timestamp and, with its gate False, the gate's last transition. The anchors
+// are cluster timestamps truncated to whole seconds, so a positive grace gets one second more (the
+// drain is never shorter than asked); with no readable anchor, `now` + grace. Decide waits for it,
+// and the plugin reports the time left from it.
+Clock::time_point DrainEnd(const json::Value& pod, long long grace, Clock::time_point now);
+
 // The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
 // {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
 //  "containerID":"..","restartCount":N}},"changedLabels":["k"],"changedAnnotations":["a"],

@@ -78,13 +78,13 @@ std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* ta
       return "drain: readiness gate going False";
     }
     if (grace > 0) {
-      std::optional<Clock::time_point> anchor =
-          rfc3339::Parse(kube::AnnotationOf(pod, keys::kStateTimestampAnnotation).value_or(""));
-      long long left = grace;
-      if (anchor) {
-        left = grace + 1 - std::chrono::duration_cast<std::chrono::seconds>(now - *anchor).count();
+      // The same end the loop waits for (the later of the state timestamp and the gate's change).
+      const auto left =
+          std::chrono::ceil<std::chrono::seconds>(pod_update::DrainEnd(pod, grace, now) - now);
+      if (left.count() > 0) {
+        return "drain grace " + std::to_string(grace) + "s (" + std::to_string(left.count()) +
+               "s left)";
       }
-      if (left > 0) return "drain grace " + std::to_string(grace) + "s";
     }
     return "its update write";
   }

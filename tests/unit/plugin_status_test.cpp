@@ -139,8 +139,21 @@ TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
   CHECK(r->userPaused);
   CHECK(r->pods[0].waitsOn == "post-update hook: label lb=up");
   CHECK(r->pods[1].waitsOn == "held: the update is paused");
-  CHECK(r->pods[2].waitsOn == "drain grace 3s");
+  CHECK(r->pods[2].waitsOn == "drain grace 3s (3s left)");
   CHECK(RenderStatus(*r).find("phase: held   paused by user: yes") != std::string::npos);
+
+  // The gate went False long after the pod entered PreparingUpdate (its pre-update hook held it):
+  // the drain runs from the gate's change, as the loop measures it (pod_update::DrainEnd), not from
+  // the state timestamp alone.
+  pods["items"][2]["metadata"]["annotations"]["inplace-webhook.io/state-timestamp"].SetString(
+      "2026-12-02T09:50:00Z");
+  json::Document late = Parse(
+      R"({"type":"inplace-webhook.io/ready","status":"False","lastTransitionTime":"2026-12-02T10:01:05Z"})");
+  pods["items"][2]["status"]["conditions"][pods["items"][2]["status"]["conditions"].Size() - 1] =
+      late.Move();
+  StatusOr<StatusReport> again = BuildStatus(d, pods, rss, kNow);
+  REQUIRE_MESSAGE(again.ok(), again.status().message());
+  CHECK(again->pods[2].waitsOn == "drain grace 3s (4s left)");
 }
 
 TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet reported") {
