@@ -238,6 +238,8 @@ def metric_samples(text, name):
                 k, _, v = kv.partition("=")
                 labels[k] = v.strip('"')
             out.append((labels, float(line.rsplit(" ", 1)[1])))
+        elif line.startswith(name + " "):  # a sample without labels (a histogram's _count and _sum)
+            out.append(({}, float(line.rsplit(" ", 1)[1])))
     return out
 
 
