@@ -93,6 +93,10 @@ std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
           ": the webhook adds it; if uninstalled, new pods never get Ready"};
 }
 
+deployment::Facts FactsOf(const Context& ctx) {
+  return {ctx.now, ctx.loopAlive, ctx.resize};
+}
+
 }  // namespace
 
 Response MutateDeployment(const Request& req, const Context& ctx) {
@@ -100,7 +104,7 @@ Response MutateDeployment(const Request& req, const Context& ctx) {
   StatusOr<Deployments> read = ReadRequest(req);
   if (!read.ok()) return Errored(400, read.status().message());
   if (read->object->deleting()) return Allowed();
-  Decision d = deployment::Decide(*read->old, *read->object, ctx);
+  Decision d = deployment::Decide(*read->old, *read->object, FactsOf(ctx));
   if (d.action == Decision::Action::kIgnore) return Allowed();
   json::Document mutated(req.scratch);
   static_cast<json::Value&>(mutated) =
@@ -131,7 +135,7 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
     }
     return allowed();
   }
-  Decision d = deployment::Decide(*read->old, *read->object, ctx);
+  Decision d = deployment::Decide(*read->old, *read->object, FactsOf(ctx));
   if (deployment::Conforms(d, *read->object)) return allowed();
   return Denied(DenialMessage(d, *read->object));
 }

@@ -89,7 +89,7 @@ bool DecidePause(Decision& d, InProgress& record, const kube::Deployment& oldD,
 // earlier stamp, seen again on re-invocation or by the validator, is taken as written).
 template <typename End>
 Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const kube::Deployment& newD,
-                     const admission::Context& ctx, End& end) {
+                     const Facts& ctx, End& end) {
   if (!ctx.loopAlive) {
     end("aborted while no in-place loop runs");
     d.warnings.back() = Warning(
@@ -136,7 +136,7 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const kube:
 
 // The decision while an in-place update runs (the stored object has `in-progress`).
 Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
-                       const kube::Deployment& newD, const admission::Context& ctx) {
+                       const kube::Deployment& newD, const Facts& ctx) {
   Decision d;
   d.action = Action::kKeep;
   d.paused = true;
@@ -232,8 +232,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
 }
 
 // The decision when no in-place update runs: start one, or leave everything to the native rollout.
-Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD,
-                    const admission::Context& ctx) {
+Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, const Facts& ctx) {
   Decision d;
   d.action = Action::kNone;
   const json::Value* oldT = &oldD.podTemplate();
@@ -352,7 +351,7 @@ std::string AbortCommand(const json::Value& deployment) {
 // there under an A template, reported as rolled out (issue 28): the template gets a restartedAt, so
 // that the native rollout replaces every pod at A. A malformed record says nothing: left alone.
 void RestartWhenNoRolloutFollows(Decision& d, std::string_view stored, const kube::Deployment& newD,
-                                 const admission::Context& ctx) {
+                                 const Facts& ctx) {
   const std::optional<InProgress> record = ParseInProgressOrNone(stored);
   if (!record || TemplateHash(newD.podTemplate()) != record->from) return;
   d.restartedAt = rfc3339::Format(ctx.now);
@@ -362,7 +361,7 @@ void RestartWhenNoRolloutFollows(Decision& d, std::string_view stored, const kub
 }
 
 Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
-                const admission::Context& ctx) {
+                const Facts& ctx) {
   if (std::optional<std::string_view> stored =
           oldDeployment.annotation(keys::kInProgressAnnotation)) {
     Decision d = DecideRunning(*stored, oldDeployment, newDeployment, ctx);
@@ -413,7 +412,7 @@ Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& n
 }
 
 Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
-                const admission::Context& ctx) {
+                const Facts& ctx) {
   StatusOr<kube::Deployment> oldD = kube::Deployment::From(oldDeployment, "oldObject");
   StatusOr<kube::Deployment> newD = kube::Deployment::From(newDeployment, "object");
   if (!oldD.ok() || !newD.ok()) {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/admission.h"
+#include "hooks/resize_support.h"
 #include "lib/json.h"
 #include "lib/kube_objects.h"
 #include "lib/status.h"
@@ -76,6 +76,15 @@ struct Decision {
   std::string reason;
 };
 
+// What the rules know beyond the two objects (the webhooks fill it from their admission context):
+// the time, whether a loop is known to run (DESIGN.md §8.6), and what the API server allows of
+// container resources on running pods.
+struct Facts {
+  std::chrono::system_clock::time_point now;
+  bool loopAlive = false;
+  resize_support::Support resize;
+};
+
 // The mutating decision for a Deployment UPDATE by someone other than the controller, from the
 // stored object (`oldDeployment`) and the written one (`newDeployment`). State is read from the
 // stored object only: whether an update runs (its in-progress annotation) and pausedByUs (!old
@@ -84,11 +93,11 @@ struct Decision {
 // answering our own output changes nothing). Applying the decision to `newDeployment` and deciding
 // again on the result gives the same decision with nothing left to change.
 Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
-                const admission::Context& ctx);
+                const Facts& ctx);
 // As above, from raw objects (their shape checked first; a failed check decides kIgnore, its
 // reason the check's message).
 Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
-                const admission::Context& ctx);
+                const Facts& ctx);
 
 // Whether `deployment` already has what `decision` wants (paused, in-progress).
 bool Conforms(const Decision& decision, const kube::Deployment& deployment);

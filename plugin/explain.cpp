@@ -3,7 +3,6 @@
 #include <climits>
 #include <cstdint>
 
-#include "hooks/admission.h"
 #include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
@@ -110,10 +109,8 @@ StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& 
 
   json::Document oldD = AsWritten(deployment, earlier, true);
   json::Document newD = AsWritten(deployment, nullptr, false);
-  admission::Context ctx;
-  ctx.loopAlive = true;
-  ctx.resize = resize;
-  deployment::Decision d = deployment::Decide(oldD, newD, ctx);
+  const deployment::Facts facts{std::chrono::system_clock::now(), /*loopAlive=*/true, resize};
+  deployment::Decision d = deployment::Decide(oldD, newD, facts);
   e.decisionReason = d.reason;
   e.warnings = d.warnings;
   StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deployment);

@@ -107,6 +107,10 @@ admission::Context Ctx(int secondsLater = 0, bool loopAlive = true) {
   return ctx;
 }
 
+// The rules' facts, as the webhooks fill them from their context.
+deployment::Facts FactsOf(const admission::Context& ctx) {
+  return {ctx.now, ctx.loopAlive, ctx.resize};
+}
 admission::Request Update(const json::Value& oldObject, const json::Value& object,
                           std::string user = "alice") {
   admission::Request r;
@@ -628,7 +632,7 @@ TEST_CASE("a pause written with the change holds the update; the end leaves it p
     json::Document plain = Deployment(kImage);
     json::Document first = Patched(plain, admission::MutateDeployment(Update(old, plain), Ctx()));
     REQUIRE(RecordOf(first).pausedByUs);
-    deployment::Decision d = deployment::Decide(old, first, Ctx(1));
+    deployment::Decision d = deployment::Decide(old, first, FactsOf(Ctx(1)));
     CHECK(d.action == Action::kStart);
     CHECK(deployment::Conforms(d, test::AsDeployment(first)));
   }
@@ -766,7 +770,7 @@ TEST_CASE(
 TEST_CASE("a malformed stored record is kept for the loop to abort") {
   json::Document old = With(Deployment(kPause), SetAnnotation(kInProgressKey, "garbage"));
   json::Document obj = With(With(old, kUnpause), kEnv);
-  deployment::Decision d = deployment::Decide(old, obj, Ctx());
+  deployment::Decision d = deployment::Decide(old, obj, FactsOf(Ctx()));
   CHECK(d.action == Action::kKeep);
   json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
   CHECK(test::AsDeployment(out).paused());
@@ -822,12 +826,12 @@ TEST_CASE("idempotent: answering its own output again changes nothing, even a se
   for (const Scenario& s : Scenarios()) {
     const std::string name = s.name;
     CAPTURE(name);
-    CHECK(deployment::Decide(s.old, s.obj, Ctx()).action == s.action);
+    CHECK(deployment::Decide(s.old, s.obj, FactsOf(Ctx())).action == s.action);
     json::Document first = Patched(s.obj, admission::MutateDeployment(Update(s.old, s.obj), Ctx()));
     admission::Response again = admission::MutateDeployment(Update(s.old, first), Ctx(1));
     CHECK(again.allowed);
     CHECK_MESSAGE(again.patch.empty(), again.patch);
-    deployment::Decision d = deployment::Decide(s.old, first, Ctx(1));
+    deployment::Decision d = deployment::Decide(s.old, first, FactsOf(Ctx(1)));
     CHECK(d.action == s.action);
     CHECK(deployment::Conforms(d, test::AsDeployment(first)));
   }
@@ -1078,7 +1082,7 @@ TEST_CASE("a change the pod API refuses takes the native rollout, with a warning
       Patched(runningChanged, admission::MutateDeployment(Update(running, runningChanged), Ctx()));
   CHECK(InProgressText(out).empty());
   CHECK_FALSE(test::AsDeployment(out).paused());
-  deployment::Decision d = deployment::Decide(running, runningChanged, Ctx());
+  deployment::Decision d = deployment::Decide(running, runningChanged, FactsOf(Ctx()));
   CHECK(d.action == Action::kEnd);
   CHECK(AnyContains(d.warnings, "annotation container.apparmor.security.beta.kubernetes.io/app"));
 
