@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/rollout_plan.h"
+#include "hooks/plan.h"
 #include "lib/json.h"
 #include "lib/kube_objects.h"
 

@@ -25,7 +25,6 @@ using json::Value;
 // annotations of an object to 256 KiB together).
 constexpr size_t kMaxPreviousTemplateBytes = 32 * 1024;
 // Event messages longer than this are cut (events.k8s.io limits `note` to 1 KiB).
-constexpr size_t kMaxEventMessage = 1024;
 // How often to look again while waiting for the Deployment controller or a blocked update.
 constexpr auto kControllerPoll = std::chrono::seconds(2);
 constexpr auto kBlockedPoll = std::chrono::seconds(30);
@@ -84,23 +83,6 @@ Status ReadObjects(const Snapshot& snapshot, Objects& out) {
 Value Str(std::string_view s, Allocator& a) {
   return s.empty() ? Value("", 0, a)
                    : Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
-}
-
-std::string Truncate(std::string s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t cut = max - 3;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
-  s.resize(cut);
-  return s + "...";
-}
-
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 // RFC 7386: the merge patch that turns `from` into `to` (objects member by member, null for a
@@ -849,56 +831,6 @@ Plan PlanRunning(Pass& run) {
 
 }  // namespace
 
-kube::PatchType Action::PatchType() const {
-  return (kind == WriteKind::kPodPatch || kind == WriteKind::kPodStatusPatch ||
-          kind == WriteKind::kPodResizePatch || kind == WriteKind::kDeploymentStatusPatch)
-             ? kube::PatchType::kStrategicMerge
-             : kube::PatchType::kMerge;
-}
-
-std::string Action::Path() const {
-  switch (kind) {
-    case WriteKind::kPodPatch:
-      return kube::PodPath(ns, name);
-    case WriteKind::kPodStatusPatch:
-      return kube::PodStatusPath(ns, name);
-    case WriteKind::kPodResizePatch:
-      return kube::PodResizePath(ns, name);
-    case WriteKind::kReplicaSetPatch:
-    case WriteKind::kReplicaSetDelete:
-      return kube::ReplicaSetPath(ns, name);
-    case WriteKind::kReplicaSetCreate:
-      return kube::ReplicaSetsPath(ns);
-    case WriteKind::kDeploymentPatch:
-      return kube::DeploymentPath(ns, name);
-    case WriteKind::kDeploymentStatusPatch:
-      return kube::DeploymentStatusPath(ns, name);
-    case WriteKind::kEvent:
-      return kube::EventsPath(ns);
-  }
-  return {};
-}
-
-std::string_view PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kIdle:
-      return "idle";
-    case Phase::kUpdating:
-      return "updating";
-    case Phase::kFinishing:
-      return "finishing";
-    case Phase::kWaitingForController:
-      return "waiting-for-controller";
-    case Phase::kCompleted:
-      return "completed";
-    case Phase::kAborted:
-      return "aborted";
-    case Phase::kBlocked:
-      return "blocked";
-  }
-  return "unknown";
-}
-
 Plan PlanRollout(const Snapshot& snapshot) {
   Plan plan;
   if (snapshot.deployment == nullptr) return plan;
@@ -992,50 +924,6 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
   return Write(WriteKind::kReplicaSetPatch, *rs, std::move(body),
                "ReplicaSet " + std::string(rs->name()) +
                    ": in-place bookkeeping removed, settings as the Deployment has them");
-}
-
-json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,
-                         std::string_view kind, std::string_view type, std::string_view reason,
-                         std::string_view message, Clock::time_point now, std::string_view name) {
-  json::Document e(rapidjson::kObjectType);
-  auto& a = e.GetAllocator();
-  const std::string ts = rfc3339::Format(now);
-  e.AddMember("apiVersion", "v1", a);
-  e.AddMember("kind", "Event", a);
-  Value meta(rapidjson::kObjectType);
-  if (!name.empty()) meta.AddMember("name", Str(name, a), a);
-  meta.AddMember("namespace", Str(kube::MetaOf(involved, "namespace"), a), a);
-  e.AddMember("metadata", meta, a);
-  Value obj(rapidjson::kObjectType);
-  obj.AddMember("apiVersion", Str(apiVersion, a), a);
-  obj.AddMember("kind", Str(kind, a), a);
-  obj.AddMember("namespace", Str(kube::MetaOf(involved, "namespace"), a), a);
-  obj.AddMember("name", Str(kube::MetaOf(involved, "name"), a), a);
-  obj.AddMember("uid", Str(kube::MetaOf(involved, "uid"), a), a);
-  obj.AddMember("resourceVersion", Str(kube::MetaOf(involved, "resourceVersion"), a), a);
-  e.AddMember("involvedObject", obj, a);
-  e.AddMember("reason", Str(reason, a), a);
-  e.AddMember("message", Str(Truncate(std::string(message), kMaxEventMessage), a), a);
-  e.AddMember("type", Str(type, a), a);
-  e.AddMember("firstTimestamp", Str(ts, a), a);
-  e.AddMember("lastTimestamp", Str(ts, a), a);
-  e.AddMember("count", 1, a);
-  Value source(rapidjson::kObjectType);
-  source.AddMember("component", Str(kComponent, a), a);
-  e.AddMember("source", source, a);
-  e.AddMember("reportingComponent", Str(kComponent, a), a);
-  e.AddMember("reportingInstance", "", a);
-  return e;
-}
-
-std::string DedupEventName(std::string_view involvedName, std::string_view key) {
-  char hex[17];
-  std::snprintf(
-      hex, sizeof hex, "%016llx",
-      static_cast<unsigned long long>(Fnv1a(std::string(involvedName) + "\n" + std::string(key))));
-  std::string prefix(involvedName.substr(0, 253 - 17));
-  while (!prefix.empty() && (prefix.back() == '-' || prefix.back() == '.')) prefix.pop_back();
-  return prefix + "." + hex;
 }
 
 }  // namespace iw::rollout

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/rollout_plan.h"
+#include "hooks/plan.h"
 
 namespace iw::loop {
 

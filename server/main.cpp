@@ -17,7 +17,7 @@
 
 #include "hooks/admission.h"
 #include "hooks/identity_check.h"
-#include "hooks/rollout_plan.h"
+#include "hooks/plan.h"
 #include "lib/status.h"
 #include "lib/stop_sleep.h"
 #include "server/access_monitor.h"
