@@ -873,6 +873,20 @@ bool WantsStart(const Target& target, const json::Value& pod) {
   return !ComputeChanges(target, pod).Empty();
 }
 
+Step Release(const Value& pod, Clock::time_point now) {
+  Step step;
+  const std::string_view state = StateOf(pod);
+  if (state != keys::kStateNormal) {
+    AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, keys::kStateNormal, now));
+    step.summary = "pod back to Normal (it was " + std::string(state) + ")";
+  }
+  if (HasGate(pod) && GateStatus(pod) == false) {
+    AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, true, now));
+    step.summary += step.summary.empty() ? "readiness gate True again" : ", readiness gate True";
+  }
+  return step;
+}
+
 Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
             Clock::time_point now) {
   Step step;

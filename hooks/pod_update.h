@@ -247,6 +247,12 @@ struct Step {
   std::string summary;  // one line for the logs, "" when nothing happens
 };
 
+// The update is gone (aborted, or ended without the loop): a pod it left out of Normal goes back to
+// Normal and a gate it left False goes True again, so nothing stays out of service for a hook or a
+// drain that no longer runs (DESIGN.md §8.11). No op when the pod is Normal with its gate not
+// False.
+Step Release(const json::Value& pod, Clock::time_point now);
+
 // Whether the pod would start an update now if the budget allows (Normal and not at target).
 bool WantsStart(const Target& target, const json::Value& pod);
 

@@ -164,6 +164,8 @@ Action EndPatch(const kube::Deployment& d, bool unpause, std::string summary) {
   return Write(WriteKind::kDeploymentPatch, d, std::move(body), std::move(summary));
 }
 
+void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod, pod_update::Step step);
+
 // Pods of the Deployment's ReplicaSets left out of Normal by the update (in a hook, draining with
 // the gate False, restarting) would stay out of service for good once the update is gone: each goes
 // back to Normal with its gate True, before the Deployment patch (DESIGN.md §8.11).
@@ -174,21 +176,10 @@ void ReleasePods(Plan& plan, const Objects& s, const kube::Deployment& d, std::s
   }
   for (const kube::Pod* pod : s.pods) {
     if (!pod->live() || !owned.contains(pod->controllerUid())) continue;
-    if (pod_update::StateOf(pod->json()) != keys::kStateNormal) {
-      Action w = Write(WriteKind::kPodPatch, *pod,
-                       pod_update::StatePatch(pod->json(), keys::kStateNormal, s.now),
-                       std::string(why) + ": pod back to Normal (it was " +
-                           std::string(pod_update::StateOf(pod->json())) + ")");
-      w.pod = std::string(pod->name());
-      plan.actions.push_back(std::move(w));
-    }
-    if (pod_update::HasGate(pod->json()) && pod_update::GateStatus(pod->json()) == false) {
-      Action g =
-          Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(pod->json(), true, s.now),
-                std::string(why) + ": readiness gate True again");
-      g.pod = std::string(pod->name());
-      plan.actions.push_back(std::move(g));
-    }
+    pod_update::Step step = pod_update::Release(pod->json(), s.now);
+    if (step.ops.empty()) continue;
+    step.summary = std::string(why) + ": " + step.summary;
+    AddPodStep(plan, d, *pod, std::move(step));
   }
 }
 

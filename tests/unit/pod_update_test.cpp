@@ -833,3 +833,42 @@ TEST_CASE("rfc3339::Parse reads RFC 3339") {
   CHECK_FALSE(rfc3339::Parse("9999-12-31T23:59:59Z").has_value());
   CHECK_FALSE(rfc3339::Parse("0001-01-01T00:00:00Z").has_value());
 }
+
+TEST_CASE("Release: back to Normal with the gate True, from any state the update left") {
+  struct Case {
+    const char* what;
+    bool gate;
+    std::string_view state;  // "" stays Normal
+    bool gateFalse;          // the gate set False first
+    size_t patches, statusPatches;
+  };
+  const Case cases[] = {
+      {"Normal, gate True: nothing", true, "", false, 0, 0},
+      {"Normal, gate False (an update that ended between its writes)", true, "", true, 0, 1},
+      {"PreparingUpdate, draining with the gate False", true, "PreparingUpdate", true, 1, 1},
+      {"Updating, no gate", false, "Updating", false, 1, 0},
+      {"Updated, held by its post-update hook", true, "Updated", false, 1, 0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    Env env(c.gate, "", kPolicyConfig);
+    json::Document pod = env.NewPod();
+    if (c.gate)
+      ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));  // gate True
+    if (!c.state.empty()) Enter(pod, c.state, T0());
+    if (c.gateFalse) {
+      json::Document g = pod_update::GatePatch(pod, false, T0());
+      pod_update::Step s;
+      s.ops.push_back(PodOp{PodOp::Kind::kStatusPatch, std::move(g), {}});
+      ApplyStep(pod, s);
+      REQUIRE(Gate(pod) == false);
+    }
+    pod_update::Step step = pod_update::Release(pod, T0() + seconds(5));
+    CHECK(Ops(step, PodOp::Kind::kPatch).size() == c.patches);
+    CHECK(Ops(step, PodOp::Kind::kStatusPatch).size() == c.statusPatches);
+    ApplyStep(pod, step);
+    CHECK(State(pod) == "Normal");
+    if (c.gate) CHECK(Gate(pod) == true);
+    CHECK(pod_update::Release(pod, T0() + seconds(6)).ops.empty());  // nothing left to release
+  }
+}
