@@ -82,8 +82,8 @@ test-sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-one
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-one
 
-# The two sanitizer builds alone, no test (needs `make deps` first). .ci/run starts it at the lowest CPU priority
-# beside `make test`, whose cluster scenarios mostly wait, so that test-sanitize then finds both built.
+# The two sanitizer builds alone, no test (needs `make deps` first): to compile them beside `make test`, at the
+# lowest CPU priority, so that test-sanitize then finds both built.
 sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-compile
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-compile
