@@ -1052,7 +1052,7 @@ def shard(chosen, index, count, durations_file):
 # The most writes the loop may make to one object (a pod, a Deployment with its status, a ReplicaSet) in any 60 s,
 # asserted after every scenario from the API server's audit log (each PASS line prints the scenario's peak): an
 # update's steps cost a few writes per object and the progress condition is written at most every 2 s (peaks of
-# 11-16 measured in c02, c05, c13, r04, w05), while a write fight (the loop undoing what a controller copies back)
+# 11-34 measured, the most in w02 and w01), while a write fight (the loop undoing what a controller copies back)
 # costs hundreds (issue 28: 1,205 ReplicaSet writes in 40 s).
 MAX_LOOP_WRITES_PER_OBJECT_MINUTE = 60
 
