@@ -907,31 +907,46 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
 }
 
 std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state) {
+  // The kubelet's reasons for a container it cannot pull, and those for one it cannot run. After
+  // a failed pull the kubelet also reports CrashLoopBackOff (the container it stopped for the
+  // write exited, and its restarts back off), alternating with the pull's reasons.
   static constexpr std::string_view kPullReasons[] = {
       "ErrImagePull",      "ImagePullBackOff",    "InvalidImageName",
       "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"};
+  static constexpr std::string_view kRunReasons[] = {"CrashLoopBackOff", "CreateContainerError",
+                                                     "CreateContainerConfigError",
+                                                     "RunContainerError"};
+  auto in = [](const auto& list, std::string_view reason) {
+    return std::find(std::begin(list), std::end(list), reason) != std::end(list);
+  };
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
     const Value* waiting = json::Path(FindNamed(statuses, "name", name), {"state", "waiting"});
     const std::string_view reason = json::StringOr(waiting, "reason");
-    if (std::find(std::begin(kPullReasons), std::end(kPullReasons), reason) ==
-        std::end(kPullReasons)) {
-      continue;
-    }
+    const bool pull = in(kPullReasons, reason);
+    if (!pull && !in(kRunReasons, reason)) continue;
     ImageTrouble t;
     t.container = name;
     t.image = std::string(json::StringOr(FindNamed(specs, "name", name), "image"));
     t.detail = std::string(json::StringOr(waiting, "message"));
+    // No container of the written spec ever started (the kubelet reports the one it stopped for
+    // the write): its restarts back off while the image cannot be had; the pod's Events say why.
+    const Value* st = FindNamed(statuses, "name", name);
+    const std::string_view containerID = json::StringOr(st, "containerID");
+    const bool neverStarted = containerID.empty() || containerID == rec.containerID;
+    const std::string verb = pull           ? "cannot pull"
+                             : neverStarted ? "has not started"
+                                            : "does not run";
+    const std::string because = " (" + std::string(reason) +
+                                (!pull && neverStarted ? "; the pod's Events say why" : "") + ")";
     auto asked = state.images.find(name);
     const std::string prefix = "pod " + PodName(pod) + " container " + name + ": ";
     if (asked != state.images.end() && !image_ref::SameImage(asked->second.asked, t.image)) {
       t.text = prefix + "asked for image " + asked->second.asked + ", the API server stored " +
-               t.image + " (rewritten by admission), which the kubelet cannot pull (" +
-               std::string(reason) + ")";
+               t.image + " (rewritten by admission), which the kubelet " + verb + because;
     } else {
-      t.text =
-          prefix + "the kubelet cannot pull image " + t.image + " (" + std::string(reason) + ")";
+      t.text = prefix + "the kubelet " + verb + " image " + t.image + because;
     }
     return t;
   }
@@ -1077,14 +1092,14 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
       if (std::optional<ImageTrouble> trouble = FindImageTrouble(pod, *v.updateState)) {
         // Reported now (deterministic name: once per pod, container, image and write); a stall
         // only once progressDeadlineSeconds pass without progress, then naming it.
-        AddEvent(step, "Warning", "PodImagePullFailed",
+        AddEvent(step, "Warning", "PodImageNotRunning",
                  trouble->text + (trouble->detail.empty() ? "" : ": " + Clip(trouble->detail)) +
                      "; the pod waits and the update is reported stuck once "
                      "progressDeadlineSeconds pass without progress (fix the image or what "
                      "rewrote it, or set the Deployment annotation " +
                      std::string(keys::kAbortAnnotation) + "=true to abort)",
                  /*onDeployment=*/true,
-                 v.name + "/image-pull/" + trouble->container + "/" + trouble->image + "/" +
+                 v.name + "/image-not-running/" + trouble->container + "/" + trouble->image + "/" +
                      v.updateState->updateTimestamp);
         step.waitingMessage = trouble->text;
       }

@@ -171,11 +171,14 @@ bool AtTarget(const Target& target, const json::Value& pod);
 // restart.
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 
-// Why a changed container of an Updating pod cannot run its new image, as the kubelet reports it
-// (waiting with ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull,
-// RegistryUnavailable or SignatureValidationFailed): the pod, the container, the image the loop
-// asked for and the one the API server stored (when admission rewrote it), and the kubelet's
-// reason; `detail` is the kubelet's message. nullopt when no changed container waits so.
+// Why a changed container of an Updating pod does not run its new image, as the kubelet reports
+// it: waiting with a pull's reason (ErrImagePull, ImagePullBackOff, InvalidImageName,
+// ErrImageNeverPull, RegistryUnavailable, SignatureValidationFailed) or a run's
+// (CrashLoopBackOff, which the kubelet also reports between the retries of a failed pull,
+// CreateContainerError, CreateContainerConfigError, RunContainerError). Names the pod, the
+// container, the image the loop asked for and the one the API server stored (when admission
+// rewrote it), and the kubelet's reason; `detail` is the kubelet's message. nullopt when no changed
+// container waits so (ContainerCreating is no trouble).
 struct ImageTrouble {
   std::string container;
   std::string image;  // the spec's (stored) image

@@ -897,7 +897,7 @@ TEST_CASE(
     bool done;
     int podPatches;       // exactly, over 12 passes (no Normal write while it waits)
     std::string got;      // recorded in the update-state ("" = nothing rewritten)
-    std::string trouble;  // a PodImagePullFailed Event contains this ("" = none)
+    std::string trouble;  // a PodImageNotRunning Event contains this ("" = none)
   };
   const Case cases[] = {
       {"no other webhook",
@@ -942,6 +942,24 @@ TEST_CASE(
        "pod web-a container app: asked for image nginx:1.27, the API server stored "
        "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet cannot pull "
        "(ImagePullBackOff)"},
+      {"between pull retries the kubelet says CrashLoopBackOff: named all the same",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {"", "", "CrashLoopBackOff"},
+       false,
+       3,
+       mirrored,
+       "pod web-a container app: asked for image nginx:1.27, the API server stored "
+       "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet has not started "
+       "(CrashLoopBackOff; the pod's Events say why)"},
+      {"still being created: no trouble",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {"", "", "ContainerCreating"},
+       false,
+       3,
+       mirrored,
+       ""},
       {"an image the kubelet cannot pull, not rewritten",
        Admission::kNone,
        "nginx:1.25",
@@ -976,7 +994,7 @@ TEST_CASE(
           pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
       podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
       for (const auto* e : Ops(s, PodOp::Kind::kEvent)) {
-        if (e->event.reason == "PodImagePullFailed") {
+        if (e->event.reason == "PodImageNotRunning") {
           CHECK(e->event.onDeployment);
           troubleKeys.insert(e->event.dedupKey);  // one Event: the same name at every pass
           trouble = e->event.message;
@@ -987,8 +1005,13 @@ TEST_CASE(
       SetSpecImage(pod, "app", admit(c.admission, SpecImage(pod, "app")));  // on every pod UPDATE
       if (SpecImage(pod, "app") != running) {                               // the kubelet acts
         running = SpecImage(pod, "app");
-        Report(pod, "app", c.kubelet.image, c.kubelet.imageID,
-               "containerd://new-" + std::to_string(++restarts), c.kubelet.waiting);
+        if (c.kubelet.waiting.empty()) {  // a new container runs
+          Report(pod, "app", c.kubelet.image, c.kubelet.imageID,
+                 "containerd://new-" + std::to_string(++restarts));
+        } else {  // none starts: the kubelet reports the one it stopped, and why it waits
+          Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app",
+                 c.kubelet.waiting);
+        }
       }
       SetCondition(pod, keys::kReadyCondition, Gate(pod) == false ? "False" : "True");
       done = State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
