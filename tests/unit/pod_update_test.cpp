@@ -1100,3 +1100,54 @@ TEST_CASE(
     CHECK(us->images.at("app") == pod_update::ImageRecord{"nginx:1.28", "", mirrored});
   }
 }
+
+TEST_CASE("why a changed container does not run its new image, in the kubelet's words") {
+  struct Case {
+    const char* what;
+    std::string spec;         // the stored image
+    std::string reason;       // state.waiting.reason, "" = running
+    std::string containerID;  // the status' ("containerd://old" = the one recorded at the write)
+    std::string text;         // "" = no trouble
+  };
+  const std::string asked = "nginx:1.27", mirror = "mirror.local/nginx:1.27";
+  const std::string rewritten =
+      "pod web-a container app: asked for image nginx:1.27, the API "
+      "server stored mirror.local/nginx:1.27 (rewritten by admission), "
+      "which the kubelet ";
+  const Case cases[] = {
+      {"a pull fails", mirror, "ErrImagePull", "containerd://old",
+       rewritten + "cannot pull (ErrImagePull)"},
+      {"its retries back off", mirror, "ImagePullBackOff", "",
+       rewritten + "cannot pull (ImagePullBackOff)"},
+      {"between pull retries: no container of the written spec ever started", mirror,
+       "CrashLoopBackOff", "containerd://old",
+       rewritten + "has not started (CrashLoopBackOff; the pod's Events say why)"},
+      {"a new container of the written spec crashes", mirror, "CrashLoopBackOff",
+       "containerd://new", rewritten + "does not run (CrashLoopBackOff)"},
+      {"not rewritten", asked, "InvalidImageName", "",
+       "pod web-a container app: the kubelet cannot pull image nginx:1.27 (InvalidImageName)"},
+      {"being created", mirror, "ContainerCreating", "", ""},
+      {"running", mirror, "", "containerd://new", ""},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    const std::string state = c.reason.empty()
+                                  ? R"({"running":{}})"
+                                  : R"({"waiting":{"reason":")" + c.reason + R"(","message":"m"}})";
+    json::Document pod =
+        Parse(R"({"metadata":{"name":"web-a"},"spec":{"containers":[{"name":"app","image":")" +
+              c.spec + R"("}]},"status":{"containerStatuses":[{"name":"app","containerID":")" +
+              c.containerID + R"(","state":)" + state + "}]}}");
+    pod_update::UpdateState us;
+    us.lastContainerStatuses["app"] = {"sha256:x", "containerd://old", 0};
+    us.images["app"] = {asked, c.spec == asked ? "" : c.spec, "nginx:1.25"};
+    std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(pod, us);
+    CHECK(t.has_value() == !c.text.empty());
+    if (t) {
+      CHECK(t->text == c.text);
+      CHECK(t->container == "app");
+      CHECK(t->image == c.spec);
+      CHECK(t->detail == "m");
+    }
+  }
+}
