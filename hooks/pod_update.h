@@ -12,7 +12,9 @@
 // Updating has up to two pod writes: with a resources change, the first write (labels,
 // annotations, update-state) is followed by a pods/resize write, and the images are written only
 // once the kubelet reports the resize done (an image and a resize in one kubelet sync are known to
-// fail); without one, the first write carries the images too.
+// fail); without one, the first write carries the images too. Where another mutating webhook
+// stored another image than the one written (a registry mirror, a digest pin), one more pod patch
+// records it in the update-state (DESIGN.md §8.2): at most one more write per pod.
 //
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
@@ -89,7 +91,7 @@ Rules MakeRules(const lifecycle::Settings& settings);
 // take it out of its endpoints).
 long long GraceSeconds(const Rules& rules, bool podHasGate);
 
-// The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
+// The `update-state` annotation, Kruise's inplace-update-state shape plus fields of our own:
 // {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
 //  "containerID":"..","restartCount":N}},"images":{"c":{"asked":"..","got":"..","before":".."}},
 //  "changedLabels":["k"],"changedAnnotations":["a"],"resizedContainers":["c"]}
