@@ -93,6 +93,9 @@ struct Plan {
   // at once as a stall, the first one met of this pass.
   std::string stuckReason;
   std::string stuckMessage;
+  // What a pod waits on that the user must fix (pod_update::Step's waitingMessage, the first one
+  // met of this pass): named in the stall's message once progressDeadlineSeconds pass.
+  std::string waitingMessage;
 };
 
 // A core/v1 Event about `involved` (whose apiVersion/kind are given: list items lack them).

@@ -10,6 +10,7 @@
 
 #include "hooks/eligibility.h"
 #include "hooks/keys.h"
+#include "lib/clip.h"
 #include "lib/image_ref.h"
 #include "lib/kube_objects.h"
 #include "lib/quantity.h"
@@ -260,7 +261,12 @@ void Restamp(const Target& target, const View& v, Step& step) {
 void RecordContainers(const Value& pod, const std::map<std::string, std::string>& images,
                       UpdateState& next) {
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, image] : images) {
+    // What is asked now, and the spec's image it replaces; what the API server stores is seen
+    // on the next pass (RecordStoredImages).
+    next.images[name] = ImageRecord{
+        image, "", std::string(json::StringOr(FindNamed(specs, "name", name), "image"))};
     ContainerRecord rec;
     if (const Value* st = FindNamed(statuses, "name", name)) {
       rec.imageID = std::string(json::StringOr(st, "imageID"));
@@ -313,6 +319,7 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
     next.resizedContainers.insert(v.updateState->resizedContainers.begin(),
                                   v.updateState->resizedContainers.end());
     next.lastContainerStatuses = v.updateState->lastContainerStatuses;
+    next.images = v.updateState->images;
   }
   const bool resizeFirst = !v.changes.resources.empty();
   if (!resizeFirst) RecordContainers(pod, v.changes.images, next);
@@ -355,6 +362,44 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
       "resize done; updating in place to template " + target.to + ": " + DescribeChanges(images));
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
   step.summary = "pod write after the resize: " + DescribeChanges(images);
+}
+
+// Updating at the target, after the write of the images: where the API server stored another
+// image than the one asked for (another mutating webhook on pods rewrote it: a registry mirror, a
+// digest pin), one pod patch records it in the update-state, so that the stored reference is the
+// container's target from now on and a later change of the spec is told apart from it, with an
+// Event naming both. Returns false (nothing to record) when every stored image is the asked one:
+// the write costs nothing more then.
+bool RecordStoredImages(const View& v, Step& step) {
+  if (!v.updateState) return false;
+  const Value* specs = json::Path(v.pod, {"spec", "containers"});
+  UpdateState next = *v.updateState;
+  std::string what;
+  std::string key = v.name + "/image-rewritten/" + v.updateState->updateTimestamp;
+  for (auto& [name, rec] : next.images) {
+    if (!rec.got.empty()) continue;
+    const Value* spec = FindNamed(specs, "name", name);
+    const std::string_view image = json::StringOr(spec, "image");
+    if (spec == nullptr || image.empty() || image_ref::SameImage(image, rec.asked)) continue;
+    rec.got = std::string(image);
+    if (!what.empty()) what += "; ";
+    what += "container " + name + ": asked for image " + rec.asked + ", the API server stored " +
+            rec.got;
+    key += "/" + name + "=" + rec.got;
+  }
+  if (what.empty()) return false;
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
+                  keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddEvent(step, "Normal", "PodImageRewritten",
+           "pod " + v.name + " " + what +
+               " (rewritten by admission: another mutating webhook on pods); the stored "
+               "reference is the target: the update completes when the kubelet runs it",
+           /*onDeployment=*/true, key);
+  step.summary = "image rewritten by admission: " + what;
+  return true;
 }
 
 // Updating, waiting for the kubelet's resize: a resize it cannot make stops the pod (an Event on
@@ -546,6 +591,16 @@ std::optional<UpdateState> ParseUpdateState(std::string_view text) {
       s.lastContainerStatuses[std::string(json::View(m.name))] = rec;
     }
   }
+  const Value* images = json::Find(&doc, "images");
+  if (images != nullptr && images->IsObject()) {
+    for (const auto& m : images->GetObject()) {
+      ImageRecord rec;
+      rec.asked = std::string(json::StringOr(&m.value, "asked"));
+      rec.got = std::string(json::StringOr(&m.value, "got"));
+      rec.before = std::string(json::StringOr(&m.value, "before"));
+      if (!rec.asked.empty()) s.images[std::string(json::View(m.name))] = rec;
+    }
+  }
   for (auto [field, out] : {std::pair{"changedLabels", &s.changedLabels},
                             std::pair{"changedAnnotations", &s.changedAnnotations},
                             std::pair{"resizedContainers", &s.resizedContainers}}) {
@@ -583,6 +638,24 @@ std::string SerializeUpdateState(const UpdateState& state) {
     w.EndObject();
   }
   w.EndObject();
+  if (!state.images.empty()) {
+    w.Key("images");
+    w.StartObject();
+    for (const auto& [name, rec] : state.images) {
+      str(name);
+      w.StartObject();
+      w.Key("asked");
+      str(rec.asked);
+      if (!rec.got.empty()) {
+        w.Key("got");
+        str(rec.got);
+      }
+      w.Key("before");
+      str(rec.before);
+      w.EndObject();
+    }
+    w.EndObject();
+  }
   for (auto [field, set] : {std::pair{"changedLabels", &state.changedLabels},
                             std::pair{"changedAnnotations", &state.changedAnnotations},
                             std::pair{"resizedContainers", &state.resizedContainers}}) {
@@ -669,9 +742,20 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
       if (!containerNames.contains(name)) continue;
       auto it = target.images.find(name);
       if (it == target.images.end() || it->second.empty()) continue;
-      if (!image_ref::SameImage(json::StringOr(&c, "image"), it->second)) {
-        out.images[name] = it->second;
+      const std::string_view image = json::StringOr(&c, "image");
+      if (image_ref::SameImage(image, it->second)) continue;
+      // This run asked for the target's image and the API server stored another reference
+      // (admission rewrote it: a registry mirror, a digest pin): the stored one is the target,
+      // unless the spec changed since it was recorded. Asked for another image (a later target),
+      // the pod is written again.
+      if (inRun) {
+        auto rec = us->images.find(name);
+        if (rec != us->images.end() && rec->second.asked == it->second &&
+            (rec->second.got.empty() || rec->second.got == image)) {
+          continue;
+        }
       }
+      out.images[name] = it->second;
     }
   }
   return out;
@@ -801,11 +885,26 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
     const Value* st = FindNamed(statuses, "name", name);
     const Value* spec = FindNamed(specs, "name", name);
     if (st == nullptr || spec == nullptr) return false;
-    std::string_view containerID = json::StringOr(st, "containerID");
-    if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
     std::string_view image = json::StringOr(spec, "image");
     std::string_view imageID = json::StringOr(st, "imageID");
     std::string_view pinned = image_ref::DigestOf(image);
+    // Admission stored another reference than the one asked for: that one is the target.
+    auto asked = state.images.find(name);
+    const bool rewritten = asked != state.images.end() && !asked->second.asked.empty() &&
+                           !image_ref::SameImage(asked->second.asked, image);
+    if (rewritten && !asked->second.before.empty() &&
+        image_ref::SameImage(asked->second.before, image)) {
+      // Rewritten to the image the spec had: the write changed nothing the kubelet restarts for.
+      if (json::Path(st, {"state", "running"}) != nullptr) continue;
+      return false;
+    }
+    std::string_view containerID = json::StringOr(st, "containerID");
+    if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
+    if (rewritten && !pinned.empty()) {
+      // A digest pin we did not ask for: only those bits will do.
+      if (pinned == image_ref::DigestOf(imageID)) continue;
+      return false;
+    }
     if (image_ref::SameImage(json::StringOr(st, "image"), image)) continue;
     if (!pinned.empty() && pinned == image_ref::DigestOf(imageID)) continue;
     if (rec.imageID.empty()) return false;  // had not started: only the name or digest prove it
@@ -818,6 +917,53 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
     return false;
   }
   return true;
+}
+
+std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state) {
+  // The kubelet's reasons for a container it cannot pull, and those for one it cannot run. After
+  // a failed pull the kubelet also reports CrashLoopBackOff (the container it stopped for the
+  // write exited, and its restarts back off), alternating with the pull's reasons.
+  static constexpr std::string_view kPullReasons[] = {
+      "ErrImagePull",      "ImagePullBackOff",    "InvalidImageName",
+      "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"};
+  static constexpr std::string_view kRunReasons[] = {"CrashLoopBackOff", "CreateContainerError",
+                                                     "CreateContainerConfigError",
+                                                     "RunContainerError"};
+  auto in = [](const auto& list, std::string_view reason) {
+    return std::find(std::begin(list), std::end(list), reason) != std::end(list);
+  };
+  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
+  const Value* specs = json::Path(&pod, {"spec", "containers"});
+  for (const auto& [name, rec] : state.lastContainerStatuses) {
+    const Value* waiting = json::Path(FindNamed(statuses, "name", name), {"state", "waiting"});
+    const std::string_view reason = json::StringOr(waiting, "reason");
+    const bool pull = in(kPullReasons, reason);
+    if (!pull && !in(kRunReasons, reason)) continue;
+    ImageTrouble t;
+    t.container = name;
+    t.image = std::string(json::StringOr(FindNamed(specs, "name", name), "image"));
+    t.detail = std::string(json::StringOr(waiting, "message"));
+    // No container of the written spec ever started (the kubelet reports the one it stopped for
+    // the write): its restarts back off while the image cannot be had; the pod's Events say why.
+    const Value* st = FindNamed(statuses, "name", name);
+    const std::string_view containerID = json::StringOr(st, "containerID");
+    const bool neverStarted = containerID.empty() || containerID == rec.containerID;
+    const std::string verb = pull           ? "cannot pull"
+                             : neverStarted ? "has not started"
+                                            : "does not run";
+    const std::string because = " (" + std::string(reason) +
+                                (!pull && neverStarted ? "; the pod's Events say why" : "") + ")";
+    auto asked = state.images.find(name);
+    const std::string prefix = "pod " + PodName(pod) + " container " + name + ": ";
+    if (asked != state.images.end() && !image_ref::SameImage(asked->second.asked, t.image)) {
+      t.text = prefix + "asked for image " + asked->second.asked + ", the API server stored " +
+               t.image + " (rewritten by admission), which the kubelet " + verb + because;
+    } else {
+      t.text = prefix + "the kubelet " + verb + " image " + t.image + because;
+    }
+    return t;
+  }
+  return std::nullopt;
 }
 
 json::Document StatePatch(const json::Value& pod, std::string_view state, Clock::time_point now) {
@@ -952,12 +1098,30 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         WriteImages(target, rules, v, step, now);
         return step;
       }
+      if (RecordStoredImages(v, step)) {
+        Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
+        return step;
+      }
       if (UpdateCompleted(pod, *v.updateState)) {
         Complete(target, rules, v, step, now, /*restarted=*/true);
-      } else {
-        CheckTimeout(v, step, rules.updatingTimeoutSeconds,
-                     "waiting for kubelet to restart the updated containers", now);
+        return step;
       }
+      if (std::optional<ImageTrouble> trouble = FindImageTrouble(pod, *v.updateState)) {
+        // Reported now (deterministic name: once per pod, container, image and write); a stall
+        // only once progressDeadlineSeconds pass without progress, then naming it.
+        AddEvent(step, "Warning", "PodImageNotRunning",
+                 trouble->text + (trouble->detail.empty() ? "" : ": " + Clip(trouble->detail)) +
+                     "; the pod waits and the update is reported stuck once "
+                     "progressDeadlineSeconds pass without progress (fix the image or what "
+                     "rewrote it, or set the Deployment annotation " +
+                     std::string(keys::kAbortAnnotation) + "=true to abort)",
+                 /*onDeployment=*/true,
+                 v.name + "/image-not-running/" + trouble->container + "/" + trouble->image + "/" +
+                     v.updateState->updateTimestamp);
+        step.waitingMessage = trouble->text;
+      }
+      CheckTimeout(v, step, rules.updatingTimeoutSeconds,
+                   "waiting for kubelet to restart the updated containers", now);
       return step;
     }
     // Re-targeted while restarting: go through again.

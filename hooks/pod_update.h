@@ -12,7 +12,9 @@
 // Updating has up to two pod writes: with a resources change, the first write (labels,
 // annotations, update-state) is followed by a pods/resize write, and the images are written only
 // once the kubelet reports the resize done (an image and a resize in one kubelet sync are known to
-// fail); without one, the first write carries the images too.
+// fail); without one, the first write carries the images too. Where another mutating webhook
+// stored another image than the one written (a registry mirror, a digest pin), one more pod patch
+// records it in the update-state (DESIGN.md §8.2): at most one more write per pod.
 //
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
@@ -96,10 +98,10 @@ long long GraceSeconds(const Rules& rules, bool podHasGate);
 // and the plugin reports the time left from it.
 Clock::time_point DrainEnd(const json::Value& pod, long long grace, Clock::time_point now);
 
-// The `update-state` annotation, Kruise's inplace-update-state shape plus two lists of our own:
+// The `update-state` annotation, Kruise's inplace-update-state shape plus fields of our own:
 // {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
-//  "containerID":"..","restartCount":N}},"changedLabels":["k"],"changedAnnotations":["a"],
-//  "resizedContainers":["c"]}
+//  "containerID":"..","restartCount":N}},"images":{"c":{"asked":"..","got":"..","before":".."}},
+//  "changedLabels":["k"],"changedAnnotations":["a"],"resizedContainers":["c"]}
 // The lists name every template key this update run wrote to the pod (and every container it
 // resized), so that a re-targeted update can put back a key the newest target no longer changes.
 struct ContainerRecord {
@@ -108,10 +110,21 @@ struct ContainerRecord {
   long long restartCount = 0;
   bool operator==(const ContainerRecord&) const = default;
 };
+// Per container whose image the write set: the image the loop asked for (the target template's),
+// the one the API server stored ("" until the loop has seen it; recorded only when it differs:
+// another mutating webhook on pods rewrote it, a registry mirror or a digest pin), and the spec's
+// image before the write. The stored reference is the target of that container (DESIGN.md §8.2).
+struct ImageRecord {
+  std::string asked;
+  std::string got;
+  std::string before;
+  bool operator==(const ImageRecord&) const = default;
+};
 struct UpdateState {
   std::string revision;
   std::string updateTimestamp;
   std::map<std::string, ContainerRecord> lastContainerStatuses;
+  std::map<std::string, ImageRecord> images;
   std::set<std::string> changedLabels;
   std::set<std::string> changedAnnotations;
   std::set<std::string> resizedContainers;
@@ -126,7 +139,9 @@ std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
 std::string_view StateOf(const json::Value& pod);
 
 // What a pod needs written to reach the target: only template keys the update changes (plus
-// those this run changed before, for a re-target), and only where the pod differs.
+// those this run changed before, for a re-target), and only where the pod differs. An image this
+// run asked for (the update-state's ImageRecord names the target's image) that the API server
+// stored as another reference is not written again while the spec holds what it stored.
 struct Changes {
   std::map<std::string, std::optional<std::string>> labels;  // nullopt: remove
   std::map<std::string, std::optional<std::string>> annotations;
@@ -158,7 +173,28 @@ bool AtTarget(const Target& target, const json::Value& pod);
 // is not done. Records written by earlier versions carry every field this reads. What no report
 // tells apart from the restart for the write: a crash restart of the recorded container that the
 // kubelet made before it saw the write and reported after it (DESIGN.md §8.2).
+// A container whose image the API server stored as another reference than the one the loop asked
+// for (ImageRecord) completes on that stored reference: by the rules above, except that a stored
+// reference with a digest (`name@sha256:..`) needs the kubelet's imageID to carry that digest, and
+// a container whose spec the write left as it was (the stored image is the one before) needs no
+// restart.
 bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
+
+// Why a changed container of an Updating pod does not run its new image, as the kubelet reports
+// it: waiting with a pull's reason (ErrImagePull, ImagePullBackOff, InvalidImageName,
+// ErrImageNeverPull, RegistryUnavailable, SignatureValidationFailed) or a run's
+// (CrashLoopBackOff, which the kubelet also reports between the retries of a failed pull,
+// CreateContainerError, CreateContainerConfigError, RunContainerError). Names the pod, the
+// container, the image the loop asked for and the one the API server stored (when admission
+// rewrote it), and the kubelet's reason; `detail` is the kubelet's message. nullopt when no changed
+// container waits so (ContainerCreating is no trouble).
+struct ImageTrouble {
+  std::string container;
+  std::string image;  // the spec's (stored) image
+  std::string text;   // "pod P container C: asked for image A, the API server stored B ..."
+  std::string detail;
+};
+std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state);
 
 // Where the kubelet stands with the resize of the containers `state` names (DESIGN.md §3.1):
 // kDone when the status is one it computed from the current spec (observedGeneration, where
@@ -244,6 +280,10 @@ struct Step {
   // (PodResizeInfeasible, PodResizeDeferred, PodResizeFailed) and one line naming the pod's cause.
   std::string stuckReason;
   std::string stuckMessage;
+  // What the pod waits on that the user must fix, and that is a stall only once
+  // progressDeadlineSeconds pass without progress (an image the kubelet cannot pull): one line
+  // naming the pod, for the stall's message.
+  std::string waitingMessage;
   std::string summary;  // one line for the logs, "" when nothing happens
 };
 

@@ -194,10 +194,13 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
           if (ours->reason == kReasonRefused || ours->reason == kReasonDeadline) {
             wantOurs = std::nullopt;  // keep what it says (the refusal names the cause)
           } else {
-            wantOurs = Condition{"False", std::string(kReasonDeadline),
-                                 text + "; no progress for " + std::to_string(*deadline) +
-                                     "s (progressDeadlineSeconds)",
-                                 ours->lastUpdateTime, ""};
+            // The cause a pod reports, when one does (an image the kubelet cannot pull).
+            wantOurs =
+                Condition{"False", std::string(kReasonDeadline),
+                          text + "; no progress for " + std::to_string(*deadline) +
+                              "s (progressDeadlineSeconds)" +
+                              (plan.waitingMessage.empty() ? "" : "; " + plan.waitingMessage),
+                          ours->lastUpdateTime, ""};
           }
           const std::string why = wantOurs ? wantOurs->message : ours->message;
           if (!progressing || progressing->reason != kReasonDeadline) {

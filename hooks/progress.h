@@ -59,8 +59,8 @@ std::optional<int> ProgressDeadline(const kube::Deployment& deployment);
 // Appends to `plan` the status patch (if the conditions must change) for this pass of an update
 // of `deployment` and shortens plan.requeueAfter to the next moment the conditions may change by
 // time alone (a stall becoming due, a throttled write). Reads plan.phase, podsAtTarget, podsTotal,
-// podsByState and target; plans without counts (podsAtTarget < 0) other than kCompleted and
-// kAborted get nothing.
+// podsByState, target and waitingMessage (a stall's message names it); plans without counts
+// (podsAtTarget < 0) other than kCompleted and kAborted get nothing.
 void AddProgress(rollout::Plan& plan, const kube::Deployment& deployment,
                  rollout::Clock::time_point now);
 

@@ -295,6 +295,9 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
     }
     plan.actions.push_back(std::move(w));
   }
+  if (!step.waitingMessage.empty() && plan.waitingMessage.empty()) {
+    plan.waitingMessage = step.waitingMessage;
+  }
   if (!step.stuckReason.empty() && plan.stuckReason.empty()) {
     plan.stuckReason = step.stuckReason;
     plan.stuckMessage = step.stuckMessage;

@@ -90,8 +90,19 @@ std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* ta
   }
   if (state == keys::kStateUpdating) {
     std::vector<std::string> names;
-    if (std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod)) {
-      for (const auto& [name, rec] : us->lastContainerStatuses) names.push_back(name);
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
+    if (us) {
+      // An image the kubelet cannot pull (rewritten by admission or not) is what it waits on.
+      if (std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(pod, *us)) {
+        return t->text;
+      }
+      for (const auto& [name, rec] : us->lastContainerStatuses) {
+        auto image = us->images.find(name);
+        names.push_back(image != us->images.end() && !image->second.got.empty()
+                            ? name + " (image " + image->second.got + ", rewritten from " +
+                                  image->second.asked + ")"
+                            : name);
+      }
     }
     if (names.empty() && target != nullptr) {
       names.assign(target->changedContainers.begin(), target->changedContainers.end());

@@ -3,6 +3,7 @@
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
+#include "lib/clip.h"
 #include "lib/kube_objects.h"
 
 namespace iw::loop {
@@ -84,6 +85,8 @@ kube::Projection PodProjection() {
       "status.containerStatuses[].restartCount",
       "status.containerStatuses[].resources",
       "status.containerStatuses[].state.running",
+      "status.containerStatuses[].state.waiting.reason",
+      "status.containerStatuses[].state.waiting.message",
       "status.containerStatuses[].lastState.terminated.containerID",
   };
   auto keep = std::make_shared<const kube::Projection>(kube::KeepFields(fields));
@@ -95,15 +98,28 @@ kube::Projection PodProjection() {
     const std::string_view phase = json::StringOr(&status, "phase");
     if (phase != "Succeeded" && phase != "Failed") json::Remove(status, "phase");
     // The image a container reports and the container it replaced only decide whether an
-    // Updating pod's restart is done; whether a container runs, also whether the pod's kubelet
-    // can resize it (any state).
-    if (pod_update::StateOf(out) != keys::kStateUpdating) {
-      if (Value* statuses = json::FindMutable(&status, "containerStatuses");
-          statuses != nullptr && statuses->IsArray()) {
-        for (auto& st : statuses->GetArray()) {
-          json::Remove(st, "image");
-          json::Remove(st, "lastState");
+    // Updating pod's restart is done, and why a container waits only what an Updating pod
+    // reports stuck on (an image the kubelet cannot pull or run); whether a container runs, also
+    // whether the pod's kubelet can resize it (any state).
+    if (Value* statuses = json::FindMutable(&status, "containerStatuses");
+        statuses != nullptr && statuses->IsArray()) {
+      const bool updating = pod_update::StateOf(out) == keys::kStateUpdating;
+      for (auto& st : statuses->GetArray()) {
+        if (updating) {
+          // The kubelet's message, clipped: it is quoted in one Event only.
+          Value* message = json::FindMutable(
+              json::FindMutable(json::FindMutable(&st, "state"), "waiting"), "message");
+          if (message != nullptr && message->IsString() &&
+              message->GetStringLength() > kClipBytes) {
+            const std::string clipped = Clip(json::View(*message));
+            message->SetString(clipped.data(), static_cast<rapidjson::SizeType>(clipped.size()),
+                               alloc);
+          }
+          continue;
         }
+        json::Remove(st, "image");
+        json::Remove(st, "lastState");
+        if (Value* state = json::FindMutable(&st, "state")) json::Remove(*state, "waiting");
       }
     }
     // Conditions: only those the loop reads, with the fields it reads: Ready (availability; its

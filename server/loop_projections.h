@@ -20,9 +20,9 @@ namespace iw::loop {
 // status.observedGeneration, the deprecated status.resize, the conditions Ready, those of the
 // readiness gates (type, status; lastTransitionTime of Ready's and our gate's) and the kubelet's
 // resize conditions (type, status, reason, message), and container statuses (name, imageID,
-// containerID, restartCount, resources, state.running; the image and
-// lastState.terminated.containerID too while the pod is Updating, the only state whose decision
-// reads them).
+// containerID, restartCount, resources, state.running; the image,
+// lastState.terminated.containerID and state.waiting's reason and message (clipped) too while the
+// pod is Updating, the only state whose decision reads them).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();

@@ -1140,3 +1140,39 @@ TEST_CASE("loop: the pod cache holds an update's pods only when both templates a
     CHECK(loop::PodsCacheable(d, rs) == tc.cacheable);
   }
 }
+
+TEST_CASE("loop: the pod cache keeps why an Updating pod's container waits, and only then") {
+  // An image the kubelet cannot pull or run is what an Updating pod reports stuck on
+  // (pod_update::FindImageTrouble); the caches dropped state.waiting before, so the loop never
+  // saw it on the real cluster (w05).
+  const std::string longMessage(5000, 'x');
+  for (const char* state : {"Normal", "Updating"}) {
+    CAPTURE(state);
+    json::Document full =
+        Parse(std::string(R"({"metadata":{"name":"web-a","labels":{)") +
+              R"("inplace-webhook.io/state":")" + state +
+              R"("},"annotations":{"inplace-webhook.io/update-state":)" +
+              R"("{\"revision\":\"b\",\"lastContainerStatuses\":{\"app\":{\"imageID\":\"i\",)"
+              R"(\"containerID\":\"c\",\"restartCount\":0}},\"images\":{\"app\":{\"asked\":)"
+              R"(\"nginx:1.27\",\"got\":\"mirror/nginx:1.27\",\"before\":\"nginx:1.25\"}}}"}},)"
+              R"("spec":{"containers":[{"name":"app","image":"mirror/nginx:1.27"}]},)"
+              R"("status":{"containerStatuses":[{"name":"app","restartCount":0,)"
+              R"("state":{"waiting":{"reason":"ImagePullBackOff","message":")" +
+              longMessage + R"("}}}]}})");
+    json::Document kept = Project(loop::PodProjection(), full);
+    auto us = pod_update::ReadUpdateState(kept);
+    REQUIRE(us.has_value());
+    std::optional<pod_update::ImageTrouble> trouble = pod_update::FindImageTrouble(kept, *us);
+    if (std::string_view(state) == "Updating") {
+      REQUIRE(trouble.has_value());
+      CHECK(trouble->text ==
+            "pod web-a container app: asked for image nginx:1.27, the API server stored "
+            "mirror/nginx:1.27 (rewritten by admission), which the kubelet cannot pull "
+            "(ImagePullBackOff)");
+      CHECK(trouble->detail.size() < 300);  // clipped
+    } else {
+      CHECK_FALSE(trouble.has_value());
+      CHECK(json::Path(&kept, {"status", "containerStatuses"})->GetArray()[0].HasMember("state"));
+    }
+  }
+}

@@ -198,3 +198,40 @@ TEST_CASE("plugin status: durations and the bar") {
   CHECK(ProgressBar(2, 3, 14) == "[#########-----] 2/3 pods updated");
   CHECK(ProgressBar(0, 0, 4) == "[----] 0/0 pods updated");
 }
+
+TEST_CASE("plugin status: a pod image another webhook rewrote, and one the kubelet cannot pull") {
+  const std::string from = Hash("v1"), to = Hash("v2");
+  json::Document d =
+      Parse(Deployment(R"({"from":")" + from + R"(","to":")" + to +
+                           R"(","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})",
+                       ""));
+  auto pod = [&](const std::string& name, const std::string& got, const std::string& waiting) {
+    const std::string state =
+        R"(\"revision\":\")" + to +
+        R"(\",\"updateTimestamp\":\"2026-12-02T10:00:00Z\",\"lastContainerStatuses\":{\"app\":{\"imageID\":\"i\",\"containerID\":\"c\",\"restartCount\":0}},\"images\":{\"app\":{\"asked\":\"v2\",)" +
+        (got.empty() ? "" : R"(\"got\":\")" + got + R"(\",)") + R"(\"before\":\"mirror/v1\"}})";
+    return R"({"metadata":{"name":")" + name +
+           R"(","labels":{"app":"web","inplace-webhook.io/state":"Updating"},"annotations":{"inplace-webhook.io/update-state":"{)" +
+           state +
+           R"(}"}},"spec":{"containers":[{"name":"app","image":"mirror/v2"},{"name":"sidecar","image":"pause:1"}]},
+           "status":{"phase":"Running","containerStatuses":[{"name":"app","image":"","imageID":"","containerID":"",
+           "state":{"waiting":{"reason":")" +
+           waiting + R"(","message":"failed to pull"}}}]}})";
+  };
+  json::Document pods = Parse("{\"items\":[" + pod("web-a", "mirror/v2", "ContainerCreating") +
+                              "," + pod("web-b", "", "ImagePullBackOff") + "]}");
+  json::Document rss = Parse(
+      "{\"items\":[{\"metadata\":{\"name\":\"web-1\"},\"spec\":{\"template\":" + Template("v1") +
+      "}}]}");
+  StatusOr<StatusReport> r = BuildStatus(d, pods, rss, kNow);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  REQUIRE(r->pods.size() == 2);
+  // The stored reference is the target: both count as updated (their containers restart).
+  CHECK(r->updated == 2);
+  CHECK(r->pods[0].waitsOn == "containers restarting: app (image mirror/v2, rewritten from v2)");
+  CHECK(r->pods[1].waitsOn ==
+        "pod web-b container app: asked for image v2, the API server stored mirror/v2 (rewritten "
+        "by admission), which the kubelet cannot pull (ImagePullBackOff)");
+  CHECK(RenderStatus(*r).find("asked for image v2, the API server stored mirror/v2") !=
+        std::string::npos);
+}

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -870,5 +872,321 @@ TEST_CASE("Release: back to Normal with the gate True, from any state the update
     CHECK(State(pod) == "Normal");
     if (c.gate) CHECK(Gate(pod) == true);
     CHECK(pod_update::Release(pod, T0() + seconds(6)).ops.empty());  // nothing left to release
+  }
+}
+
+namespace {
+
+constexpr std::string_view kDigestA =
+    "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+// The kubelet's report of container `name`: running (a new container replacing the last one) or
+// waiting with `reason`.
+void Report(json::Document& pod, std::string_view name, std::string_view image,
+            std::string_view imageID, std::string_view containerID, std::string_view waiting = "") {
+  SetContainerStatus(pod, name, image, imageID, containerID);
+  auto& a = pod.GetAllocator();
+  for (auto& c : pod["status"]["containerStatuses"].GetArray()) {
+    if (json::StringOr(&c, "name") != name) continue;
+    json::Document st =
+        Parse(waiting.empty() ? R"({"running":{"startedAt":"2026-03-01T12:00:01Z"}})"
+                              : R"({"waiting":{"reason":")" + std::string(waiting) +
+                                    R"(","message":"failed to pull"}})");
+    json::Set(c, "state", json::Value(st, a), a);
+  }
+}
+
+std::string SpecImage(const json::Value& pod, std::string_view name) {
+  for (const auto& c : pod["spec"]["containers"].GetArray()) {
+    if (json::StringOr(&c, "name") == name) return std::string(json::StringOr(&c, "image"));
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "another webhook rewrites the pod's image: the stored reference is the target, and the "
+    "pod is written a bounded number of times") {
+  // A mutating webhook on pods (a registry mirror, a digest pin) rewrites every image the loop
+  // writes; the template keeps the image it names. Each case plays the loop pass by pass (2 s
+  // apart) with that webhook and a kubelet, from Normal, and counts the loop's pod patches (not
+  // pods/status): 3 without a rewrite (PreparingUpdate, the write, Normal), one more with one
+  // (the update-state records the stored image). The code before wrote the image again at every
+  // pass and never completed.
+  const std::string digestA(kDigestA);
+  const std::string digestB = "sha256:" + std::string(64, 'b');
+  const std::string mirrored = "mirror.local/nginx:1.27";
+  const std::string pinned = "nginx:1.27@" + digestA;
+  // The other webhook, on every pod UPDATE.
+  enum class Admission { kNone, kMirror, kPin };
+  auto admit = [&](Admission a, const std::string& image) -> std::string {
+    if (a == Admission::kMirror && image.rfind("nginx:", 0) == 0) return "mirror.local/" + image;
+    if (a == Admission::kPin && image == "nginx:1.27") return pinned;
+    return image;
+  };
+  struct Kubelet {  // what the kubelet reports once the spec's image changed
+    std::string image, imageID, waiting;
+  };
+  struct Case {
+    const char* what;
+    Admission admission;
+    std::string podImage;  // the pod's spec image before
+    Kubelet kubelet;
+    bool done;
+    int podPatches;       // exactly, over 12 passes (no Normal write while it waits)
+    std::string got;      // recorded in the update-state ("" = nothing rewritten)
+    std::string trouble;  // a PodImageNotRunning Event contains this ("" = none)
+  };
+  const Case cases[] = {
+      {"no other webhook",
+       Admission::kNone,
+       "nginx:1.25",
+       {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestB, ""},
+       true,
+       3,
+       "",
+       ""},
+      {"a registry mirror",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {mirrored, "mirror.local/nginx@" + digestB, ""},
+       true,
+       4,
+       mirrored,
+       ""},
+      {"a digest pin the kubelet runs",
+       Admission::kPin,
+       "nginx:1.25",
+       {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestA, ""},
+       true,
+       4,
+       pinned,
+       ""},
+      {"a digest pin, the kubelet reports other bits: never done by imageID alone",
+       Admission::kPin,
+       "nginx:1.25",
+       {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestB, ""},
+       false,
+       3,
+       pinned,
+       ""},
+      {"a mirror the kubelet cannot pull: it waits, naming the pod, asked and got",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {"", "", "ImagePullBackOff"},
+       false,
+       3,
+       mirrored,
+       "pod web-a container app: asked for image nginx:1.27, the API server stored "
+       "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet cannot pull "
+       "(ImagePullBackOff)"},
+      {"between pull retries the kubelet says CrashLoopBackOff: named all the same",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {"", "", "CrashLoopBackOff"},
+       false,
+       3,
+       mirrored,
+       "pod web-a container app: asked for image nginx:1.27, the API server stored "
+       "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet has not started "
+       "(CrashLoopBackOff; the pod's Events say why)"},
+      {"still being created: no trouble",
+       Admission::kMirror,
+       "mirror.local/nginx:1.25",
+       {"", "", "ContainerCreating"},
+       false,
+       3,
+       mirrored,
+       ""},
+      {"an image the kubelet cannot pull, not rewritten",
+       Admission::kNone,
+       "nginx:1.25",
+       {"", "", "ErrImagePull"},
+       false,
+       2,
+       "",
+       "pod web-a container app: the kubelet cannot pull image nginx:1.27 (ErrImagePull)"},
+      {"rewritten to the image the pod already runs (a pod made from the target): no restart",
+       Admission::kMirror,
+       mirrored,
+       {"", "", ""},
+       true,
+       4,
+       mirrored,
+       ""},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    Env env(true);  // the gate and the default drain: PreparingUpdate first
+    json::Document pod = env.NewPod();
+    SetSpecImage(pod, "app", c.podImage);
+    Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
+    std::string running = c.podImage;
+    int podPatches = 0, restarts = 0;
+    bool done = false;
+    std::string trouble, waiting;
+    std::set<std::string> troubleKeys;
+    for (int pass = 0; pass < 12 && !done; ++pass) {
+      const Clock::time_point now = T0() + seconds(2 * pass);
+      pod_update::Step s =
+          pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
+      podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
+      for (const auto* e : Ops(s, PodOp::Kind::kEvent)) {
+        if (e->event.reason == "PodImageNotRunning") {
+          CHECK(e->event.onDeployment);
+          troubleKeys.insert(e->event.dedupKey);  // one Event: the same name at every pass
+          trouble = e->event.message;
+        }
+      }
+      if (!s.waitingMessage.empty()) waiting = s.waitingMessage;
+      ApplyStep(pod, s);
+      SetSpecImage(pod, "app", admit(c.admission, SpecImage(pod, "app")));  // on every pod UPDATE
+      if (SpecImage(pod, "app") != running) {                               // the kubelet acts
+        running = SpecImage(pod, "app");
+        if (c.kubelet.waiting.empty()) {  // a new container runs
+          Report(pod, "app", c.kubelet.image, c.kubelet.imageID,
+                 "containerd://new-" + std::to_string(++restarts));
+        } else {  // none starts: the kubelet reports the one it stopped, and why it waits
+          Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app",
+                 c.kubelet.waiting);
+        }
+      }
+      SetCondition(pod, keys::kReadyCondition, Gate(pod) == false ? "False" : "True");
+      done = State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
+             pod_update::ReadUpdateState(pod).has_value();
+    }
+    CHECK(done == c.done);
+    CHECK(podPatches == c.podPatches);
+    CHECK(restarts <= 1);
+    auto us = pod_update::ReadUpdateState(pod);
+    REQUIRE(us.has_value());
+    REQUIRE(us->images.contains("app"));
+    CHECK(us->images.at("app").asked == "nginx:1.27");
+    CHECK(us->images.at("app").got == c.got);
+    CHECK(us->images.at("app").before == c.podImage);
+    if (c.done) CHECK(SpecImage(pod, "app") == admit(c.admission, "nginx:1.27"));
+    if (c.trouble.empty()) {
+      CHECK(trouble.empty());
+      CHECK(waiting.empty());
+    } else {
+      CHECK(trouble.find(c.trouble) != std::string::npos);
+      CHECK(waiting == c.trouble);
+      CHECK(troubleKeys.size() == 1);
+      CHECK(State(pod) == "Updating");
+    }
+  }
+}
+
+TEST_CASE(
+    "a recorded rewrite counts only for the image it was asked for, while the spec holds it") {
+  Env env(false);
+  const std::string target = "nginx:1.27", mirrored = "mirror.local/nginx:1.27";
+  struct Case {
+    const char* what;
+    std::string revision;  // of the update-state: "to", "from" (an earlier run's record)
+    std::optional<pod_update::ImageRecord> record;
+    std::string spec;
+    bool write;  // the target's image is written again
+  };
+  const Case cases[] = {
+      {"asked for the target, stored as the mirror, not yet recorded", "to",
+       pod_update::ImageRecord{target, "", "nginx:1.25"}, mirrored, false},
+      {"asked for the target, stored as the mirror, recorded", "to",
+       pod_update::ImageRecord{target, mirrored, "nginx:1.25"}, mirrored, false},
+      {"recorded, but the spec changed since (someone set another image)", "to",
+       pod_update::ImageRecord{target, mirrored, "nginx:1.25"}, "mirror.local/nginx:1.28", true},
+      {"asked for an earlier target (a later template change): written", "to",
+       pod_update::ImageRecord{"nginx:1.26", "mirror.local/nginx:1.26", "nginx:1.25"},
+       "mirror.local/nginx:1.26", true},
+      {"an earlier run's record (revision is the update's base)", "from",
+       pod_update::ImageRecord{target, mirrored, "nginx:1.25"}, mirrored, true},
+      {"nothing asked: another image is not taken for a rewrite", "to", std::nullopt, mirrored,
+       true},
+      {"the target's image itself", "to", std::nullopt, target, false},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    json::Document pod = env.NewPod();
+    SetSpecImage(pod, "app", c.spec);
+    pod_update::UpdateState us;
+    us.revision = c.revision == "to" ? env.t.to : env.t.from;
+    us.lastContainerStatuses["app"] = {"x", "containerd://web-a-app", 0};
+    if (c.record) us.images["app"] = *c.record;
+    SetAnnotation(pod, keys::kUpdateStateAnnotation, pod_update::SerializeUpdateState(us));
+    CHECK(pod_update::ComputeChanges(env.t, pod).images.contains("app") == c.write);
+    // Round trip of the record.
+    CHECK(pod_update::ReadUpdateState(pod) == us);
+  }
+
+  SUBCASE("re-targeted to another image after a rewrite: the new image is asked, got cleared") {
+    json::Document pod = env.NewPod();
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    SetSpecImage(pod, "app", mirrored);  // the other webhook
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
+    REQUIRE(pod_update::ReadUpdateState(pod)->images.at("app").got == mirrored);
+    std::string next =
+        Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
+                 {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
+    auto t3 = pod_update::MakeTarget(Parse(env.base), Parse(next), env.settings.policy, env.t.from,
+                                     Hash(next));
+    REQUIRE(t3.ok());
+    CHECK(pod_update::ComputeChanges(*t3, pod).images.at("app") == "nginx:1.28");
+    pod_update::Step s = pod_update::Decide(*t3, env.rules, pod, false, T0() + seconds(2));
+    ApplyStep(pod, s);
+    CHECK(SpecImage(pod, "app") == "nginx:1.28");
+    auto us = pod_update::ReadUpdateState(pod);
+    CHECK(us->images.at("app") == pod_update::ImageRecord{"nginx:1.28", "", mirrored});
+  }
+}
+
+TEST_CASE("why a changed container does not run its new image, in the kubelet's words") {
+  struct Case {
+    const char* what;
+    std::string spec;         // the stored image
+    std::string reason;       // state.waiting.reason, "" = running
+    std::string containerID;  // the status' ("containerd://old" = the one recorded at the write)
+    std::string text;         // "" = no trouble
+  };
+  const std::string asked = "nginx:1.27", mirror = "mirror.local/nginx:1.27";
+  const std::string rewritten =
+      "pod web-a container app: asked for image nginx:1.27, the API "
+      "server stored mirror.local/nginx:1.27 (rewritten by admission), "
+      "which the kubelet ";
+  const Case cases[] = {
+      {"a pull fails", mirror, "ErrImagePull", "containerd://old",
+       rewritten + "cannot pull (ErrImagePull)"},
+      {"its retries back off", mirror, "ImagePullBackOff", "",
+       rewritten + "cannot pull (ImagePullBackOff)"},
+      {"between pull retries: no container of the written spec ever started", mirror,
+       "CrashLoopBackOff", "containerd://old",
+       rewritten + "has not started (CrashLoopBackOff; the pod's Events say why)"},
+      {"a new container of the written spec crashes", mirror, "CrashLoopBackOff",
+       "containerd://new", rewritten + "does not run (CrashLoopBackOff)"},
+      {"not rewritten", asked, "InvalidImageName", "",
+       "pod web-a container app: the kubelet cannot pull image nginx:1.27 (InvalidImageName)"},
+      {"being created", mirror, "ContainerCreating", "", ""},
+      {"running", mirror, "", "containerd://new", ""},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    const std::string state = c.reason.empty()
+                                  ? R"({"running":{}})"
+                                  : R"({"waiting":{"reason":")" + c.reason + R"(","message":"m"}})";
+    json::Document pod =
+        Parse(R"({"metadata":{"name":"web-a"},"spec":{"containers":[{"name":"app","image":")" +
+              c.spec + R"("}]},"status":{"containerStatuses":[{"name":"app","containerID":")" +
+              c.containerID + R"(","state":)" + state + "}]}}");
+    pod_update::UpdateState us;
+    us.lastContainerStatuses["app"] = {"sha256:x", "containerd://old", 0};
+    us.images["app"] = {asked, c.spec == asked ? "" : c.spec, "nginx:1.25"};
+    std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(pod, us);
+    CHECK(t.has_value() == !c.text.empty());
+    if (t) {
+      CHECK(t->text == c.text);
+      CHECK(t->container == "app");
+      CHECK(t->image == c.spec);
+      CHECK(t->detail == "m");
+    }
   }
 }

@@ -560,3 +560,39 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
     CHECK((progressing != nullptr) == row.pausedProgressing);
   }
 }
+
+TEST_CASE("a stall names what a pod waits on that the user must fix (an image it cannot pull)") {
+  const std::string old = "2026-01-01T00:00:00Z";
+  const std::string waits =
+      "pod web-a container app: asked for image localhost/httpd-demo:v2, the API server stored "
+      "localhost/missing/httpd-demo:v2 (rewritten by admission), which the kubelet cannot pull "
+      "(ImagePullBackOff)";
+  struct Case {
+    const char* what;
+    std::string waiting;     // the plan's waitingMessage
+    std::string lastUpdate;  // of our condition, "1/2 pods updated ..." since then
+    std::string want;        // our condition's message written, "-" = none written
+  };
+  const std::string text = "1/2 pods updated to template b (1 Updating)";
+  const Case cases[] = {
+      {"past the deadline, a pod's cause: named", waits, old,
+       text + "; no progress for 30s (progressDeadlineSeconds); " + waits},
+      {"past the deadline, nothing named", "", old,
+       text + "; no progress for 30s (progressDeadlineSeconds)"},
+      {"within the deadline: no stall yet", waits, "2026-01-01T00:09:55Z", "-"},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    rollout::Plan p = Updating(1, 2, {{"Normal", 1}, {"Updating", 1}});
+    p.waitingMessage = c.waiting;
+    const json::Document d =
+        Deployment("[" + Ours("True", "InPlaceUpdateProgressing", text, c.lastUpdate) + "]");
+    progress::AddProgress(p, test::AsDeployment(d), kNow);
+    CHECK(Field(Written(p, keys::kProgressCondition), "message") == c.want);
+    if (c.want != "-") {
+      CHECK(Field(Written(p, "Progressing"), "reason") == "ProgressDeadlineExceeded");
+      CHECK(Field(Written(p, "Progressing"), "message") ==
+            "in-place update has timed out progressing: " + c.want);
+    }
+  }
+}
