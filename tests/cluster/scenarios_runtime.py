@@ -133,8 +133,12 @@ def r03_draining_pod_stays_out_of_endpoints(s):
         back = [(t, p) for t, p, e in timeline if out <= t < written and e]
         check(not back, "pod %s back in the EndpointSlice (ready) at +%.1f s of its %d s drain (Ready=%s)"
               % (name, back[0][0] - out if back else 0, grace, condition(back[0][1], "Ready") if back else None))
-        ready_again = [t for t, p, _ in timeline if out <= t < written and is_ready(p)]
-        check(not ready_again, "pod %s Ready again during its drain at +%.1f s" % (name, ready_again[0] - out
+        # A sample lists the pods first and reads the slice after, so the sample in which the pod leaves the slice
+        # may still show it Ready: Ready must not come back once a sample has shown it not Ready.
+        not_ready = next((t for t, p, _ in timeline if t >= gate_false and not is_ready(p)), None)
+        check(not_ready is not None and not_ready < written, "pod %s never not Ready before its update" % name)
+        ready_again = [t for t, p, _ in timeline if not_ready <= t < written and is_ready(p)]
+        check(not ready_again, "pod %s Ready again during its drain at +%.1f s" % (name, ready_again[0] - not_ready
                                                                                    if ready_again else 0))
     print("  r03: out of the EndpointSlice %s s after the gate went False; drain %d s each"
           % (", ".join("%.1f" % x for x in lags), grace), flush=True)

@@ -76,7 +76,7 @@ def pod_patches(s, ns, since):
     return out
 
 
-def w05_pod_image_rewriter(s):
+def w06_pod_image_rewriter(s):
     """A pod-only image rewriter is installed (a small mutating webhook: `localhost/httpd-demo:` becomes
     `localhost/mirror/httpd-demo:`, tagged in containerd as the same image). (a) v1 -> v2 of an opted-in 2-replica
     Deployment completes in place: every pod keeps its UID, runs the mirror reference, kubectl rollout status
@@ -86,13 +86,13 @@ def w05_pod_image_rewriter(s):
     pod patches by the loop per pod (3 without a rewrite)."""
     for ref, mirror in ((tc.V1, MIRROR_V1), (tc.V2, MIRROR_V2)):
         s.tools.ctr("images", "tag", "--force", ref, mirror)
-    app = tc.App(s, "w05", "web")
-    miss = tc.App(s, "w05", "miss")
+    app = tc.App(s, "w06", "web")
+    miss = tc.App(s, "w06", "miss")
     app.setup_namespace()
-    server, port = start_rewriter(s, os.path.join(s.env.run, "w05"), [
+    server, port = start_rewriter(s, os.path.join(s.env.run, "w06"), [
         ("/mirror", "localhost/httpd-demo:", "localhost/mirror/httpd-demo:"),
         ("/missing", tc.V2, MISSING_V2)])
-    name = "w05-image-rewriter"
+    name = "w06-image-rewriter"
     try:
         register_rewriter(s, name, app.ns, port, {"yes": "/mirror", "missing": "/missing"})
         time.sleep(2)  # the API server's webhook configuration informer
@@ -192,4 +192,4 @@ def w05_pod_image_rewriter(s):
             s.tools.ctr("images", "rm", mirror, check_rc=False)
 
 
-SCENARIOS = [w05_pod_image_rewriter]
+SCENARIOS = [w06_pod_image_rewriter]
