@@ -283,9 +283,10 @@ class Server::Worker {
         try {
           keep = (events[i].events & EPOLLERR) == 0 && Drive(*c);
         } catch (...) {  // e.g. no memory for a buffer: this connection only
-          log::Error("connection failed", {{"server", server_.options_.name},
-                                           {"remote", c->remote},
-                                           {"error", CurrentExceptionText()}});
+          log::Limited(log::Level::kError, "connection_failed", "connection failed",
+                       {{"server", server_.options_.name},
+                        {"remote", c->remote},
+                        {"error", CurrentExceptionText()}});
         }
         if (!keep) Close(*c);
       }
@@ -327,7 +328,8 @@ class Server::Worker {
         c->ssl.reset(SSL_new(server_.options_.tls));
         if (!c->ssl || SSL_set_fd(c->ssl.get(), fd) != 1) {
           ERR_clear_error();
-          log::Error("cannot set up TLS for a connection", {{"server", server_.options_.name}});
+          log::Limited(log::Level::kError, "tls_setup_failed", "cannot set up TLS for a connection",
+                       {{"server", server_.options_.name}});
           conns_.push_back(std::move(c));
           Close(*conns_.back());
           continue;
@@ -622,9 +624,10 @@ class Server::Worker {
     try {
       server_.handler_(request, response);
     } catch (...) {
-      log::Error("request handler failed", {{"server", server_.options_.name},
-                                            {"path", std::string(request.path)},
-                                            {"error", CurrentExceptionText()}});
+      log::Limited(log::Level::kError, "request_handler_failed", "request handler failed",
+                   {{"server", server_.options_.name},
+                    {"path", std::string(request.path)},
+                    {"error", CurrentExceptionText()}});
       response = Response();
       server_.onError_(500, "internal error", request.path, response);
     }
@@ -768,8 +771,9 @@ class Server::Worker {
                  !c.parser.HeadComplete()) {
         server_.stats_.headerTimeouts.fetch_add(1);
       } else if (c.phase == Connection::Phase::kReading && c.in.Size() > 0) {
-        log::Warn("request not received in time; connection closed",
-                  {{"server", server_.options_.name}, {"remote", c.remote}});
+        log::Limited(log::Level::kWarn, "request_timeout",
+                     "request not received in time; connection closed",
+                     {{"server", server_.options_.name}, {"remote", c.remote}});
       }
       Close(c);
     }

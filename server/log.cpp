@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <vector>
 
 namespace iw::log {
 
@@ -98,23 +99,28 @@ bool Enabled(Level level) {
   return static_cast<int>(level) >= gMinLevel.load();
 }
 
-void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
-  if (!Enabled(level)) return;
+namespace {
+
+void WriteLine(Level level, std::string_view message, std::initializer_list<Field> fields,
+               const Field* extra) {
   std::string line;
   line.reserve(128);
   if (gFormat.load() == Format::kJson) {
     line += "{\"ts\":\"" + Timestamp() + "\",\"level\":\"" + LevelName(level) + "\",\"msg\":";
     AppendJsonString(line, message);
-    for (const auto& [k, v] : fields) {
+    auto add = [&line](const Field& f) {
       line += ',';
-      AppendJsonString(line, k);
+      AppendJsonString(line, f.first);
       line += ':';
-      AppendJsonString(line, v);
-    }
+      AppendJsonString(line, f.second);
+    };
+    for (const auto& f : fields) add(f);
+    if (extra != nullptr) add(*extra);
     line += "}\n";
   } else {
     line += Timestamp() + " " + LevelName(level) + " " + std::string(message);
-    for (const auto& [k, v] : fields) {
+    auto add = [&line](const Field& f) {
+      const auto& [k, v] = f;
       line += ' ';
       line += k;
       line += '=';
@@ -123,11 +129,80 @@ void Write(Level level, std::string_view message, std::initializer_list<Field> f
         AppendJsonString(line, v);
       else
         line += v;
-    }
+    };
+    for (const auto& f : fields) add(f);
+    if (extra != nullptr) add(*extra);
     line += '\n';
   }
   // One write per line; a short write to stderr is not worth retrying for a log line.
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+RateLimiter& ProcessLimiter() {
+  static RateLimiter limiter;
+  return limiter;
+}
+
+}  // namespace
+
+void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
+  if (!Enabled(level)) return;
+  WriteLine(level, message, fields, nullptr);
+}
+
+bool RateLimiter::Admit(std::string_view kind, Clock::time_point now, uint64_t& suppressed) {
+  std::lock_guard lock(mu_);
+  auto it = kinds_.find(kind);
+  if (it == kinds_.end()) {
+    it = kinds_.emplace(std::string(kind), Kind{}).first;
+    it->second.windowStart = now;
+  }
+  Kind& k = it->second;
+  if (now - k.windowStart >= interval_) {
+    k.windowStart = now;
+    k.written = 0;
+  }
+  if (k.written >= burst_) {
+    ++k.pending;
+    ++k.total;
+    return false;
+  }
+  ++k.written;
+  suppressed = k.pending;
+  k.pending = 0;
+  return true;
+}
+
+std::vector<std::pair<std::string, uint64_t>> RateLimiter::SuppressedTotals() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  out.reserve(kinds_.size());
+  for (const auto& [kind, k] : kinds_) out.emplace_back(kind, k.total);
+  return out;
+}
+
+void Limited(Level level, std::string_view kind, std::string_view message,
+             std::initializer_list<Field> fields) {
+  if (!Enabled(level)) return;
+  uint64_t suppressed = 0;
+  if (!ProcessLimiter().Admit(kind, RateLimiter::Clock::now(), suppressed)) return;
+  if (suppressed == 0) {
+    WriteLine(level, message, fields, nullptr);
+  } else {
+    Field extra{"suppressed", std::to_string(suppressed)};
+    WriteLine(level, message, fields, &extra);
+  }
+}
+
+void RenderSuppressedMetrics(std::string& out) {
+  out +=
+      "# HELP inplace_webhook_log_suppressed_total Log lines of one kind (per request or per "
+      "connection) not written because more than 5 came within 10 s.\n"
+      "# TYPE inplace_webhook_log_suppressed_total counter\n";
+  for (const auto& [kind, total] : ProcessLimiter().SuppressedTotals()) {
+    out += "inplace_webhook_log_suppressed_total{kind=\"" + kind + "\"} " + std::to_string(total) +
+           "\n";
+  }
 }
 
 }  // namespace iw::log

@@ -105,6 +105,7 @@ Status WebhookServer::Start() {
     probePort_ = probes_->Port();
   }
   metrics_.AddCollector([this](std::string& out) { RenderProtectionMetrics(out); });
+  metrics_.AddCollector([](std::string& out) { log::RenderSuppressedMetrics(out); });
   if (certs_) certs_->StartWatching(options_.certCheckInterval);
   ready_ = true;
   return Status::Ok();
@@ -139,13 +140,15 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   metrics_.RecordRequest(route->path, reply.httpStatus, secs);
   if (reply.handlerError) {
     metrics_.RecordHandlerError(route->path);
-    log::Error("admission handler failed",
-               {{"route", std::string(route->path)}, {"uid", reply.uid}, {"error", reply.message}});
+    log::Limited(
+        log::Level::kError, "admission_handler_failed", "admission handler failed",
+        {{"route", std::string(route->path)}, {"uid", reply.uid}, {"error", reply.message}});
   } else if (!reply.decided) {
-    log::Warn("bad admission request", {{"route", std::string(route->path)},
-                                        {"status", std::to_string(reply.httpStatus)},
-                                        {"error", Clip(reply.message, 4 * kClipBytes)},
-                                        {"remote", std::string(req.remoteAddress)}});
+    log::Limited(log::Level::kWarn, "bad_admission_request", "bad admission request",
+                 {{"route", std::string(route->path)},
+                  {"status", std::to_string(reply.httpStatus)},
+                  {"error", Clip(reply.message, 4 * kClipBytes)},
+                  {"remote", std::string(req.remoteAddress)}});
   } else if (log::Enabled(log::Level::kDebug)) {
     log::Debug("admission", {{"route", std::string(route->path)},
                              {"uid", reply.uid},
@@ -165,9 +168,10 @@ void WebhookServer::Refuse(int status, std::string_view message, std::string_vie
   if (status == 500) metrics_.RecordHandlerError(label);
   metrics_.RecordRequest(label, status, 0);
   if (status != 404 && status != 500) {
-    log::Warn("bad HTTP request", {{"status", std::to_string(status)},
-                                   {"path", Clip(path)},
-                                   {"error", Clip(message, 4 * kClipBytes)}});
+    log::Limited(log::Level::kWarn, "bad_http_request", "bad HTTP request",
+                 {{"status", std::to_string(status)},
+                  {"path", Clip(path)},
+                  {"error", Clip(message, 4 * kClipBytes)}});
   }
   SendReply(res, review::PlainError(status, Clip(message, 4 * kClipBytes)));
 }
