@@ -17,6 +17,7 @@ constexpr StateKey kStateKeys[] = {
     {"labels", keys::kStateLabel},
     {"annotations", keys::kStateTimestampAnnotation},
     {"annotations", keys::kUpdateStateAnnotation},
+    {"annotations", keys::kHookTimeoutAnnotation},  // the loop's record of a hook that timed out
 };
 
 std::optional<std::string_view> StateValue(const json::Value& pod, const StateKey& k) {

@@ -4,6 +4,9 @@
   `inplace-webhook.io/abort` and `inplace-webhook.io/previous-template-hash` (which the Deployment controller copies
   to its ReplicaSet), and an opted-in one that carries `previous-template-hash` itself, get no write from the
   controller's identity over 40 s, and nobody rewrites their ReplicaSets' metadata (the audit log says so).
+- h11: the loop's record of a hook timeout cannot be forged: a user's `kubectl annotate pod` that adds
+  `inplace-webhook.io/hook-timeout` is refused by the pod validator (a removal is refused by the same check; the
+  unit table covers it).
 """
 
 import json
@@ -60,4 +63,26 @@ def h09_product_keys_start_no_write_fight(s):
     foreign.s.tools.kubectl("delete", "namespace", "h09", "--wait=false")
 
 
-SCENARIOS = [h09_product_keys_start_no_write_fight]
+
+
+HOOK_TIMEOUT = "inplace-webhook.io/hook-timeout"
+
+
+def h11_hook_timeout_is_the_loops(s):
+    """A user adds hook-timeout to a running pod: refused naming the key; the pod carries no forged annotation."""
+    app = tc.App(s, "h11", "web")
+    app.setup_namespace()
+    app.kubectl("apply", "-f", "-", stdin=json.dumps(tc.deployment("web", replicas=1)))
+    wait_for(app.rollout_complete, 90, "the initial rollout of h11/web", app)
+    pod = app.pods()[0]["metadata"]["name"]
+    args = ("annotate", "pod/" + pod, HOOK_TIMEOUT + "=Updating@forged")
+    p = s.tools.kubectl(*(list(args) + ["-n", app.ns]), user="alice", check_rc=False)
+    print("h11: kubectl %s -> rc %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()[:300]))
+    check(p.returncode != 0 and HOOK_TIMEOUT in p.stderr and "may be changed only by" in p.stderr,
+          "kubectl %s was not refused by the pod validator: rc %d %s" % (" ".join(args), p.returncode, p.stderr))
+    live_pod = [x for x in app.pods() if x["metadata"]["name"] == pod][0]
+    check(HOOK_TIMEOUT not in annotations_of(live_pod), "the forged hook-timeout is on the pod")
+    s.tools.kubectl("delete", "namespace", "h11", "--wait=false")
+
+
+SCENARIOS = [h09_product_keys_start_no_write_fight, h11_hook_timeout_is_the_loops]

@@ -140,7 +140,9 @@ TEST_CASE("MutatePod leaves everything else alone") {
   }
 }
 
-TEST_CASE("ValidatePod: only the controller changes state, state-timestamp and update-state") {
+TEST_CASE(
+    "ValidatePod: only the controller changes state, state-timestamp, update-state and "
+    "hook-timeout") {
   const std::string running = Running();
   struct Row {
     const char* name;
@@ -161,6 +163,9 @@ TEST_CASE("ValidatePod: only the controller changes state, state-timestamp and u
       {"update-state added",
        R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1update-state","value":"{}"}])",
        false, "annotation inplace-webhook.io/update-state"},
+      {"hook-timeout forged",
+       R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1hook-timeout","value":"{}"}])",
+       false, "annotation inplace-webhook.io/hook-timeout"},
       {"state and timestamp together",
        R"([{"op":"replace","path":"/metadata/labels/inplace-webhook.io~1state","value":"Normal2"},
            {"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1state-timestamp"}])",
