@@ -3,6 +3,7 @@
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
+#include "hooks/pod_admission.h"
 
 namespace iw::admission {
 
@@ -93,6 +94,18 @@ std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
           ": the webhook adds it; if uninstalled, new pods never get Ready"};
 }
 
+// The pod state keys of ours the template gives its pods (ForgedStateKeys), unless the old
+// template gave the same ones (a Deployment stored before this check is not blocked).
+std::string NewForgedTemplateKeys(const json::Value& object, const json::Value* old) {
+  const json::Value* tmpl = json::Path(&object, {"spec", "template"});
+  if (tmpl == nullptr || !tmpl->IsObject()) return "";
+  std::string forged = ForgedStateKeys(*tmpl);
+  if (forged.empty() || old == nullptr) return forged;
+  const json::Value* was = json::Path(old, {"spec", "template"});
+  if (was != nullptr && was->IsObject() && ForgedStateKeys(*was) == forged) return "";
+  return forged;
+}
+
 deployment::Facts FactsOf(const Context& ctx) {
   return {ctx.now, ctx.loopAlive, ctx.resize};
 }
@@ -121,6 +134,10 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (read->object->deleting()) return Allowed();
   if (deployment::IsOptedIn(object)) {
     if (Status s = CheckSettings(object); !s.ok()) return Denied(s.message());
+  }
+  if (const std::string forged = NewForgedTemplateKeys(object, req.oldObject); !forged.empty()) {
+    return Denied("the pod template carries " + forged +
+                  ", which the inplace-webhook controller alone writes on pods: remove it");
   }
   auto allowed = [&object] {
     Response r = Allowed();

@@ -72,6 +72,23 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
 
 }  // namespace
 
+std::string ForgedStateKeys(const json::Value& object) {
+  std::string out;
+  auto add = [&out](std::string_view key) {
+    if (!out.empty()) out += ", ";
+    out += key;
+  };
+  std::optional<std::string_view> state = deployment::Label(object, keys::kStateLabel);
+  if (state && *state != keys::kStateNormal) add(keys::kStateLabel);
+  if (deployment::Annotation(object, keys::kUpdateStateAnnotation)) {
+    add(keys::kUpdateStateAnnotation);
+  }
+  if (deployment::Annotation(object, keys::kHookTimeoutAnnotation)) {
+    add(keys::kHookTimeoutAnnotation);
+  }
+  return out;
+}
+
 Response MutatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
   if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
@@ -82,16 +99,39 @@ Response MutatePod(const Request& req, const Context& ctx) {
   json::Document mutated(req.scratch);
   auto& alloc = mutated.GetAllocator();
   static_cast<json::Value&>(mutated) = json::CopySharingStrings(meta, alloc);  // moves
+  // A new pod has no update behind it: a state of ours it was created with (copied from a pod, or
+  // set in its template) is dropped, so the loop never acts on a record it did not write.
+  const std::string forged = ForgedStateKeys(pod);
+  if (!forged.empty()) {
+    if (rapidjson::Value* a = json::FindMutable(&mutated, "annotations");
+        a != nullptr && a->IsObject()) {
+      a->RemoveMember(rapidjson::StringRef(keys::kUpdateStateAnnotation.data(),
+                                           keys::kUpdateStateAnnotation.size()));
+      a->RemoveMember(rapidjson::StringRef(keys::kHookTimeoutAnnotation.data(),
+                                           keys::kHookTimeoutAnnotation.size()));
+    }
+  }
   const bool hasState = deployment::Label(pod, keys::kStateLabel).has_value();
-  if (!hasState) {
+  if (!hasState || !forged.empty()) {
     json::SetString(json::EnsureObject(mutated, "labels", alloc), keys::kStateLabel,
                     keys::kStateNormal, alloc);
   }
-  if (!hasState || !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
+  if (!hasState || !forged.empty() ||
+      !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
     json::SetString(json::EnsureObject(mutated, "annotations", alloc),
                     keys::kStateTimestampAnnotation, rfc3339::Format(ctx.now), alloc);
   }
-  Response r = PatchedAt("/metadata", meta, mutated);
+  std::vector<std::string> warnings;
+  if (!forged.empty()) {
+    std::string names =
+        forged;  // the keys without their prefix: a warning is 120 characters at most
+    for (size_t at; (at = names.find(keys::kPrefix)) != std::string::npos;) {
+      names.erase(at, keys::kPrefix.size());
+    }
+    warnings.push_back("dropped " + std::string(keys::kPrefix) + " " + names +
+                       " from the new pod: it starts Normal (the controller's keys)");
+  }
+  Response r = PatchedAt("/metadata", meta, mutated, std::move(warnings));
   if (ctx.loopAlive) AddReadinessGate(pod, r);
   return r;
 }
@@ -103,11 +143,13 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   const json::Value& pod = *req.object;
   if (req.operation == Operation::kCreate) {
-    std::optional<std::string_view> state = deployment::Label(pod, keys::kStateLabel);
-    if (state && *state != keys::kStateNormal) {
+    if (const std::string forged = ForgedStateKeys(pod); !forged.empty()) {
       return Denied("a pod may be created only with " + std::string(keys::kStateLabel) + "=" +
-                    std::string(keys::kStateNormal) + " or without it: the state is written by " +
-                    "the inplace-webhook controller (" + ctx.controllerUser + ") only");
+                    std::string(keys::kStateNormal) + " or without it, and without " +
+                    std::string(keys::kUpdateStateAnnotation) + " or " +
+                    std::string(keys::kHookTimeoutAnnotation) + " (it carries " + forged +
+                    "): the state is written by the inplace-webhook controller (" +
+                    ctx.controllerUser + ") only");
     }
     return Allowed();
   }

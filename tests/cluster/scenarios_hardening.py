@@ -4,9 +4,11 @@
   `inplace-webhook.io/abort` and `inplace-webhook.io/previous-template-hash` (which the Deployment controller copies
   to its ReplicaSet), and an opted-in one that carries `previous-template-hash` itself, get no write from the
   controller's identity over 40 s, and nobody rewrites their ReplicaSets' metadata (the audit log says so).
-- h11: the loop's record of a hook timeout cannot be forged: a user's `kubectl annotate pod` that adds
-  `inplace-webhook.io/hook-timeout` is refused by the pod validator (a removal is refused by the same check; the
-  unit table covers it).
+- h11: pod state cannot be forged (DESIGN.md §4.2): a user's `kubectl annotate pod` adding
+  `inplace-webhook.io/hook-timeout` is refused; an opted-in pod created by a user with `state: Updated`,
+  `update-state` and `hook-timeout` starts Normal without them and the user is warned; a pod not opted in created
+  with a state of ours is refused by the chart's policy (the pod webhook never sees it); a Deployment whose
+  template carries `update-state` is refused.
 """
 
 import json
@@ -66,23 +68,67 @@ def h09_product_keys_start_no_write_fight(s):
 
 
 HOOK_TIMEOUT = "inplace-webhook.io/hook-timeout"
+STATE = "inplace-webhook.io/state"
+UPDATE_STATE = "inplace-webhook.io/update-state"
 
 
-def h11_hook_timeout_is_the_loops(s):
-    """A user adds hook-timeout to a running pod: refused naming the key; the pod carries no forged annotation."""
+def h11_pod_state_cannot_be_forged(s):
+    """Each way a user could give a pod a state of ours, on the real API server with the chart's webhooks and
+    policies: refused, or dropped with a warning; what the live objects carry is read back."""
     app = tc.App(s, "h11", "web")
     app.setup_namespace()
     app.kubectl("apply", "-f", "-", stdin=json.dumps(tc.deployment("web", replicas=1)))
     wait_for(app.rollout_complete, 90, "the initial rollout of h11/web", app)
     pod = app.pods()[0]["metadata"]["name"]
+
+    # 1. A running pod: adding hook-timeout is refused (the policy, and the pod validator behind it).
     args = ("annotate", "pod/" + pod, HOOK_TIMEOUT + "=Updating@forged")
     p = s.tools.kubectl(*(list(args) + ["-n", app.ns]), user="alice", check_rc=False)
-    print("h11: kubectl %s -> rc %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()[:300]))
-    check(p.returncode != 0 and HOOK_TIMEOUT in p.stderr and "may be changed only by" in p.stderr,
-          "kubectl %s was not refused by the pod validator: rc %d %s" % (" ".join(args), p.returncode, p.stderr))
+    print("  h11: kubectl %s -> rc %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()[:300]), flush=True)
+    check(p.returncode != 0 and HOOK_TIMEOUT in p.stderr and "controller" in p.stderr,
+          "kubectl %s was not refused: rc %d %s" % (" ".join(args), p.returncode, p.stderr))
     live_pod = [x for x in app.pods() if x["metadata"]["name"] == pod][0]
     check(HOOK_TIMEOUT not in annotations_of(live_pod), "the forged hook-timeout is on the pod")
+
+    # 2. An opted-in pod created with a state of ours: it starts Normal, the keys are dropped, the user warned.
+    forged = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "forged", "labels": {"app": "forged", ENABLED: "true", STATE: "Updated"},
+                           "annotations": {UPDATE_STATE: '{"revision":"x"}', HOOK_TIMEOUT: "preUpdate@x",
+                                           "team": "kept"}},
+              "spec": {"containers": [{"name": "app", "image": tc.HOLDER}]}}
+    _, warnings = app.kubectl("create", "-f", "-", stdin=json.dumps(forged))
+    print("  h11: created an opted-in pod with a forged state; warnings: %s" % warnings, flush=True)
+    check(any("dropped inplace-webhook.io/ state, update-state, hook-timeout" in w for w in warnings),
+          "no warning named the dropped keys: %s" % warnings)
+    live_forged = s.api.get(tc.ns_path(app.ns, "pods", "forged"))
+    labels, anns = live_forged["metadata"].get("labels") or {}, annotations_of(live_forged)
+    check(labels.get(STATE) == "Normal", "the pod was stored with state %r" % labels.get(STATE))
+    check(UPDATE_STATE not in anns and HOOK_TIMEOUT not in anns and anns.get("team") == "kept",
+          "the stored pod's annotations: %s" % anns)
+
+    # 3. A pod the webhook does not see (not opted in) with a state of ours: the chart's policy refuses it.
+    unseen = json.loads(json.dumps(forged))
+    unseen["metadata"]["name"] = "unseen"
+    unseen["metadata"]["labels"].pop(ENABLED)
+    p = s.tools.kubectl("create", "-f", "-", "-n", app.ns, user="alice", stdin=json.dumps(unseen), check_rc=False)
+    print("  h11: a pod not opted in with a forged state -> rc %d: %s" % (p.returncode, p.stderr.strip()[:300]),
+          flush=True)
+    check(p.returncode != 0 and "inplace-webhook-pod-state" in p.stderr,
+          "the pod not opted in was not refused by the policy: rc %d %s" % (p.returncode, p.stderr))
+    plain = json.loads(json.dumps(unseen))
+    plain["metadata"]["labels"][STATE] = "Normal"
+    plain["metadata"]["annotations"] = {"team": "kept"}
+    app.kubectl("create", "-f", "-", stdin=json.dumps(plain))  # state Normal alone is allowed
+
+    # 4. A Deployment whose template would give its pods update-state: refused by the Deployment validator.
+    d = tc.deployment("tmpl", replicas=1)
+    d["spec"]["template"]["metadata"].setdefault("annotations", {})[UPDATE_STATE] = "{}"
+    p = s.tools.kubectl("apply", "-f", "-", "-n", app.ns, user="alice", stdin=json.dumps(d), check_rc=False)
+    print("  h11: a template carrying update-state -> rc %d: %s" % (p.returncode, p.stderr.strip()[:300]),
+          flush=True)
+    check(p.returncode != 0 and "the pod template carries " + UPDATE_STATE in p.stderr,
+          "the Deployment was not refused: rc %d %s" % (p.returncode, p.stderr))
     s.tools.kubectl("delete", "namespace", "h11", "--wait=false")
 
 
-SCENARIOS = [h09_product_keys_start_no_write_fight, h11_hook_timeout_is_the_loops]
+SCENARIOS = [h09_product_keys_start_no_write_fight, h11_pod_state_cannot_be_forged]

@@ -1410,3 +1410,48 @@ TEST_CASE(
     CHECK(json::Serialize(Patched(adm.out, again)) == json::Serialize(adm.out));
   }
 }
+
+TEST_CASE(
+    "the validator: a template carrying the pods' state keys of ours is denied, unless stored so") {
+  struct Row {
+    const char* what;
+    const char* patch;  // on the template's metadata
+    bool allowed;
+  };
+  const Row rows[] = {
+      {"state Normal (harmless)",
+       R"([{"op":"add","path":"/spec/template/metadata/labels/inplace-webhook.io~1state","value":"Normal"}])",
+       true},
+      {"state Updated",
+       R"([{"op":"add","path":"/spec/template/metadata/labels/inplace-webhook.io~1state","value":"Updated"}])",
+       false},
+      {"update-state",
+       R"([{"op":"add","path":"/spec/template/metadata/annotations","value":{"inplace-webhook.io/update-state":"{}"}}])",
+       false},
+      {"hook-timeout",
+       R"([{"op":"add","path":"/spec/template/metadata/annotations","value":{"inplace-webhook.io/hook-timeout":"x"}}])",
+       false},
+  };
+  const json::Document plain = Deployment();
+  for (const Row& row : rows) {
+    CAPTURE(std::string(row.what));
+    json::Document d = With(plain, row.patch);
+    admission::Request create = Update(d, d);
+    create.operation = Operation::kCreate;
+    create.oldObject = nullptr;
+    admission::Response r = admission::ValidateDeployment(create, Ctx());
+    CHECK(r.allowed == row.allowed);
+    if (!row.allowed) {
+      CHECK(r.message.find("the pod template carries inplace-webhook.io/") != std::string::npos);
+    }
+    // An update that adds the key is denied as a CREATE is (an allowed template change is the
+    // mutator's to judge); one that keeps what is stored passes.
+    if (!row.allowed) {
+      admission::Response u = admission::ValidateDeployment(Update(plain, d), Ctx());
+      CHECK_FALSE(u.allowed);
+      CHECK(u.message.find("the pod template carries inplace-webhook.io/") != std::string::npos);
+    }
+    json::Document scaled = With(d, kScaledUp);
+    CHECK(admission::ValidateDeployment(Update(d, scaled), Ctx()).allowed);
+  }
+}

@@ -98,17 +98,53 @@ TEST_CASE(
   CHECK(admission::MutatePod(Request(Operation::kCreate, nullptr, &out), Ctx()).patch.empty());
 }
 
-TEST_CASE("MutatePod keeps a state the creator set, and adds only a missing timestamp") {
-  json::Document updated = With(
-      kPod,
-      R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Updated"}])");
-  json::Document out =
-      Patched(updated, admission::MutatePod(Request(Operation::kCreate, nullptr, &updated), Ctx()));
-  CHECK(json::StringOr(json::Path(&out, {"metadata", "labels"}), "inplace-webhook.io/state") ==
-        "Updated");
-  CHECK(json::StringOr(json::Path(&out, {"metadata", "annotations"}),
-                       "inplace-webhook.io/state-timestamp") == "2026-11-29T18:00:00Z");
-
+TEST_CASE("MutatePod drops a state of ours the pod was created with, with a warning") {
+  struct Row {
+    const char* what;
+    const char* patch;
+    const char* dropped;  // named in the warning; "" = nothing dropped, no warning
+  };
+  const Row rows[] = {
+      {"state Updated",
+       R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Updated"}])",
+       "state"},
+      {"update-state and hook-timeout with state Normal",
+       R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Normal"},
+           {"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/update-state":"{}",
+            "inplace-webhook.io/hook-timeout":"preUpdate","inplace-webhook.io/state-timestamp":"2020-01-01T00:00:00Z","keep":"me"}}])",
+       "update-state, hook-timeout"},
+      {"state Normal only: kept, a missing timestamp added",
+       R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Normal"}])",
+       ""},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(std::string(row.what));
+    json::Document pod = With(kPod, row.patch);
+    admission::Response r = admission::MutatePod(Request(Operation::kCreate, nullptr, &pod), Ctx());
+    REQUIRE(r.allowed);
+    json::Document out = Patched(pod, r);
+    const json::Value* labels = json::Path(&out, {"metadata", "labels"});
+    const json::Value* annotations = json::Path(&out, {"metadata", "annotations"});
+    CHECK(json::StringOr(labels, "inplace-webhook.io/state") == "Normal");
+    CHECK(json::StringOr(annotations, "inplace-webhook.io/state-timestamp") ==
+          "2026-11-29T18:00:00Z");
+    CHECK(json::Find(annotations, "inplace-webhook.io/update-state") == nullptr);
+    CHECK(json::Find(annotations, "inplace-webhook.io/hook-timeout") == nullptr);
+    if (json::Find(json::Path(&pod, {"metadata", "annotations"}), "keep") != nullptr) {
+      CHECK(json::StringOr(annotations, "keep") == "me");
+    }
+    if (std::string_view(row.dropped).empty()) {
+      CHECK(r.warnings.empty());
+    } else {
+      REQUIRE(r.warnings.size() == 1);
+      CHECK(r.warnings[0] == "dropped inplace-webhook.io/ " + std::string(row.dropped) +
+                                 " from the new pod: it starts Normal (the controller's keys)");
+      CHECK(r.warnings[0].size() <= 120);
+    }
+    // Its own output: nothing more to drop (the validator admits it too).
+    CHECK(admission::MutatePod(Request(Operation::kCreate, nullptr, &out), Ctx()).patch.empty());
+    CHECK(admission::ValidatePod(Request(Operation::kCreate, nullptr, &out), Ctx()).allowed);
+  }
   json::Document stamped = Parse(Running());
   CHECK(admission::MutatePod(Request(Operation::kCreate, nullptr, &stamped), Ctx()).patch.empty());
 }
@@ -216,6 +252,12 @@ TEST_CASE("ValidatePod: CREATE with a forged state is denied; status updates and
        true},
       {"state Updated",
        R"([{"op":"add","path":"/metadata/labels/inplace-webhook.io~1state","value":"Updated"}])",
+       false},
+      {"update-state",
+       R"([{"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/update-state":"{}"}}])",
+       false},
+      {"hook-timeout",
+       R"([{"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/hook-timeout":"x"}}])",
        false},
   };
   for (const Row& row : rows) {
