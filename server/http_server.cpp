@@ -608,8 +608,12 @@ class Server::Worker {
     while (c.in.View().starts_with("\r\n")) c.in.Consume(2);
     c.in.Trim();
     c.parser.Reset();
-    // Less than before (the answer's buffer is trimmed below): always granted.
-    if (c.out.capacity() > kKeepBuffer) std::string().swap(c.out);
+    // The answer's buffer is kept for the next one only while both buffers fit in the free bytes,
+    // so that an idle connection charges nothing. Less than before: always granted.
+    if (c.out.capacity() > kKeepBuffer ||
+        c.in.Capacity() + c.parser.BodyCapacity() + c.out.capacity() > kFreeBufferBytes) {
+      std::string().swap(c.out);
+    }
     Charge(c, c.in.Capacity() + c.parser.BodyCapacity() + c.out.capacity());
     c.served = true;
     c.lastActive = now_;
@@ -633,6 +637,12 @@ class Server::Worker {
       server_.onError_(500, "internal error", request.path, response);
     }
     bool close = !request.keepAlive || server_.draining_.load();
+    // The request's bytes are not needed once it is answered: freed before the answer is held, so
+    // that the connection charges the budget for one of the two (bytes of a pipelined next
+    // request stay in `in`; NextRequest then finds nothing more to consume).
+    c.in.Consume(c.parser.Consumed());
+    c.parser.Reset();
+    c.in.Trim();
     Queue(c, response, close ? Connection::Then::kClose : Connection::Then::kNextRequest);
   }
 
@@ -748,8 +758,9 @@ class Server::Worker {
       c.parser.Reset();
       Charge(c, c.parser.BodyCapacity());  // less than before: always granted
       Response busy;
-      server_.onError_(503, "server busy: answer bytes in flight are over the process's budget; "
-                            "retry later",
+      server_.onError_(503,
+                       "server busy: answer bytes in flight are over the process's budget; "
+                       "retry later",
                        "", busy);
       busy.headers.emplace_back("Retry-After", "1");
       then = Connection::Then::kClose;
