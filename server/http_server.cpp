@@ -527,7 +527,7 @@ class Server::Worker {
     size_t capacity = c.in.CapacityFor(want);
     size_t body =
         c.parser.Chunked() ? std::max(capacity, c.parser.BodyCapacity()) : c.parser.BodyCapacity();
-    if (!Charge(c, capacity + body)) return false;
+    if (!Charge(c, capacity + body + c.out.capacity())) return false;
     c.in.Reserve(want);
     c.parser.ReserveBody(capacity);
     return true;
@@ -608,11 +608,16 @@ class Server::Worker {
     while (c.in.View().starts_with("\r\n")) c.in.Consume(2);
     c.in.Trim();
     c.parser.Reset();
-    Charge(c, c.in.Capacity() + c.parser.BodyCapacity());  // less than before: always granted
+    // The answer's buffer is kept for the next one only while both buffers fit in the free bytes,
+    // so that an idle connection charges nothing. Less than before: always granted.
+    if (c.out.capacity() > kKeepBuffer ||
+        c.in.Capacity() + c.parser.BodyCapacity() + c.out.capacity() > kFreeBufferBytes) {
+      std::string().swap(c.out);
+    }
+    Charge(c, c.in.Capacity() + c.parser.BodyCapacity() + c.out.capacity());
     c.served = true;
     c.lastActive = now_;
     c.continueSent = false;
-    if (c.out.capacity() > kKeepBuffer) std::string().swap(c.out);
     c.phase = Connection::Phase::kReading;
     if (c.in.Size() > 0) StartRequest(c);
   }
@@ -632,6 +637,12 @@ class Server::Worker {
       server_.onError_(500, "internal error", request.path, response);
     }
     bool close = !request.keepAlive || server_.draining_.load();
+    // The request's bytes are not needed once it is answered: freed before the answer is held, so
+    // that the connection charges the budget for one of the two (bytes of a pipelined next
+    // request stay in `in`; NextRequest then finds nothing more to consume).
+    c.in.Consume(c.parser.Consumed());
+    c.parser.Reset();
+    c.in.Trim();
     Queue(c, response, close ? Connection::Then::kClose : Connection::Then::kNextRequest);
   }
 
@@ -664,7 +675,7 @@ class Server::Worker {
     server_.stats_.shedOverBudget.fetch_add(1);
     c.in = Buffer();
     c.parser.Reset();
-    Charge(c, c.parser.BodyCapacity());
+    Charge(c, c.parser.BodyCapacity() + c.out.capacity());
     Response response;
     server_.onError_(503,
                      "server busy: request bytes in flight are over the process's budget; retry "
@@ -734,9 +745,28 @@ class Server::Worker {
     return c.served && !(c.in.Size() > 0 && !c.parser.HeadComplete());
   }
 
+  // The answer's bytes count against the budget with the request's until it is written: an answer
+  // that would take the budget over its limit (clients that send and do not read) is replaced by
+  // a 503 with Retry-After, the request's buffers are freed, and the connection closes after it.
   void Queue(Connection& c, const Response& response, Connection::Then then) {
     c.out.clear();
     AppendResponse(response, then != Connection::Then::kNextRequest, c.out);
+    if (!Charge(c, c.in.Capacity() + c.parser.BodyCapacity() + c.out.capacity())) {
+      server_.stats_.shedAnswers.fetch_add(1);
+      std::string().swap(c.out);
+      c.in = Buffer();
+      c.parser.Reset();
+      Charge(c, c.parser.BodyCapacity());  // less than before: always granted
+      Response busy;
+      server_.onError_(503,
+                       "server busy: answer bytes in flight are over the process's budget; "
+                       "retry later",
+                       "", busy);
+      busy.headers.emplace_back("Retry-After", "1");
+      then = Connection::Then::kClose;
+      AppendResponse(busy, true, c.out);
+      Charge(c, c.parser.BodyCapacity() + c.out.capacity());
+    }
     c.outSent = 0;
     c.then = then;
     c.phase = Connection::Phase::kWriting;

@@ -24,8 +24,10 @@
 // Memory: each connection's buffers (received bytes, a decoded chunked body) up to
 // kFreeBufferBytes are its own; beyond that they are charged to `budget`, shared by every server
 // of the process. A request that would take the budget over its limit is refused with 503 and
-// `Retry-After` (the client's further bytes are read and dropped), so request bytes held at once
-// stay within maxConnections * kFreeBufferBytes + the budget's limit.
+// `Retry-After` (the client's further bytes are read and dropped). An answer's bytes are charged
+// with its request's until written: one that would go over the limit (clients that send and do not
+// read) is replaced by a 503 and the connection closed after it. So the bytes held at once stay
+// within maxConnections * kFreeBufferBytes + the budget's limit.
 //
 // Thread safety: Start() once, then Shutdown() (idempotent; the destructor calls it), both from
 // the owner's thread and never from a handler (Shutdown() joins the workers). Port() once Start()
@@ -79,6 +81,7 @@ struct ServerStats {
   std::atomic<uint64_t> firstRequestTimeouts{0};  // closed: no request within firstRequestTimeout
   std::atomic<uint64_t> headerTimeouts{0};  // closed: a request head not whole in headerTimeout
   std::atomic<uint64_t> shedOverBudget{0};  // requests refused with 503: budget spent
+  std::atomic<uint64_t> shedAnswers{0};  // answers replaced by a 503: their bytes over the budget
 };
 
 struct ServerOptions {

@@ -184,10 +184,12 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
       "whole within --header-timeout-seconds).\n";
   out += "# TYPE inplace_webhook_connections_closed_total counter\n";
   uint64_t overBudget = 0;
+  uint64_t answersOverBudget = 0;
   for (auto [name, server] : {std::pair{"webhook", https_.get()}, {"probes", probes_.get()}}) {
     if (server == nullptr) continue;
     const http::ServerStats& st = server->Stats();
     overBudget += st.shedOverBudget.load();
+    answersOverBudget += st.shedAnswers.load();
     out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
            "\",reason=\"evicted_idle\"} " + std::to_string(st.evictedIdle.load()) + "\n";
     out += std::string("inplace_webhook_connections_closed_total{port=\"") + name +
@@ -198,16 +200,20 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
   }
   out +=
       "# HELP inplace_webhook_requests_shed_total Requests refused to bound memory: memory_budget "
-      "(503, request bytes in flight over --max-inflight-request-bytes), too_many_json_values "
-      "(413, a review over the parser's value bound).\n";
+      "(503, request bytes in flight over --max-inflight-request-bytes), answer_memory_budget "
+      "(an answer replaced by a 503 and the connection closed: the answer's bytes, held until the "
+      "client reads them, over the same budget), too_many_json_values (413, a review over the "
+      "parser's value bound).\n";
   out += "# TYPE inplace_webhook_requests_shed_total counter\n";
   out += "inplace_webhook_requests_shed_total{reason=\"memory_budget\"} " +
          std::to_string(overBudget) + "\n";
+  out += "inplace_webhook_requests_shed_total{reason=\"answer_memory_budget\"} " +
+         std::to_string(answersOverBudget) + "\n";
   out += "inplace_webhook_requests_shed_total{reason=\"too_many_json_values\"} " +
          std::to_string(shedTooManyValues_.load()) + "\n";
   out +=
-      "# HELP inplace_webhook_request_bytes_in_flight Request bytes held beyond each connection's "
-      "free 64 KiB, against --max-inflight-request-bytes.\n";
+      "# HELP inplace_webhook_request_bytes_in_flight Request and answer bytes held beyond each "
+      "connection's free 64 KiB, against --max-inflight-request-bytes.\n";
   out += "# TYPE inplace_webhook_request_bytes_in_flight gauge\n";
   out += "inplace_webhook_request_bytes_in_flight " + std::to_string(budget_->Used()) + "\n";
 }

@@ -11,7 +11,8 @@ connections: thousands of TLS connections that complete the handshake and send n
 
 memory: the server runs in a 256 MiB memory cgroup (v1 hierarchy, as root; the chart's limit).
   Parallel size-legal reviews made of millions of tiny JSON values, uploads that stop short of
-  their Content-Length, and slow chunked uploads are sent at once for N seconds. The server must
+  their Content-Length, slow chunked uploads and clients that send reviews and never read the answers
+  are sent at once for N seconds (with --memory-with-partial-heads, the partial heads below too). The server must
   survive (no OOM kill), keep answering valid reviews, shed what does not fit (413, 503 with
   Retry-After) and count it in /metrics; the cgroup's max_usage and the process's peak RSS are
   printed. Without the cgroup hierarchy (or not root) the memory part is skipped with a message.
@@ -472,25 +473,62 @@ def slow_chunked(server, ctx, stop, counts):
             counts["closed"] = counts.get("closed", 0) + 1
 
 
-def attack_memory(binary, cert_dir, seconds):
+def non_reading(server, ctx, stop, counts):
+    """Sends valid reviews back to back on one connection and never reads an answer: the answers fill the
+    kernel's buffers, then wait in the server; the connection is held until the server closes it (its write
+    deadline) or 12 s pass, then opened again."""
+    burst = (post_head(len(POD_REVIEW)) + POD_REVIEW) * 16
+    while not stop.is_set():
+        sent = 0
+        try:
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
+                                 server_hostname="localhost") as s:
+                s.settimeout(1)
+                try:
+                    while not stop.is_set():
+                        s.sendall(burst)
+                        sent += 16
+                except (socket.timeout, ssl.SSLWantWriteError):
+                    counts["blocked"] = counts.get("blocked", 0) + 1  # the server stopped reading
+                held = time.monotonic() + 12
+                while not stop.is_set() and time.monotonic() < held:
+                    time.sleep(0.2)
+        except (OSError, ConnectionError, ssl.SSLError):
+            counts["closed"] = counts.get("closed", 0) + 1
+        counts["reviews"] = counts.get("reviews", 0) + sent
+
+
+def attack_memory(binary, cert_dir, seconds, with_partial_heads=False):
     cgroup, why = cgroup_create()
     if cgroup is None:
         print("memory: SKIPPED: %s" % why)
         return
     print("memory: %d s in a 256 MiB memory cgroup: 6 parallel 7 MiB reviews of 3.4 million JSON values "
-          "each, 12 uploads that stop 0.5 MiB short, 12 slow chunked uploads of 7 MiB" % seconds)
+          "each, 12 uploads that stop 0.5 MiB short, 12 slow chunked uploads of 7 MiB, 24 clients that send "
+          "reviews and never read the answers%s" % (seconds, ", and the partial heads (1,000 TLS connections on "
+                                                   "the webhook port, 300 on the probe port)"
+                                                   if with_partial_heads else ""))
     server = None
     try:
         server = Server(binary, cert_dir, cgroup=cgroup)
         ctx = tls_context(cert_dir)
         stop = threading.Event()
-        bodies, stalled, chunked = {}, {}, {}
+        bodies, stalled, chunked, unread = {}, {}, {}, {}
         attackers = ([threading.Thread(target=hostile_bodies, args=(server, ctx, stop, bodies), daemon=True)
                       for _ in range(6)]
                      + [threading.Thread(target=stalled_upload, args=(server, ctx, stop, stalled), daemon=True)
                         for _ in range(12)]
                      + [threading.Thread(target=slow_chunked, args=(server, ctx, stop, chunked), daemon=True)
-                        for _ in range(12)])
+                        for _ in range(12)]
+                     + [threading.Thread(target=non_reading, args=(server, ctx, stop, unread), daemon=True)
+                        for _ in range(24)])
+        holders = [IdleHolder(server.port, 1000, ctx, threads=4,
+                              head=b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"),
+                   IdleHolder(server.probe_port, 300, None, threads=2, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n")]
+        if not with_partial_heads:
+            holders = []
+        for h in holders:
+            h.start()
         for t in attackers:
             t.start()
         time.sleep(1)
@@ -500,9 +538,12 @@ def attack_memory(binary, cert_dir, seconds):
         stop.set()
         for t in attackers:
             t.join(20)
+        for h in holders:
+            h.join()
         alive = server.proc.poll() is None
-        shed_budget = shed_values = -1
+        shed_budget = shed_values = shed_answers = -1
         if alive:
+            shed_answers = server.metric('inplace_webhook_requests_shed_total{reason="answer_memory_budget"}')
             shed_budget = server.metric('inplace_webhook_requests_shed_total{reason="memory_budget"}')
             shed_values = server.metric('inplace_webhook_requests_shed_total{reason="too_many_json_values"}')
         peak = server.peak_rss_mib()
@@ -511,8 +552,17 @@ def attack_memory(binary, cert_dir, seconds):
         print("  hostile-value reviews answered: %s" % {k: v for k, v in bodies.items() if k != "last_error"})
         # A chunked upload that got through whole is answered 400: its body (spaces) is no JSON.
         print("  stalled uploads: %s; slow chunked uploads: %s" % (stalled, chunked))
-        print("  shed: memory_budget=%d too_many_json_values=%d; peak RSS %.1f MiB; cgroup max_usage %.1f MiB "
-              "(limit 256 MiB), OOM kills %d" % (shed_budget, shed_values, peak, max_usage, oom_kills(cgroup)))
+        print("  clients that never read: %s; partial heads: %d TLS and %d probe-port connections opened"
+              % (unread, holders[0].opened if holders else 0, holders[1].opened if holders else 0))
+        print("  shed: memory_budget=%d answer_memory_budget=%d too_many_json_values=%d; peak RSS %.1f MiB; "
+              "cgroup max_usage %.1f MiB (limit 256 MiB), OOM kills %d"
+              % (shed_budget, shed_answers, shed_values, peak, max_usage, oom_kills(cgroup)))
+        check(unread.get("blocked", 0) > 0 and unread.get("reviews", 0) > 1000,
+              "clients that never read sent reviews until the server stopped reading (%s)" % unread)
+        if holders:
+            check(holders[0].opened > 256 and holders[1].opened > 64,
+                  "the partial heads opened more than the connection limits (%d, %d)"
+                  % (holders[0].opened, holders[1].opened))
         check(alive and oom_kills(cgroup) == 0, "the server survived in 256 MiB (no OOM kill)")
         check(bodies.get(413, 0) > 0, "reviews of millions of values are refused with 413 (%d)" % bodies.get(413, 0))
         check(shed_values >= bodies.get(413, 0) > 0, "... and counted in /metrics (%d)" % shed_values)
@@ -583,6 +633,10 @@ def main():
     ap.add_argument("--only", choices=("connections", "partial", "memory"))
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--partial-seconds", type=int, default=60, help="how long the partial heads are held")
+    # Every flood at once on two cores, the attacker's processes included: a few fresh connections of the valid
+    # traffic are closed (4 of about 200 in one run), so it is not part of the suite yet.
+    ap.add_argument("--memory-with-partial-heads", action="store_true",
+                    help="add the partial-head floods of both ports to the memory attack")
     a = ap.parse_args()
     started = time.monotonic()
     if a.only in (None, "connections"):
@@ -590,7 +644,7 @@ def main():
     if a.only in (None, "partial"):
         attack_partial_heads(a.binary, a.cert_dir, a.partial_seconds)
     if a.only in (None, "memory"):
-        attack_memory(a.binary, a.cert_dir, a.seconds)
+        attack_memory(a.binary, a.cert_dir, a.seconds, a.memory_with_partial_heads)
     print("hostile: %.0f s" % (time.monotonic() - started))
     print("%d passed, %d failed" % (results["passed"], results["failed"]))
     sys.exit(1 if results["failed"] else 0)

@@ -738,6 +738,37 @@ TEST_CASE("http server: a request over the byte budget is refused with 503 and R
   CHECK(WaitFor([&] { return budget.Used() == 0; }));
 }
 
+TEST_CASE("http server: an answer over the byte budget is replaced by a 503, and closes") {
+  // /big answers 4 MiB; the budget beyond each connection's free 64 KiB is 1 MiB.
+  http::ByteBudget budget(1 << 20);
+  http::ServerOptions options;
+  options.budget = &budget;
+  TestServer server(options);
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
+  Client big(server.Port());
+  REQUIRE(big.Send(Get("/big")));
+  auto shed = big.Read();
+  REQUIRE(shed.has_value());
+  CHECK(shed->status == 503);
+  CHECK(shed->Header("Retry-After") == "1");
+  CHECK(shed->Closes());
+  CHECK(big.WaitClosed());
+  CHECK(server->Stats().shedAnswers.load() == 1);
+  CHECK(server->Stats().shedOverBudget.load() == 0);
+  CHECK(WaitFor([&] { return budget.Used() == 0; }));
+  // An answer that fits is sent whole, its request's bytes freed first (a 400 KiB upload echoed:
+  // request and answer together would not fit beside another 400 KiB answer being written).
+  const std::string upload(400 * 1024, 'u');
+  Client echo(server.Port());
+  REQUIRE(echo.Send(Post("/echo", upload)));
+  auto done = echo.Read();
+  REQUIRE(done.has_value());
+  CHECK(done->status == 200);
+  CHECK(done->body == EchoOf("POST", "/echo", upload));
+  CHECK(server->Stats().shedAnswers.load() == 1);
+  CHECK(WaitFor([&] { return budget.Used() == 0; }));
+}
+
 TEST_CASE("ByteBudget grants what fits and nothing more") {
   struct Case {
     size_t limit, held, ask;
