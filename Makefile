@@ -14,7 +14,7 @@ BUILD_PACKAGES := g++ cmake make pkg-config libcpp-httplib-dev libssl-dev rapidj
 BENCH_PACKAGES := wrk nginx-light
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 
-.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream upstream-matrix bench-cluster test-sanitize sanitize-build sanitize-compile sanitize-one bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
+.PHONY: all deps build certs run test test-unit test-cluster cluster-up cluster-down upstream upstream-matrix bench-cluster test-sanitize sanitize-build sanitize-compile sanitize-one sanitize-test bench bench-loop bench-first-sync bench-first-sync-apiserver soak fuzz demo chart-test format clean image release
 
 all: build
 
@@ -78,9 +78,17 @@ SANITIZE_TARGETS_address := all
 SANITIZE_TESTS_address := ^(unit|client|curl_cases|server_edges|e2e|fuzz_regressions_.*)$$
 SANITIZE_TARGETS_thread := inplace-webhook unit_tests client_tests
 SANITIZE_TESTS_thread := ^(unit|client|curl_cases|server_edges|e2e)$$
+# The two builds one after the other (each takes both cores), then the two test runs side by side: their
+# longest suite, e2e, waits on the API double's timing more than it computes, so together they take little
+# longer than one. Each run's output is printed whole when both have ended; either failing fails the target.
 test-sanitize: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-one
-	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-one
+	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-compile
+	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-compile
+	@mkdir -p build-asan build-tsan; \
+	  $(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-test >build-asan/sanitize.log 2>&1 & a=$$!; \
+	  $(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-test >build-tsan/sanitize.log 2>&1 & t=$$!; \
+	  rc=0; wait $$a || rc=1; wait $$t || rc=1; \
+	  cat build-asan/sanitize.log build-tsan/sanitize.log; exit $$rc
 
 # The two sanitizer builds alone, no test (needs `make deps` first): to compile them beside `make test`, at the
 # lowest CPU priority, so that test-sanitize then finds both built.
@@ -93,9 +101,11 @@ sanitize-compile:
 	  -DIW_SANITIZE=$(SANITIZER) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target $(SANITIZE_TARGETS_$(SANITIZER))
 
-sanitize-one:
+# One sanitizer's build and tests (BUILD=build-asan SANITIZER=address, or build-tsan and thread).
+sanitize-one: sanitize-compile sanitize-test
+
+sanitize-test:
 	@echo "== -fsanitize=$(SANITIZER) in $(BUILD)"
-	@$(MAKE) --no-print-directory sanitize-compile
 	@rm -rf $(BUILD)/sanitizer-reports && mkdir -p $(BUILD)/sanitizer-reports
 	@cd $(BUILD) && { ctest --output-on-failure -R '$(SANITIZE_TESTS_$(SANITIZER))'; rc=$$?; \
 	  for f in sanitizer-reports/*; do \
