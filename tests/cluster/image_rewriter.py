@@ -9,11 +9,8 @@ calls https://127.0.0.1:PORT/PATH:
 It writes its port to F once it listens and serves until killed. Standard library only."""
 
 import argparse
-import base64
-import http.server
-import json
-import os
-import ssl
+
+import mutating_webhook
 
 
 def patch_for(pod, rules):
@@ -41,34 +38,7 @@ def main():
     for path, old, new in args.rule:
         rules.setdefault(path, []).append((old, new))
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            req = review["request"]
-            response = {"uid": req["uid"], "allowed": True}
-            patch = patch_for(req.get("object") or {}, rules.get(self.path.split("?")[0], []))
-            if patch:
-                response["patchType"] = "JSONPatch"
-                response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": response}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(args.cert, args.key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
+    mutating_webhook.serve(args.cert, args.key, args.port_file, lambda path, obj: patch_for(obj, rules.get(path, [])))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,10 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import test_cluster as tc
-from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, openssl_cert, \
+from kube import ABORT, ENABLED, IN_PROGRESS, annotations_of, check, images, is_ready, labels_of, \
     snapshot, state_of, wait_for
 
 GATE_POLICY = {"gracePeriodSeconds": 600}  # a drain that holds the first pod with its gate False
@@ -145,27 +144,16 @@ def r11c_later_webhook_makes_the_change_native(s):
     its first answer added, so the native rollout replaces the pods and the Deployment is never left paused."""
     app = tc.App(s, "r11c")
     before = snapshot(app.create(tc.deployment("web", replicas=2)))
-    workdir = os.path.join(s.env.run, "r11c")
-    os.makedirs(workdir, exist_ok=True)
-    crt, key = openssl_cert(workdir, "later", "later-webhook", san="IP:127.0.0.1",
-                            ca=(os.path.join(s.env.pki, "ca.crt"), os.path.join(s.env.pki, "ca.key")))
-    port_file = os.path.join(workdir, "port")
-    if os.path.exists(port_file):
-        os.remove(port_file)
-    netns = "/run/netns/" + os.environ.get("INPLACE_CLUSTER_NETNS", "inplace-cluster")
-    server = subprocess.Popen(["nsenter", "--net=" + netns, "python3",
-                               os.path.join(os.path.dirname(os.path.abspath(__file__)), "later_webhook.py"),
-                               "--cert", crt, "--key", key, "--image", tc.V2, "--port-file", port_file])
+    server, port = tc.start_test_webhook(s, "r11c", "later_webhook.py", ["--image", tc.V2])
     name = "zz-r11c-later"  # sorts after ours: called after it
     try:
-        wait_for(lambda: os.path.exists(port_file), 10, "the later webhook to listen")
         with open(os.path.join(s.env.pki, "ca.crt"), "rb") as f:
             ca = base64.b64encode(f.read()).decode()
         config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                   "metadata": {"name": name},
                   "webhooks": [{"name": "later.r11c.test", "admissionReviewVersions": ["v1"], "sideEffects": "None",
                                 "failurePolicy": "Fail", "timeoutSeconds": 5, "reinvocationPolicy": "Never",
-                                "clientConfig": {"url": "https://127.0.0.1:%s/mutate" % open(port_file).read(),
+                                "clientConfig": {"url": "https://127.0.0.1:%s/mutate" % port,
                                                  "caBundle": ca},
                                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": app.ns}},
                                 "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],

@@ -5,16 +5,14 @@ stored reference as the container's target, and writes each pod a bounded number
 import base64
 import json
 import os
-import subprocess
 import time
 
 import test_cluster as tc
-from kube import check, container_statuses, event_line, images, is_ready, openssl_cert, snapshot, state_of, \
+from kube import check, container_statuses, event_line, images, is_ready, snapshot, state_of, \
     wait_for
 from scenarios_plugin import inplace
 from scenarios_progress import Background, cond, rollout_status
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MIRROR_V1, MIRROR_V2 = "localhost/mirror/httpd-demo:v1", "localhost/mirror/httpd-demo:v2"
 MISSING_V2 = "localhost/missing/httpd-demo:v2"  # no such image anywhere: the kubelet cannot pull it
 UPDATE_STATE = "inplace-webhook.io/update-state"
@@ -24,22 +22,12 @@ OURS = "inplace-webhook.io/Progressing"
 MAX_POD_PATCHES = 4
 
 
-def start_rewriter(s, workdir, rules):
+def start_rewriter(s, name, rules):
     """The image rewriter (image_rewriter.py) in the cluster's network namespace; returns (process, port)."""
-    os.makedirs(workdir, exist_ok=True)
-    crt, key = openssl_cert(workdir, "rewriter", "image-rewriter", san="IP:127.0.0.1",
-                            ca=(os.path.join(s.env.pki, "ca.crt"), os.path.join(s.env.pki, "ca.key")))
-    port_file = os.path.join(workdir, "port")
-    if os.path.exists(port_file):
-        os.remove(port_file)
-    netns = "/run/netns/" + os.environ.get("INPLACE_CLUSTER_NETNS", "inplace-cluster")
-    args = ["nsenter", "--net=" + netns, "python3", os.path.join(HERE, "image_rewriter.py"), "--cert", crt,
-            "--key", key, "--port-file", port_file]
+    args = []
     for r in rules:
         args += ["--rule"] + list(r)
-    server = subprocess.Popen(args)
-    wait_for(lambda: os.path.exists(port_file), 10, "the image rewriter to listen")
-    return server, open(port_file).read()
+    return tc.start_test_webhook(s, name, "image_rewriter.py", args)
 
 
 def register_rewriter(s, name, ns, port, paths):
@@ -89,7 +77,7 @@ def w06_pod_image_rewriter(s):
     app = tc.App(s, "w06", "web")
     miss = tc.App(s, "w06", "miss")
     app.setup_namespace()
-    server, port = start_rewriter(s, os.path.join(s.env.run, "w06"), [
+    server, port = start_rewriter(s, "w06", [
         ("/mirror", "localhost/httpd-demo:", "localhost/mirror/httpd-demo:"),
         ("/missing", tc.V2, MISSING_V2)])
     name = "w06-image-rewriter"

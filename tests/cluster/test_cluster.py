@@ -1018,6 +1018,30 @@ SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre
              c15_deletion_never_blocked]
 
 
+def start_test_webhook(s, name, script, args):
+    """One of the test's own webhooks (tests/cluster/SCRIPT, serving with mutating_webhook.py) inside the cluster's
+    network namespace, where the API server calls https://127.0.0.1:PORT, with a certificate the cluster's CA signs;
+    its files in the run directory's NAME/. Returns (process, port) once it listens; the caller ends the process."""
+    workdir = os.path.join(s.env.run, name)
+    os.makedirs(workdir, exist_ok=True)
+    crt, key = openssl_cert(workdir, name, name + "-webhook", san="IP:127.0.0.1",
+                            ca=(os.path.join(s.env.pki, "ca.crt"), os.path.join(s.env.pki, "ca.key")))
+    port_file = os.path.join(workdir, "port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    netns = "/run/netns/" + os.environ.get("INPLACE_CLUSTER_NETNS", "inplace-cluster")
+    server = subprocess.Popen(["nsenter", "--net=" + netns, "python3",
+                               os.path.join(os.path.dirname(os.path.abspath(__file__)), script),
+                               "--cert", crt, "--key", key, "--port-file", port_file] + list(args))
+    try:
+        wait_for(lambda: os.path.exists(port_file), 10, "the test webhook %s to listen" % script)
+    except Exception:
+        server.kill()
+        raise
+    with open(port_file) as f:
+        return server, f.read()
+
+
 def all_scenarios():
     """The scenarios above, then those of every tests/cluster/scenarios_*.py (its SCENARIOS list, in file name
     order), and last the one that uninstalls."""
