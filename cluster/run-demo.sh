@@ -99,8 +99,10 @@ export KUBECONFIG="$RUN/pki/admin.kubeconfig" PATH="$RUN/bin:$build:$PATH"
 export_line="export KUBECONFIG=$KUBECONFIG PATH=$RUN/bin:$build:\$PATH"
 
 installed=0
+logs=
 cleanup() {
   trap - INT TERM
+  [[ -n "$logs" ]] && kill "$logs" 2>/dev/null
   echo
   if ((reused)); then
     step "Ctrl-C: removing what this run added to the cluster that was already up"
@@ -222,9 +224,12 @@ make run: ready in $((SECONDS - begun)) s. In another shell:
   kubectl -n $NS label pods -l app=web $HOOK_LABEL-     # release the hook: drained, as the load balancer would
 Following the loop's log; Ctrl-C takes everything down.
 EOF
-kubectl logs -f -n inplace-webhook -l app.kubernetes.io/component=controller --tail=5 --max-log-requests=4 \
-  --prefix 2>&1 &
-wait $!
+# In a session of its own, so that Ctrl-C reaches this script and not the stream: a stream that ended on the
+# same Ctrl-C let `wait` return without running the trap now and then, leaving the cluster up.
+setsid kubectl logs -f -n inplace-webhook -l app.kubernetes.io/component=controller --tail=5 \
+  --max-log-requests=4 --prefix 2>&1 &
+logs=$!
+wait $logs
 # The log stream ended (the controller pod restarted, say): keep the cluster up until Ctrl-C.
 say "the log stream ended; the cluster stays up until Ctrl-C"
 sleep infinity &
