@@ -199,6 +199,15 @@ void AddPatch(Step& step, PodOp::Kind kind, json::Document body) {
   step.ops.push_back(std::move(op));
 }
 
+// A pod patch (strategic merge) that sets one annotation and nothing else.
+void AddAnnotationPatch(Step& step, std::string_view key, std::string_view value) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a), key,
+                  value, a);
+  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+}
+
 void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
   if (!v.hasGate || v.gate == value) return;
   AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(*v.pod, value, now));
@@ -224,11 +233,7 @@ void CheckTimeout(const View& v, Step& step, std::optional<long long> timeoutSec
                "annotation " +
                std::string(keys::kAbortAnnotation) + "=true to abort)",
            /*onDeployment=*/true, v.name + "/" + marker);
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
-                  keys::kHookTimeoutAnnotation, marker, a);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddAnnotationPatch(step, keys::kHookTimeoutAnnotation, marker);
   step.timedOut = true;
   step.summary = "hook timeout reported";
 }
@@ -248,11 +253,7 @@ void Restamp(const Target& target, const View& v, Step& step) {
   next.changedLabels.insert(target.changedLabels.begin(), target.changedLabels.end());
   next.changedAnnotations.insert(target.changedAnnotations.begin(),
                                  target.changedAnnotations.end());
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
-                  keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddAnnotationPatch(step, keys::kUpdateStateAnnotation, SerializeUpdateState(next));
   step.summary = "update-state re-targeted to " + target.to + " (nothing else to change)";
 }
 
@@ -388,11 +389,7 @@ bool RecordStoredImages(const View& v, Step& step) {
     key += "/" + name + "=" + rec.got;
   }
   if (what.empty()) return false;
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a),
-                  keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddAnnotationPatch(step, keys::kUpdateStateAnnotation, SerializeUpdateState(next));
   AddEvent(step, "Normal", "PodImageRewritten",
            "pod " + v.name + " " + what +
                " (rewritten by admission: another mutating webhook on pods); the stored "
@@ -935,7 +932,8 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* waiting = json::Path(FindNamed(statuses, "name", name), {"state", "waiting"});
+    const Value* st = FindNamed(statuses, "name", name);
+    const Value* waiting = json::Path(st, {"state", "waiting"});
     const std::string_view reason = json::StringOr(waiting, "reason");
     const bool pull = in(kPullReasons, reason);
     if (!pull && !in(kRunReasons, reason)) continue;
@@ -945,7 +943,6 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
     t.detail = std::string(json::StringOr(waiting, "message"));
     // No container of the written spec ever started (the kubelet reports the one it stopped for
     // the write): its restarts back off while the image cannot be had; the pod's Events say why.
-    const Value* st = FindNamed(statuses, "name", name);
     const std::string_view containerID = json::StringOr(st, "containerID");
     const bool neverStarted = containerID.empty() || containerID == rec.containerID;
     const std::string verb = pull           ? "cannot pull"

@@ -522,13 +522,7 @@ def attack_memory(binary, cert_dir, seconds, with_partial_heads=False):
                         for _ in range(12)]
                      + [threading.Thread(target=non_reading, args=(server, ctx, stop, unread), daemon=True)
                         for _ in range(24)])
-        holders = [IdleHolder(server.port, 1000, ctx, threads=4,
-                              head=b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"),
-                   IdleHolder(server.probe_port, 300, None, threads=2, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n")]
-        if not with_partial_heads:
-            holders = []
-        for h in holders:
-            h.start()
+        holders = [h.start() for h in partial_head_holders(server, ctx)] if with_partial_heads else []
         for t in attackers:
             t.start()
         time.sleep(1)
@@ -552,14 +546,15 @@ def attack_memory(binary, cert_dir, seconds, with_partial_heads=False):
         print("  hostile-value reviews answered: %s" % {k: v for k, v in bodies.items() if k != "last_error"})
         # A chunked upload that got through whole is answered 400: its body (spaces) is no JSON.
         print("  stalled uploads: %s; slow chunked uploads: %s" % (stalled, chunked))
-        print("  clients that never read: %s; partial heads: %d TLS and %d probe-port connections opened"
-              % (unread, holders[0].opened if holders else 0, holders[1].opened if holders else 0))
+        print("  clients that never read: %s" % unread)
         print("  shed: memory_budget=%d answer_memory_budget=%d too_many_json_values=%d; peak RSS %.1f MiB; "
               "cgroup max_usage %.1f MiB (limit 256 MiB), OOM kills %d"
               % (shed_budget, shed_answers, shed_values, peak, max_usage, oom_kills(cgroup)))
         check(unread.get("blocked", 0) > 0 and unread.get("reviews", 0) > 1000,
               "clients that never read sent reviews until the server stopped reading (%s)" % unread)
         if holders:
+            print("  partial heads: %d TLS and %d probe-port connections opened"
+                  % (holders[0].opened, holders[1].opened))
             check(holders[0].opened > 256 and holders[1].opened > 64,
                   "the partial heads opened more than the connection limits (%d, %d)"
                   % (holders[0].opened, holders[1].opened))
@@ -582,15 +577,21 @@ def attack_memory(binary, cert_dir, seconds, with_partial_heads=False):
             pass
 
 
+def partial_head_holders(server, ctx):
+    """1,000 TLS connections to the webhook port and 300 plain ones to the probe port, each holding part of a request
+    head and never finishing it (not started)."""
+    return (IdleHolder(server.port, 1000, ctx, threads=4,
+                       head=b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"),
+            IdleHolder(server.probe_port, 300, None, threads=2, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n"))
+
+
 def attack_partial_heads(binary, cert_dir, seconds):
     print("partial heads: %d s of 1,000 TLS connections on the webhook port and 300 TCP connections on the probe "
           "port, each holding part of a request head and never finishing it (limits 256 and 64)" % seconds)
     server = Server(binary, cert_dir, [])
     ctx = tls_context(cert_dir)
     try:
-        tls = IdleHolder(server.port, 1000, ctx, threads=4,
-                         head=b"POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n").start()
-        plain = IdleHolder(server.probe_port, 300, None, threads=2, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n").start()
+        tls, plain = (h.start() for h in partial_head_holders(server, ctx))
         time.sleep(2)  # the attack builds up
         traffic = ValidTraffic(server, ctx).start()
         time.sleep(seconds)

@@ -286,6 +286,16 @@ std::string EchoOf(std::string_view method, std::string_view target, std::string
          "\n" + std::string(body);
 }
 
+// The client's answer is the budget's refusal: 503 with Retry-After, then the connection closes.
+void CheckShed(Client& client) {
+  auto shed = client.Read();
+  REQUIRE(shed.has_value());
+  CHECK(shed->status == 503);
+  CHECK(shed->Header("Retry-After") == "1");
+  CHECK(shed->Closes());
+  CHECK(client.WaitClosed());
+}
+
 }  // namespace
 
 TEST_CASE("http server: keep-alive serves many requests on one connection") {
@@ -705,12 +715,7 @@ TEST_CASE("http server: a request over the byte budget is refused with 503 and R
     // One that cannot fit while the upload holds its share: 503, Retry-After, then closed.
     Client greedy(server.Port());
     REQUIRE(greedy.Send(Post("/greedy", over)));
-    auto shed = greedy.Read();
-    REQUIRE(shed.has_value());
-    CHECK(shed->status == 503);
-    CHECK(shed->Header("Retry-After") == "1");
-    CHECK(shed->Closes());
-    CHECK(greedy.WaitClosed());
+    CheckShed(greedy);
     CHECK(server->Stats().shedOverBudget.load() == 1);
     // The upload completes; its memory returns to the budget once answered.
     REQUIRE(uploader.Send(wire.substr(wire.size() - 10)));
@@ -747,12 +752,7 @@ TEST_CASE("http server: an answer over the byte budget is replaced by a 503, and
   REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
   Client big(server.Port());
   REQUIRE(big.Send(Get("/big")));
-  auto shed = big.Read();
-  REQUIRE(shed.has_value());
-  CHECK(shed->status == 503);
-  CHECK(shed->Header("Retry-After") == "1");
-  CHECK(shed->Closes());
-  CHECK(big.WaitClosed());
+  CheckShed(big);
   CHECK(server->Stats().shedAnswers.load() == 1);
   CHECK(server->Stats().shedOverBudget.load() == 0);
   CHECK(WaitFor([&] { return budget.Used() == 0; }));

@@ -27,6 +27,12 @@ std::string Hash(const std::string& image) {
   return TemplateHash(t);
 }
 
+// The in-progress record of an update from -> to, started at 09:59:00.
+std::string Record(const std::string& from, const std::string& to, bool pausedByUs) {
+  return R"({"from":")" + from + R"(","to":")" + to + R"(","pausedByUs":)" +
+         (pausedByUs ? "true" : "false") + R"(,"startedAt":"2026-12-02T09:59:00Z"})";
+}
+
 std::string Deployment(const std::string& inProgress, const std::string& conditions) {
   std::string ann =
       R"("inplace-webhook.io/lifecycle":"{\"preUpdate\":{\"finalizersHandler\":[\"lb.example.com/registered\"]},\"postUpdate\":{\"labelsHandler\":{\"lb\":\"up\"}}}")";
@@ -67,8 +73,7 @@ const auto kNow = *rfc3339::Parse("2026-12-02T10:01:05Z");
 TEST_CASE("plugin status: rows say which hook each waiting pod waits on, and for how long") {
   const std::string from = Hash("v1"), to = Hash("v2");
   json::Document d = Parse(Deployment(
-      R"({"from":")" + from + R"(","to":")" + to +
-          R"(","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})",
+      Record(from, to, /*pausedByUs=*/true),
       R"({"type":"inplace-webhook.io/Progressing","status":"True","reason":"InPlaceUpdateProgressing","message":"1/4 pods updated to template )" +
           to + R"x( (1 PreparingUpdate, 1 Updating)"})x"));
   json::Document pods = Parse(
@@ -118,10 +123,7 @@ TEST_CASE("plugin status: rows say which hook each waiting pod waits on, and for
 
 TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
   const std::string from = Hash("v1"), to = Hash("v2");
-  json::Document d =
-      Parse(Deployment(R"({"from":")" + from + R"(","to":")" + to +
-                           R"(","pausedByUs":false,"startedAt":"2026-12-02T09:59:00Z"})",
-                       ""));
+  json::Document d = Parse(Deployment(Record(from, to, /*pausedByUs=*/false), ""));
   json::Document pods = Parse("{\"items\":[" + Pod("web-a", "v2", "Updated", "", to) + "," +
                               Pod("web-b", "v1", "Normal", "", "") + "," +
                               Pod("web-c", "v1", "PreparingUpdate", "", "") + "]}");
@@ -165,8 +167,7 @@ TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet repo
     REQUIRE(r.ok());
     return *r;
   };
-  const std::string rec =
-      R"({"from":"a","to":"b","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})";
+  const std::string rec = Record("a", "b", /*pausedByUs=*/true);
   auto ours = [](const char* status, const char* reason) {
     return std::string(R"({"type":"inplace-webhook.io/Progressing","status":")") + status +
            R"(","reason":")" + reason + R"(","message":"m"})";
@@ -201,10 +202,7 @@ TEST_CASE("plugin status: durations and the bar") {
 
 TEST_CASE("plugin status: a pod image another webhook rewrote, and one the kubelet cannot pull") {
   const std::string from = Hash("v1"), to = Hash("v2");
-  json::Document d =
-      Parse(Deployment(R"({"from":")" + from + R"(","to":")" + to +
-                           R"(","pausedByUs":true,"startedAt":"2026-12-02T09:59:00Z"})",
-                       ""));
+  json::Document d = Parse(Deployment(Record(from, to, /*pausedByUs=*/true), ""));
   auto pod = [&](const std::string& name, const std::string& got, const std::string& waiting) {
     const std::string state =
         R"(\"revision\":\")" + to +
