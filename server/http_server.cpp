@@ -676,13 +676,19 @@ class Server::Worker {
     c.in = Buffer();
     c.parser.Reset();
     Charge(c, c.parser.BodyCapacity() + c.out.capacity());
+    Queue(c, Busy("request"), Connection::Then::kLinger);
+  }
+
+  // The budget's refusal: 503 with Retry-After, saying which bytes (`what`: request or answer) did
+  // not fit.
+  Response Busy(std::string_view what) {
     Response response;
     server_.onError_(503,
-                     "server busy: request bytes in flight are over the process's budget; retry "
-                     "later",
+                     "server busy: " + std::string(what) +
+                         " bytes in flight are over the process's budget; retry later",
                      "", response);
     response.headers.emplace_back("Retry-After", "1");
-    Queue(c, response, Connection::Then::kLinger);
+    return response;
   }
 
   // Whether the connection has no request under way: a TLS handshake not finished, nothing of a
@@ -756,16 +762,9 @@ class Server::Worker {
       std::string().swap(c.out);
       c.in = Buffer();
       c.parser.Reset();
-      Charge(c, c.parser.BodyCapacity());  // less than before: always granted
-      Response busy;
-      server_.onError_(503,
-                       "server busy: answer bytes in flight are over the process's budget; "
-                       "retry later",
-                       "", busy);
-      busy.headers.emplace_back("Retry-After", "1");
       then = Connection::Then::kClose;
-      AppendResponse(busy, true, c.out);
-      Charge(c, c.parser.BodyCapacity() + c.out.capacity());
+      AppendResponse(Busy("answer"), true, c.out);
+      Charge(c, c.parser.BodyCapacity() + c.out.capacity());  // less than before: always granted
     }
     c.outSent = 0;
     c.then = then;
