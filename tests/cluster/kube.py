@@ -419,11 +419,13 @@ def event_line(e):
 
 class PodSampler:
     """Calls list_pods() continuously on a thread; each sample is one consistent LIST. `samples` holds
-    (time, [pod]) in order."""
+    (time, [pod]) in order, the time being when the LIST returned; `started[i]` is when samples[i]'s LIST was sent
+    (what it shows was true at some moment between the two)."""
 
     def __init__(self, list_pods, interval=0.05):
         self.list_pods, self.interval = list_pods, interval
         self.samples = []
+        self.started = []
         self.errors = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")
@@ -431,7 +433,9 @@ class PodSampler:
     def _run(self):
         while not self._stop.is_set():
             try:
+                sent = time.time()
                 pods = self.list_pods()
+                self.started.append(sent)
                 self.samples.append((time.time(), pods))
             except Exception as e:  # noqa: BLE001
                 self.errors.append(e)
