@@ -35,6 +35,12 @@ constexpr auto kLingerTime = std::chrono::seconds(5);
 // A connection accepted (or answered) this recently is not closed to make room: a client gets that
 // long to send its request, however fast a flood churns the other connections.
 constexpr auto kEvictionGrace = std::chrono::milliseconds(3);
+// The grace of a connection whose peer address holds few (kLightPeerShare of the limit, at least
+// 2): a kubelet's probe or a new connection of the API server on a starved machine, which a flood
+// from another address must not push out before its first bytes arrive. A flood must spread over
+// many addresses to get it, and then delays a new connection by this much at most.
+constexpr auto kLightPeerGrace = std::chrono::milliseconds(250);
+constexpr size_t kLightPeerShare = 32;
 
 std::string Errno(int err) {
   return std::strerror(err);
@@ -153,6 +159,7 @@ struct Connection {
   UniqueFd fd;
   std::unique_ptr<SSL, SslFree> ssl;  // null on a plain-HTTP server
   std::string remote;
+  PeerCounts::Hold peer;  // counts this connection for its peer address (eviction order)
   Phase phase = Phase::kReading;
   Buffer in;
   std::string out;
@@ -206,11 +213,11 @@ class Server::Worker {
   }
 
   // Takes over an accepted socket.
-  void Adopt(int fd, std::string remote) {
+  void Adopt(int fd, std::string remote, PeerCounts::Hold peer) {
     load_.fetch_add(1);
     {
       std::lock_guard lock(mu_);
-      incoming_.emplace_back(fd, std::move(remote));
+      incoming_.push_back({fd, std::move(remote), std::move(peer)});
     }
     Wake();
   }
@@ -250,8 +257,8 @@ class Server::Worker {
     }
     while (!conns_.empty()) Close(*conns_.back());
     std::lock_guard lock(mu_);
-    for (auto& [fd, remote] : incoming_) {
-      ::close(fd);
+    for (auto& in : incoming_) {
+      ::close(in.fd);
       load_.fetch_sub(1);
       server_.ConnectionClosed();
     }
@@ -314,15 +321,17 @@ class Server::Worker {
   }
 
   void TakeIncoming() {
-    std::vector<std::pair<int, std::string>> fresh;
+    std::vector<Incoming> fresh;
     {
       std::lock_guard lock(mu_);
       fresh.swap(incoming_);
     }
-    for (auto& [fd, remote] : fresh) {
+    for (auto& in : fresh) {
+      const int fd = in.fd;
       auto c = std::make_unique<Connection>(server_.options_.limits);
       c->fd = UniqueFd(fd);
-      c->remote = std::move(remote);
+      c->remote = std::move(in.remote);
+      c->peer = std::move(in.peer);
       c->index = conns_.size();
       if (server_.options_.tls != nullptr) {
         c->ssl.reset(SSL_new(server_.options_.tls));
@@ -479,10 +488,17 @@ class Server::Worker {
     c.deadline = now_ + std::min(server_.options_.headerTimeout, server_.options_.requestTimeout);
   }
 
-  // Whether the connection holds only part of a request's head, and has for the eviction grace.
+  // Whether the connection holds only part of a request's head, and has for its eviction grace.
   bool PartialHead(const Connection& c) const {
     return c.phase == Connection::Phase::kReading && c.in.Size() > 0 && !c.parser.HeadComplete() &&
-           now_ - c.requestStart >= kEvictionGrace;
+           now_ - c.requestStart >= EvictionGrace(c);
+  }
+
+  // How long after its acceptance, answer or first byte a connection may not be evicted.
+  Clock::duration EvictionGrace(const Connection& c) const {
+    const size_t light = std::max<size_t>(2, server_.options_.maxConnections / kLightPeerShare);
+    return c.peer.Count() <= light ? Clock::duration(kLightPeerGrace)
+                                   : Clock::duration(kEvictionGrace);
   }
 
   // Feeds the parser; true when that queued the answer, the refusal or a 100 Continue (kWriting).
@@ -710,38 +726,56 @@ class Server::Worker {
 
   // The order in which idle connections make room, lowest first: those that never had a request
   // answered (a flood of connections that send nothing) before the keep-alive connections of real
-  // clients, each class longest idle first. A client such as kube-apiserver reuses its keep-alive
-  // connection for a POST it does not retry: closing that connection as the client sends on it
-  // fails the admission call, so it goes only when no never-served connection is left.
-  // A partial head ranks with the never-served, from its first byte.
-  static int64_t EvictionRank(const Connection& c) {
-    constexpr int64_t kServed = int64_t{1} << 62;  // above any steady-clock count since boot
-    if (c.in.Size() > 0 && !c.parser.HeadComplete())
-      return c.requestStart.time_since_epoch().count();
-    return c.lastActive.time_since_epoch().count() + (c.served ? kServed : 0);
+  // clients. A client such as kube-apiserver reuses its keep-alive connection for a POST it does
+  // not retry: closing that connection as the client sends on it fails the admission call, so it
+  // goes only when no never-served connection is left. A partial head ranks with the
+  // never-served, from its first byte. Within a class, the connections of the peer address that
+  // holds the most go first (a flood from one pod before the kubelet's probe or the API server's
+  // review), then the longest idle.
+  //   bit 62: served; bits 48-60: kMaxPeerCount less the peer's connections; bits 0-47:
+  //   microseconds since the server started (8.9 years).
+  int64_t EvictionRank(const Connection& c) const {
+    constexpr int64_t kServed = int64_t{1} << 62;
+    constexpr int64_t kMaxPeerCount = (int64_t{1} << 13) - 1;
+    const bool partialHead = c.in.Size() > 0 && !c.parser.HeadComplete();
+    const Clock::time_point since = partialHead ? c.requestStart : c.lastActive;
+    const int64_t micros = std::clamp<int64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(since - server_.started_).count(), 0,
+        (int64_t{1} << 48) - 1);
+    const int64_t peers = std::min<int64_t>(static_cast<int64_t>(c.peer.Count()), kMaxPeerCount);
+    return (c.served && !partialHead ? kServed : 0) + ((kMaxPeerCount - peers) << 48) + micros;
   }
 
   // This worker's `n` connections first in EvictionRank order (fewer when fewer are idle), all of
   // them never served, or a single served one.
   std::vector<Connection*> LongestIdle(size_t n) {
-    std::vector<Connection*> candidates;  // cheap test first: Idle() may make a system call
+    // Ranked once: a peer's count moves while other workers close connections, and a sort needs
+    // keys that hold still. Cheap test first: Idle() may make a system call.
+    std::vector<std::pair<int64_t, Connection*>> candidates;
     for (auto& p : conns_) {
       if ((p->phase != Connection::Phase::kWriting && p->in.Size() == 0 &&
-           now_ - p->lastActive >= kEvictionGrace) ||
+           now_ - p->lastActive >= EvictionGrace(*p)) ||
           PartialHead(*p)) {
-        candidates.push_back(p.get());
+        candidates.emplace_back(EvictionRank(*p), p.get());
       }
     }
-    std::sort(candidates.begin(), candidates.end(), [](const Connection* a, const Connection* b) {
-      return EvictionRank(*a) < EvictionRank(*b);
-    });
+    std::sort(candidates.begin(), candidates.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<Connection*> idle;
-    for (Connection* c : candidates) {
+    int64_t first = 0;
+    for (const auto& [rank, c] : candidates) {
       if (idle.size() == n) break;
       // A batch never reaches from the never-served into the served class, and takes one served
       // connection at most: a flood's batch must not close the API server's pooled connections.
-      if (!idle.empty() && (Served(*c) || Served(*idle.front()))) break;
-      if (Idle(*c)) idle.push_back(c);
+      // Nor does it reach from one peer count to a smaller one: the next round finds the flood's
+      // connections that were still in their grace.
+      if (!idle.empty() && (Served(*c) || Served(*idle.front()) || (rank >> 48) != (first >> 48))) {
+        break;
+      }
+      if (Idle(*c)) {
+        if (idle.empty()) first = rank;
+        idle.push_back(c);
+      }
     }
     return idle;
   }
@@ -827,7 +861,12 @@ class Server::Worker {
   UniqueFd epoll_, wake_;
   std::thread thread_;
   std::mutex mu_;
-  std::vector<std::pair<int, std::string>> incoming_;
+  struct Incoming {
+    int fd;
+    std::string remote;
+    PeerCounts::Hold peer;
+  };
+  std::vector<Incoming> incoming_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> load_{0};
   std::atomic<int64_t> offer_{kNoOffer};
@@ -951,7 +990,9 @@ void Server::AcceptLoop() {
       for (auto& w : workers_) {
         if (w->Load() < least->Load()) least = w.get();
       }
-      least->Adopt(fd, FormatAddress(peer));
+      std::string remote = FormatAddress(peer);
+      PeerCounts::Hold hold = peers_.Join(remote);
+      least->Adopt(fd, std::move(remote), std::move(hold));
     }
   } catch (...) {
     log::Error("HTTP acceptor failed",

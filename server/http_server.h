@@ -7,12 +7,13 @@
 // thread and must not block.
 //
 // Connections: at most `maxConnections` open. When a new one waits at the limit, the server makes
-// room by closing the idle connection that has waited longest (no request under way: a TLS
-// handshake not finished, nothing received since the last answer, or only part of a request's head
-// for longer than the eviction grace); under a flood (room wanted
-// again within 20 ms) a round closes more at once, doubling up to maxConnections / 8, so that the
-// backlog drains at accept speed. Only when none is idle does the new one wait in the listen
-// backlog, for a request to finish.
+// room by closing an idle connection (no request under way: a TLS handshake not finished, nothing
+// received since the last answer, or only part of a request's head for longer than the eviction
+// grace): one that never had an answer before one that had, then one of the peer address holding
+// the most connections (PeerCounts), then the one that has waited longest; under a flood (room
+// wanted again within 20 ms) a round closes more at once, doubling up to maxConnections / 8, so
+// that the backlog drains at accept speed. Only when none is idle does the new one wait in the
+// listen backlog, for a request to finish.
 //
 // Deadlines: `firstRequestTimeout` from accepting a connection to the first byte of its first
 // request (the TLS handshake included); `headerTimeout` from a request's first byte to the end of
@@ -53,6 +54,7 @@
 
 #include "lib/status.h"
 #include "server/http_message.h"
+#include "server/peer_counts.h"
 
 namespace iw::http {
 
@@ -155,6 +157,8 @@ class Server {
   size_t evictBatch_ = 1;                // connections closed per round; acceptor thread only
   std::chrono::steady_clock::time_point lastEviction_;
   ServerStats stats_;
+  PeerCounts peers_;  // the acceptor joins, a connection's Hold leaves
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::mutex capacityMu_;
   std::condition_variable capacityCv_;
   bool stopping_ = false;

@@ -72,11 +72,22 @@ struct Reply {
   bool Closes() const { return EqualsIgnoreCase(Header("Connection"), "close"); }
 };
 
-// A blocking TCP client on one connection to 127.0.0.1:`port`.
+// A blocking TCP client on one connection to 127.0.0.1:`port`, from `source` (another loopback
+// address stands for another pod) or 127.0.0.1.
 class Client {
  public:
-  explicit Client(int port) {
+  explicit Client(int port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      inet_pton(AF_INET, source, &from.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+        connectError_ = errno;
+        Close();
+        return;
+      }
+    }
     timeval tv{10, 0};  // a send never blocks the test for ever
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int on = 1;
@@ -638,6 +649,28 @@ TEST_CASE(
   auto still = client.Read();
   REQUIRE(still.has_value());
   CHECK(still->status == 200);
+}
+
+TEST_CASE("http server: a flood from one address makes room before a quiet client of another") {
+  http::ServerOptions options;
+  options.maxConnections = 4;
+  TestServer server(options);
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
+  // A probe connected first and is slow to send (a starved kubelet); by age alone it would go
+  // first.
+  Client quiet(server.Port());
+  REQUIRE(WaitFor([&] { return server->OpenConnections() == 1; }));
+  std::vector<std::unique_ptr<Client>> flood;
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(std::make_unique<Client>(server.Port(), "127.0.0.2"));
+    REQUIRE(flood.back()->Connected());
+    std::this_thread::sleep_for(30ms);  // past the quiet client's grace after a few
+  }
+  REQUIRE(WaitFor([&] { return server->Stats().evictedIdle.load() >= 9; }));
+  REQUIRE(quiet.Send(Get("/healthz")));
+  auto reply = quiet.Read(2s);
+  REQUIRE_MESSAGE(reply.has_value(), "the quiet client was closed for the flood");
+  CHECK(reply->status == 200);
 }
 
 TEST_CASE("http server: at maxConnections with every connection busy, a new one waits") {
