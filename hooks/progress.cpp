@@ -224,28 +224,11 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
       StatusPatch(d, wantOurs, ours, wantProgressing, progressing, now, std::move(summary)));
 }
 
-namespace {
-
-// What the chart's ValidatingAdmissionPolicy lets the loop write (its `ours`, DESIGN.md §9.5):
-// opted in, or carrying a label or annotation of ours.
-bool StillOurs(const kube::Deployment& d) {
-  if (d.label(keys::kEnabledLabel) == keys::kTrue) return true;
-  for (const char* field : {"labels", "annotations"}) {
-    const Value* m = json::Path(&d.json(), {"metadata", field});
-    if (m == nullptr || !m->IsObject()) continue;
-    for (const auto& kv : m->GetObject()) {
-      if (json::View(kv.name).starts_with(keys::kPrefix)) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 void AddEndedWithoutLoop(rollout::Plan& plan, const kube::Deployment& d, Clock::time_point now) {
   const std::optional<Condition> ours = Find(d, keys::kProgressCondition);
+  // (The chart's policy lets the controller close its condition also on a Deployment whose opt-in
+  // label was removed: that status write, and nothing else of it.)
   if (!ours || ours->reason == kReasonCompleted || ours->reason == kReasonAborted) return;
-  if (!StillOurs(d)) return;  // the chart's policy would refuse the write, again and again
   const std::optional<Condition> progressing = Find(d, "Progressing");
   // The loop's own finish whose report did not land (its status patch comes after the Deployment
   // patch): the last report had every pod at the template the Deployment still has.

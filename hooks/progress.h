@@ -37,6 +37,8 @@ inline constexpr std::string_view kReasonCompleted = "InPlaceUpdateCompleted";
 inline constexpr std::string_view kReasonAborted = "InPlaceUpdateAborted";
 inline constexpr std::string_view kReasonRefused = "PodUpdateRefused";
 inline constexpr std::string_view kReasonResizeRefused = "PodResizeRefused";
+// Only pods whose opt-in label was removed are left: the update waits for the user.
+inline constexpr std::string_view kReasonNotOptedIn = "PodNotOptedIn";
 // The Deployment controller's TimedOutReason, used for both conditions.
 inline constexpr std::string_view kReasonDeadline = "ProgressDeadlineExceeded";
 // Progressing's message on a stall we report starts with this (how we know the stall is ours).

@@ -687,6 +687,15 @@ std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
 // Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
 // target and, if this update wrote it, available again (a pod it never touched and that is not
 // Ready is not the update's to wait for).
+// A pod whose opt-in label was removed is not the loop's to write (the chart's policy, DESIGN.md
+// §9.5) unless an update holds it: a state other than Normal or the gate False, which the policy
+// keeps ours (and the label on the pod) until the loop has brought it back.
+bool NotOptedIn(const kube::Pod& pod) {
+  return pod.label(keys::kEnabledLabel) != keys::kTrue &&
+         pod_update::StateOf(pod.json()) == keys::kStateNormal &&
+         pod_update::GateStatus(pod.json()) != false;
+}
+
 bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
               const pod_update::Rules& rules, const std::vector<const kube::Pod*>& pods,
               int limit) {
@@ -709,8 +718,15 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   budget::Allowance allowance(limit, unavailable, inFlight);
   bool settled = true;
   int atTarget = 0;
+  std::vector<std::string_view> leftOut;
   for (const kube::Pod* pod : pods) {
     const json::Value& podJson = pod->json();
+    if (NotOptedIn(*pod) && !pod_update::AtTarget(target, podJson)) {
+      ++p.podsByState[std::string(pod_update::StateOf(podJson))];
+      leftOut.push_back(pod->name());
+      settled = false;
+      continue;
+    }
     const bool mayStart =
         pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
     pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now);
@@ -726,6 +742,20 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   p.podsTotal = static_cast<int>(pods.size());
   p.target = run.r.to;
   const int pending = p.podsTotal - atTarget;
+  if (!leftOut.empty()) {
+    std::string names;
+    for (std::string_view n : leftOut) names += (names.empty() ? "" : ", ") + std::string(n);
+    const std::string why = (leftOut.size() == 1 ? "pod " : "pods ") + names + " without label " +
+                            std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue) +
+                            " (removed): left as " + (leftOut.size() == 1 ? "it is" : "they are") +
+                            "; label again to go on in place, or abort the update";
+    if (p.waitingMessage.empty()) p.waitingMessage = why;
+    // Nothing else to wait for: stuck until the user acts, said at once.
+    if (pending == static_cast<int>(leftOut.size()) && p.stuckReason.empty()) {
+      p.stuckReason = std::string(progress::kReasonNotOptedIn);
+      p.stuckMessage = why;
+    }
+  }
   p.message = std::to_string(atTarget) + "/" + std::to_string(pods.size()) + " pods at template " +
               run.r.to;
   if (held && pending > 0) {
@@ -886,6 +916,8 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
   // Only an opted-in Deployment's ReplicaSets are ours to clean: product keys on anyone else's
   // objects cause no write (issue 28: a user's keys must not start a write fight).
   if (deployment->label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
+  // Nor a ReplicaSet of a template not opted in: the chart's policy decides "ours" by its label.
+  if (rs->label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   bool any = false;

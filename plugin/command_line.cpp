@@ -236,8 +236,8 @@ Commands:
 
 Exit status of status --watch:
   0  the update completed (or no in-place update runs)
-  1  the update is stuck: Progressing False with ProgressDeadlineExceeded, PodUpdateRefused or
-     PodResizeRefused
+  1  the update is stuck: Progressing False with ProgressDeadlineExceeded, PodUpdateRefused,
+     PodResizeRefused or PodNotOptedIn
   2  the update ended without completing (aborted, or ended by the webhook)
   3  --timeout reached
   4  kubectl could not read the Deployment, its pods or ReplicaSets (5 tries, a second apart;

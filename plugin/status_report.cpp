@@ -297,7 +297,8 @@ WatchVerdict Judge(const StatusReport& r, bool sawRunning) {
   if (r.record || r.recordMalformed) {
     if (r.conditionStatus == "False" && (r.conditionReason == progress::kReasonDeadline ||
                                          r.conditionReason == progress::kReasonRefused ||
-                                         r.conditionReason == progress::kReasonResizeRefused)) {
+                                         r.conditionReason == progress::kReasonResizeRefused ||
+                                         r.conditionReason == progress::kReasonNotOptedIn)) {
       return WatchVerdict::kStuck;
     }
     if (r.controllerReason == progress::kReasonDeadline) return WatchVerdict::kStuck;

@@ -128,7 +128,9 @@ def as_controller(s, method, path, body=None, ctype=JSON):
 def h05_policy_limits_the_controller(s):
     """The controller's ServiceAccount (impersonated, server-side dry runs of the loop's kind of request): every
     write the loop makes is allowed, and each write RBAC lets it make but the loop never makes is refused by the
-    chart's ValidatingAdmissionPolicy, whose message names it: pods of a Deployment that is not opted in, pod
+    chart's ValidatingAdmissionPolicy, whose message names it: pods and Deployments not opted in (whatever key of
+    ours they carry; closing our condition on such a Deployment is allowed), a ReplicaSet not selecting by its
+    pod-template-hash, pod
     labels/annotations outside an update step, pod spec fields, other pod conditions, a resize outside an update
     step, a Deployment's scale, a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
     and a write RBAC grants by mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule
@@ -157,8 +159,21 @@ def h05_policy_limits_the_controller(s):
     rs_copy.pop("status", None)
     rs_copy.update({"apiVersion": "apps/v1", "kind": "ReplicaSet"})
     rs_copy["metadata"]["name"] = rs_name + "-x"
-    history = copy.deepcopy(rs_copy)
-    history["spec"]["replicas"] = 0
+
+    def history_rs(name, pod_hash, select_hash=True):
+        """A zero-replica ReplicaSet of web's template under pod-template-hash `pod_hash`, as the loop's history
+        ReplicaSets are (the hash in its selector too, unless `select_hash` is false)."""
+        h = copy.deepcopy(rs_copy)
+        h["metadata"]["name"] = name
+        h["spec"]["replicas"] = 0
+        h["metadata"]["labels"]["pod-template-hash"] = pod_hash
+        h["spec"]["template"]["metadata"]["labels"]["pod-template-hash"] = pod_hash
+        if select_hash:
+            h["spec"]["selector"]["matchLabels"]["pod-template-hash"] = pod_hash
+        else:
+            h["spec"]["selector"]["matchLabels"].pop("pod-template-hash", None)
+        return h
+    history = history_rs("web-h05a", "h05a")
     other_lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                    "metadata": {"name": "someone-else", "namespace": tc.RELEASE_NS}, "spec": {}}
 
@@ -175,11 +190,18 @@ def h05_policy_limits_the_controller(s):
     excluded = tc.deployment("h05-excluded", replicas=0)
     excluded["metadata"]["namespace"] = "kube-system"
     s.tools.kubectl("create", "-f", "-", stdin=json.dumps(excluded))
-    misnamed = copy.deepcopy(history)
-    misnamed["metadata"]["name"] = "someone-else-h05"
-    not_opted_in = copy.deepcopy(history)
-    not_opted_in["metadata"]["name"] = rs_name + "-y"
+    misnamed = history_rs("someone-else-h05a", "h05a")
+    not_opted_in = history_rs("web-h05b", "h05b")
     not_opted_in["spec"]["template"]["metadata"]["labels"].pop(tc.ENABLED)
+    broad = history_rs("web-h05c", "h05c", select_hash=False)
+    # "Ours" is the opt-in label, not any key of ours a user can add: a pod and a Deployment not opted in carrying
+    # an annotation of ours, and our condition on that Deployment (closing it is the one write allowed there).
+    s.tools.kubectl("annotate", "pod", other, "-n", app.ns, "inplace-webhook.io/note=h05")
+    s.tools.kubectl("annotate", "deployment", "plain", "-n", app.ns, "inplace-webhook.io/note=h05")
+    plain_path = ns_path(app.ns, "deployments", "plain", group="apps/v1")
+    s.api.request("PATCH", plain_path + "/status", {"status": {"conditions": [
+        {"type": "inplace-webhook.io/Progressing", "status": "True", "reason": "InPlaceUpdateProgressing",
+         "message": "h05"}]}}, ctype=STRATEGIC)
     step = {"metadata": {"labels": {"version": "v2", "inplace-webhook.io/state": "Updating"}, "annotations": {
         "inplace-webhook.io/update-state": json.dumps({"revision": "h05"})}},
         "spec": {"containers": [{"name": "app", "image": tc.V2}]}}
@@ -198,14 +220,21 @@ def h05_policy_limits_the_controller(s):
             "deployment.kubernetes.io/revision": "9"}}, "spec": {"template": {"metadata": {"labels": {
                 "version": "v2"}}}}}, MERGE),
         ("Event on a pod", "POST", events, event("Pod", name), JSON),
+        ("closing our condition on a Deployment no longer opted in", "PATCH", plain_path + "/status",
+         {"status": {"conditions": [{"type": "inplace-webhook.io/Progressing", "status": "False",
+                                     "reason": "InPlaceUpdateAborted", "message": "h05"}]}}, STRATEGIC),
         ("Deployment template, carrying out its stored undo", "PATCH", ns_path(app.ns, "deployments", "undo",
                                                                                  group="apps/v1"),
          {"metadata": {"annotations": {"inplace-webhook.io/undo": None}},
           "spec": {"template": {"metadata": {"labels": {"version": "v0"}}}}}, MERGE),
     ]
     forbidden = [
-        ("a pod of a Deployment not opted in", "PATCH", pods + "/" + other,
-         {"metadata": {"labels": {"inplace-webhook.io/state": "Updating"}}}, MERGE, "is not of an opted-in Deployment"),
+        ("a pod not opted in carrying an annotation of ours", "PATCH", pods + "/" + other,
+         {"metadata": {"labels": {"inplace-webhook.io/state": "Updating"}}}, MERGE, "is not opted in"),
+        ("a Deployment not opted in carrying an annotation and a condition of ours", "PATCH", plain_path,
+         {"spec": {"paused": True}}, MERGE, "is not opted in"),
+        ("a ReplicaSet that does not select by its pod-template-hash", "POST", rss, broad, JSON,
+         "selects by the pod-template-hash"),
         ("a foreign pod annotation", "PATCH", pods + "/" + name, {"metadata": {"annotations": {"example.com/x": "y"}}},
          MERGE, "change only in an update step"),
         ("a foreign pod label", "PATCH", pods + "/" + name, {"metadata": {"labels": {"team": "other"}}}, MERGE,

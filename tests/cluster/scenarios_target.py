@@ -21,20 +21,43 @@ def all_at(app, image):
 
 
 def r11_unlabelled_pod_reaches_the_target(s):
-    """A pod whose opt-in label was removed (the loop's pod cache no longer holds it) is still updated in place
-    before the finish: the finish reads the pods through the API."""
+    """A pod whose opt-in label was removed is not the controller's to write (the chart's policy decides "ours" by
+    that label, DESIGN.md §9.5): the update moves the others in place and then says it is stuck, naming the pod, and
+    `kubectl rollout status` fails; labelled again, the pod is updated in place and the update finishes. Removing
+    the label from a pod in its drain (gate False) is refused: it would leave the pod out of service."""
     app = tc.App(s, "r11")
-    before = snapshot(app.create(tc.deployment("web", replicas=3)))
+    before = snapshot(app.create(tc.deployment("web", replicas=3, gate=True, policy={"gracePeriodSeconds": 6})))
     rs0 = app.rs_names()
     odd = sorted(before)[1]
     s.tools.kubectl("label", "pod", odd, "-n", app.ns, ENABLED + "-")
     check(ENABLED not in labels_of(next(p for p in app.pods() if p["metadata"]["name"] == odd)), "label kept")
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
     tc.expect_in_progress(app)
-    wait_for(app.in_place_done, 120, "the update to finish", app)
-    # (The user's label removal is theirs to keep; put it back only so that finish() can check every label.)
+    draining = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"
+                                      and tc.condition(p, tc.READY_GATE) == "False"), None), 60,
+                        "a pod draining", app)["metadata"]["name"]
+    out = s.tools.kubectl("label", "pod", draining, "-n", app.ns, ENABLED + "-", check_rc=False)
+    check(out.returncode != 0 and "is in an in-place update or out of service for one" in out.stderr,
+          "removing the opt-in label of draining pod %s was not refused by the policy: %s %s"
+          % (draining, out.returncode, (out.stdout + out.stderr)[-300:]))
+
+    def stuck():
+        d = app.deployment()
+        return (tc.condition(d, "inplace-webhook.io/Progressing", "reason") == "PodNotOptedIn"
+                and odd in (tc.condition(d, "inplace-webhook.io/Progressing", "message") or "")
+                and all(images(p)["app"] == tc.V2 for p in app.pods() if p["metadata"]["name"] != odd))
+    wait_for(stuck, 120, "the update to say it waits for %s" % odd, app)
+    pod = next(p for p in app.pods() if p["metadata"]["name"] == odd)
+    check(images(pod)["app"] == tc.V1 and pod["metadata"]["uid"] == before[odd]["uid"]
+          and tc.container_statuses(pod)["app"]["restartCount"] == before[odd]["containers"]["app"][1]
+          and state_of(pod) == "Normal" and is_ready(pod),
+          "pod %s without the label was touched: %s %s" % (odd, images(pod), labels_of(pod)))
+    check(IN_PROGRESS in annotations_of(app.deployment()), "the update was ended instead of waiting")
+    status = s.tools.kubectl("rollout", "status", "deploy/web", "-n", app.ns, "--timeout=20s", check_rc=False)
+    check(status.returncode != 0 and "progress deadline" in status.stdout + status.stderr,
+          "kubectl rollout status did not fail on the stuck update: %s" % (status.stdout + status.stderr)[-300:])
     s.tools.kubectl("label", "pod", odd, "-n", app.ns, ENABLED + "=true")
-    tc.finish(app, before, rs0, restarted={"app"}, timeout=30)
+    tc.finish(app, before, rs0, restarted={"app"}, timeout=90)
     check(all_at(app, tc.V2), "a pod of the ReplicaSet was left behind: %s"
           % [(p["metadata"]["name"], images(p)) for p in app.pods()])
 

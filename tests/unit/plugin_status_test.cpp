@@ -180,6 +180,7 @@ TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet repo
         WatchVerdict::kStuck);
   CHECK(Judge(report(rec, ours("False", "PodUpdateRefused")), true) == WatchVerdict::kStuck);
   CHECK(Judge(report(rec, ours("False", "PodResizeRefused")), true) == WatchVerdict::kStuck);
+  CHECK(Judge(report(rec, ours("False", "PodNotOptedIn")), true) == WatchVerdict::kStuck);
   CHECK(Judge(report(
                   rec,
                   R"({"type":"Progressing","status":"False","reason":"ProgressDeadlineExceeded"})"),

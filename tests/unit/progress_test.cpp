@@ -533,12 +533,14 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
            "]",
        false, "", "", false},
       {"never ours", optedIn, "{}", "[]", false, "", "", false},
-      {"opted out, nothing of ours left: the policy would refuse the write", "{}", "{}",
+      // The chart's policy lets the controller close its own condition on a Deployment no longer
+      // opted in (that status write only), with no other key of ours left.
+      {"opted out, nothing else of ours left", "{}", "{}",
        "[" +
            Ours("True", "InPlaceUpdateProgressing", "0/2 pods updated to template b",
                 "2026-01-01T00:09:00Z") +
            "]",
-       false, "", "", false},
+       false, "InPlaceUpdateAborted", "(the Deployment is no longer opted in)", false},
   };
   for (const Row& row : rows) {
     const std::string name = row.name;

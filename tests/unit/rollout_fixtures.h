@@ -133,8 +133,10 @@ inline std::string ReplicaSetJson(const std::string& name, const std::string& ui
          R"(}},"template":)" + json::Serialize(t) + "}}";
 }
 
-// A running, Ready pod of ReplicaSet `rsUid` created from `templateJson` (labels, images, gate).
-// Container statuses: imageID "<image>@sha256:old-<name>", containerID "containerd://<pod>-<name>".
+// A running, Ready pod of ReplicaSet `rsUid` created from `templateJson` (labels, images, gate),
+// opted in as every pod of an opted-in template is (the label whatever the fixture's template
+// says). Container statuses: imageID "<image>@sha256:old-<name>", containerID
+// "containerd://<pod>-<name>".
 inline json::Document Pod(const std::string& name, const std::string& rsUid,
                           const std::string& templateJson, const std::string& hash = "h1") {
   json::Document t = Parse(templateJson);
@@ -148,6 +150,7 @@ inline json::Document Pod(const std::string& name, const std::string& rsUid,
   json::SetString(meta, "uid", "uid-" + name, a);
   json::SetString(meta, "resourceVersion", "30", a);
   json::SetString(json::EnsureObject(meta, "labels", a), keys::kPodTemplateHashLabel, hash, a);
+  json::SetString(json::EnsureObject(meta, "labels", a), keys::kEnabledLabel, keys::kTrue, a);
   json::Document refs = Parse(R"([{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":)" +
                               Quote(rsUid) + R"(,"controller":true}])");
   json::Set(meta, "ownerReferences", refs, a);

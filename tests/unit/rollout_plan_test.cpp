@@ -313,6 +313,46 @@ TEST_CASE("pods created meanwhile at the old template are updated too") {
   CHECK(Started(p) == std::vector<std::string>{"web-z"});
 }
 
+TEST_CASE("a pod whose opt-in label was removed is left as it is; the update waits and says so") {
+  Scenario s(3, /*gate=*/true);
+  s.spec.policy = R"({"gracePeriodSeconds":30})";
+  SetLabel(*s.PodNamed("web-a"), keys::kEnabledLabel, std::nullopt);
+  rollout::Plan p = s.Plan();
+  // Not the loop's to write (the chart's policy): web-b starts in its place.
+  CHECK(Started(p) == std::vector<std::string>{"web-b"});
+  for (const auto& a : p.actions) CHECK(a.name != "web-a");
+  CHECK(p.waitingMessage.find("pod web-a without label inplace-webhook.io/enabled=true") !=
+        std::string::npos);
+  CHECK(p.stuckReason.empty());  // others still move
+  s.Apply(p);
+  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-b")) == false);
+  // A pod an update holds stays the loop's (its label removed by a write that bypassed the
+  // pod-state policy): it goes on, and back in service.
+  SetLabel(*s.PodNamed("web-b"), keys::kEnabledLabel, std::nullopt);
+  bool wroteB = false;
+  for (int pass = 0; pass < 16; ++pass) {  // web-b, then web-c, each through its 30 s drain
+    rollout::Plan q = s.Plan(T0() + seconds(40 * (pass + 1)));
+    for (const auto& a : q.actions) wroteB = wroteB || a.name == "web-b";
+    s.Apply(q);
+    s.Kubelet();
+  }
+  CHECK(wroteB);
+  CHECK(Label(*s.PodNamed("web-b"), "version") == "v2");
+  CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == keys::kStateNormal);
+  CHECK(pod_update::GateStatus(*s.PodNamed("web-b")) == true);
+  // Only the unlabelled pods are left: stuck at once, naming them; no finish, no write to them.
+  CHECK(Label(*s.PodNamed("web-c"), "version") == "v2");
+  rollout::Plan last = s.Plan(T0() + seconds(1000));
+  CHECK(last.phase == Phase::kUpdating);
+  CHECK(last.stuckReason == "PodNotOptedIn");
+  CHECK(last.stuckMessage.find("pod web-a without label") != std::string::npos);
+  CHECK(RsWrites(last).empty());
+  CHECK(Label(*s.PodNamed("web-a"), "version") == "v1");
+  // Labelled again: it is updated in place as the others were.
+  SetLabel(*s.PodNamed("web-a"), keys::kEnabledLabel, std::string(keys::kTrue));
+  CHECK(Started(s.Plan(T0() + seconds(1000))) == std::vector<std::string>{"web-a"});
+}
+
 TEST_CASE("pods being deleted or finished are ignored") {
   Scenario s(2);
   auto& a = s.pods[0].GetAllocator();
@@ -789,6 +829,10 @@ TEST_CASE("ReplicaSet cleanup never fights the Deployment controller's copies") 
   // Not opted in: no write at all, even for a stale copy the Deployment no longer has.
   SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
   REQUIRE(rollout::PlanReplicaSetCleanup(d, rs).has_value());  // opted in: the stale copy goes
+  // A ReplicaSet of a template not opted in is not the loop's to write (the chart's policy).
+  SetLabel(rs, keys::kEnabledLabel, std::nullopt);
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  SetLabel(rs, keys::kEnabledLabel, std::string(keys::kTrue));
   json::Value& labels = d["metadata"]["labels"];
   labels.RemoveMember("inplace-webhook.io/enabled");
   CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
