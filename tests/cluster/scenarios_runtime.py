@@ -193,7 +193,8 @@ def run():
     while time.time() < stop and not os.path.exists(out + ".stop"):
         t = time.time()
         try:
-            c = http.client.HTTPConnection(host, 80, timeout=3)
+            # A request slow on a starved machine is not lost: only an error or 10 s without an answer counts.
+            c = http.client.HTTPConnection(host, 80, timeout=10)
             c.request("GET", "/")
             r = c.getresponse()
             body = r.read()
