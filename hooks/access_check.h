@@ -4,7 +4,7 @@
 // through the default system:basic-user binding). A replica that lacks one of them does not lead
 // (it steps down, releasing the Lease), answers /loopz "no loop" and fails /readyz, so the
 // webhooks stop injecting a readiness gate nothing would set and end an abort at once.
-// Pure decisions; the periodic asking is server/access_monitor.
+// Pure decisions; the periodic asking is server/loop/access_monitor.
 #pragma once
 
 #include <span>

@@ -2,7 +2,7 @@
 // it over HTTPS (kube_client); tests implement it in memory or point the real client at the test
 // API server. Paths are API paths without the host: /api/v1/namespaces/NS/pods/NAME.
 //
-// Thread safety: the process shares one implementation (server/kube_client.h, thread-safe)
+// Thread safety: the process shares one implementation (server/kube/kube_client.h, thread-safe)
 // between the loop, its informers, the leader elector, the access monitor and the certificate
 // controller, each on threads of its own: an implementation given to more than one of them must
 // take calls from any thread at once.

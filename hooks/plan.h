@@ -1,7 +1,7 @@
 // What one pass of the loop decides for one Deployment: the writes (Action), in order, and what the
 // pass found (Plan: phase, counts for the progress condition, requeue). The types alone, shared by
 // the planner (hooks/rollout_plan), the progress report (hooks/progress) and the driver
-// (server/loop), so that none of them depends on another's decisions. DESIGN.md §4.
+// (server/loop/loop), so that none of them depends on another's decisions. DESIGN.md §4.
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 // The loop's decisions for one Deployment (DESIGN.md §4 steps 3–5, §4a): given a snapshot of the
 // Deployment, its ReplicaSets and its pods as stored in the cluster, and the time, which writes
-// this pass makes. Pure: the driver (server/loop) gathers snapshots and applies the actions in
+// this pass makes. Pure: the driver (server/loop/loop) gathers snapshots and applies the actions in
 // order, stopping at the first failed write; the next pass re-reads and decides again, so every
 // step is resumable and nothing lives only in memory.
 //

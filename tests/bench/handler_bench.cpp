@@ -8,7 +8,7 @@
 #include <string>
 
 #include "hooks/admission.h"
-#include "server/review_codec.h"
+#include "server/http/review_codec.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

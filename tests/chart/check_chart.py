@@ -747,10 +747,10 @@ void Apply(kube::Api& api, Action& a, std::map<std::string, std::string>& versio
                              ("kube::Client client(std::move(config));", True),
                              ("Client(const Client&) = delete; Result Client::Get(std::string_view p) {}", False),
                              ("// kube::Client client(config);", False)):
-        got = bool(client_wired([Source("server/main.cpp", text)]))
+        got = bool(client_wired([Source("server/process/main.cpp", text)]))
         if got != want_wired:
             errors.append("client_wired(%r) = %s" % (text, got))
-    if client_wired([Source("server/kube_client.cpp", "kube::Client client(cfg);")]):
+    if client_wired([Source("server/kube/kube_client.cpp", "kube::Client client(cfg);")]):
         errors.append("the client's own file counts as wiring")
     run.case("self-test: API client construction detected", errors)
 
@@ -1198,10 +1198,11 @@ def check_rbac(run, root, texts):
                       "resource: add them to BUILDER_RESOURCES" % unknown)
     sources = []
     for sub in ("hooks", "server"):
-        d = os.path.join(root, sub)
-        for f in sorted(os.listdir(d)):
-            if f.endswith((".cpp", ".h")) and f not in ("kube_api.cpp", "kube_api.h"):
-                sources.append(Source("%s/%s" % (sub, f), read(os.path.join(d, f))))
+        for d, _, names in sorted(os.walk(os.path.join(root, sub))):
+            for f in sorted(names):
+                if f.endswith((".cpp", ".h")) and f not in ("kube_api.cpp", "kube_api.h"):
+                    rel = os.path.relpath(os.path.join(d, f), root)
+                    sources.append(Source(rel, read(os.path.join(d, f))))
     finder = ApiCallFinder(sources, {b: BUILDER_RESOURCES[b] for b in builders if b in BUILDER_RESOURCES})
     used, needed, errs = finder.find() if builders and not unknown else (False, {}, [])
     wired = client_wired(sources)
@@ -1217,7 +1218,7 @@ def check_rbac(run, root, texts):
     else:
         # No API client is constructed yet, so the binary makes no call: calls found in the code so
         # far must still be allowed; what is not connected or not used yet is listed, not failed.
-        print("    # NOTE: no code outside server/kube_client.*, client_config.* constructs the API client yet (ClientConfig::InCluster,")
+        print("    # NOTE: no code outside server/kube/kube_client.*, client_config.* constructs the API client yet (ClientConfig::InCluster,")
         print("    # kube::Client ...), so the binary makes no API call. Until it does, unconnected path builders and")
         print("    # unused table rows are listed here and not failed; from then on they fail the check.")
         for e in errs + unused:
@@ -1352,13 +1353,14 @@ def check_deployment(run, root, texts, values):
 
     # Flags against the binary's option table (once it exists).
     defined = set()
-    for f in sorted(os.listdir(os.path.join(root, "server"))):
-        if f.endswith(".cpp"):
-            defined |= cxxopts_flags(read(os.path.join(root, "server", f)))
+    for d, _, names in sorted(os.walk(os.path.join(root, "server"))):
+        for f in sorted(names):
+            if f.endswith(".cpp"):
+                defined |= cxxopts_flags(read(os.path.join(d, f)))
     if defined:
         missing = sorted(set(flags) - defined)
         run.case("every flag the chart passes is defined by the binary (%d flags)" % len(flags),
-                 ["--%s is not an option of the binary (server/*.cpp cxxopts)" % f for f in missing])
+                 ["--%s is not an option of the binary (server/**/*.cpp cxxopts)" % f for f in missing])
     else:
         print("    # NOTE: no cxxopts options in server/ yet; flags checked against the contract only")
         run.case("every flag the chart passes is in the contract", [])

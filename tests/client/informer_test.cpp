@@ -8,8 +8,8 @@
 #include <map>
 #include <mutex>
 
-#include "server/informer.h"
-#include "server/loop_projections.h"
+#include "server/kube/informer.h"
+#include "server/loop/loop_projections.h"
 #include "support.h"
 
 using namespace iw;

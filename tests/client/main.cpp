@@ -3,7 +3,7 @@
 
 #include <csignal>
 
-#include "server/log.h"
+#include "server/process/log.h"
 
 int main(int argc, char** argv) {
   // A peer closing a TLS connection must not kill the test process (the binary does the same).

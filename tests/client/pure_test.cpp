@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "server/informer.h"
-#include "server/kube_client.h"
+#include "server/kube/informer.h"
+#include "server/kube/kube_client.h"
 
 using namespace iw;
 using namespace iw::kube;

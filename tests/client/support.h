@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "lib/json.h"
-#include "server/kube_client.h"
+#include "server/kube/kube_client.h"
 
 namespace iw::test {
 

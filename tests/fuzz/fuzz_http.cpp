@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http_message.h"
+#include "server/http/http_message.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "hooks/admission.h"
-#include "server/review_codec.h"
+#include "server/http/review_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "hooks/access_check.h"
-#include "server/access_monitor.h"
-#include "server/leader_election.h"
+#include "server/loop/access_monitor.h"
+#include "server/loop/leader_election.h"
 #include "tests/unit/fake_api.h"
 
 using namespace iw;

@@ -1,5 +1,5 @@
-// RequestParser and AppendResponse: every framing decision of server/http_message.h, each input
-// fed whole, one byte at a time and split in two at every point, which must all agree.
+// RequestParser and AppendResponse: every framing decision of server/http/http_message.h, each
+// input fed whole, one byte at a time and split in two at every point, which must all agree.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/http_message.h"
+#include "server/http/http_message.h"
 
 using namespace std::string_literals;
 using iw::http::AppendResponse;

@@ -25,7 +25,7 @@
 #include <tuple>
 #include <vector>
 
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace http = iw::http;
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-#include "server/leader_election.h"
+#include "server/loop/leader_election.h"
 #include "tests/unit/fake_api.h"
 
 using namespace iw;

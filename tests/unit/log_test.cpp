@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/log.h"
+#include "server/process/log.h"
 
 using namespace iw;
 using std::chrono::milliseconds;

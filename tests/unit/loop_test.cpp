@@ -19,7 +19,7 @@
 #include "hooks/budget.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
-#include "server/loop.h"
+#include "server/loop/loop.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
 #include "tests/unit/test_json.h"

@@ -11,7 +11,7 @@
 #include "lib/json.h"
 #include "lib/json_patch.h"
 #include "lib/rfc3339.h"
-#include "server/review_codec.h"
+#include "server/http/review_codec.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;

@@ -1,4 +1,4 @@
-#include "server/peer_counts.h"
+#include "server/http/peer_counts.h"
 
 #include <doctest/doctest.h>
 

@@ -5,7 +5,7 @@
 
 #include "lib/clip.h"
 #include "lib/json.h"
-#include "server/review_codec.h"
+#include "server/http/review_codec.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "server/loop_status.h"
-#include "server/metrics.h"
-#include "server/options.h"
-#include "server/webhook_server.h"
+#include "server/http/webhook_server.h"
+#include "server/loop/loop_status.h"
+#include "server/process/metrics.h"
+#include "server/process/options.h"
 
 using namespace iw;
 

@@ -1,6 +1,6 @@
-// Certificates made by server/cert_crypto and TLS handshakes in memory against the webhook's
-// TLS context (server/tls_certificates): client CA reload, resumption with client certificates,
-// session ticket key rotation.
+// Certificates made by server/certs/cert_crypto and TLS handshakes in memory against the webhook's
+// TLS context (server/http/tls_certificates): client CA reload, resumption with client
+// certificates, session ticket key rotation.
 #include <doctest/doctest.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -13,9 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "server/cert_crypto.h"
-#include "server/metrics.h"
-#include "server/tls_certificates.h"
+#include "server/certs/cert_crypto.h"
+#include "server/http/tls_certificates.h"
+#include "server/process/metrics.h"
 
 using namespace iw;
 

@@ -1,5 +1,5 @@
-// server/work_queue: the loop's per-lane delaying queue.
-#include "server/work_queue.h"
+// server/loop/work_queue: the loop's per-lane delaying queue.
+#include "server/loop/work_queue.h"
 
 #include <doctest/doctest.h>
 

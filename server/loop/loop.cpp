@@ -1,0 +1,1033 @@
+#include "server/loop/loop.h"
+#include "server/loop/loop_projections.h"
+
+#include "lib/kube_objects.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+
+#include "hooks/budget.h"
+#include "hooks/keys.h"
+#include "hooks/pod_update.h"
+#include "hooks/progress.h"
+#include "server/process/log.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+namespace iw::loop {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using json::Value;
+
+constexpr size_t kMaxRememberedEvents = 10000;
+constexpr auto kMinRequeue = std::chrono::milliseconds(100);
+constexpr auto kRequeueMargin = std::chrono::milliseconds(50);
+constexpr auto kGateRetry = std::chrono::seconds(1);
+constexpr auto kSyncPoll = std::chrono::milliseconds(200);
+constexpr auto kTrimDelay = std::chrono::seconds(1);
+constexpr int kWorkDeployment = 0;
+constexpr int kWorkPodGate = 1;
+
+std::vector<const Value*> Items(const json::Document& list) {
+  std::vector<const Value*> out;
+  const Value* items = json::Find(&list, "items");
+  if (items == nullptr || !items->IsArray()) return out;
+  for (const auto& item : items->GetArray()) out.push_back(&item);
+  return out;
+}
+
+std::vector<const Value*> Values(const std::vector<kube::ObjectPtr>& objects) {
+  std::vector<const Value*> out;
+  out.reserve(objects.size());
+  for (const auto& o : objects) out.push_back(&o->Value());
+  return out;
+}
+
+std::string Describe(const kube::Result& r) {
+  std::string out = "HTTP " + std::to_string(r.code);
+  if (!r.reason.empty()) out += " " + r.reason;
+  if (!r.message.empty()) out += ": " + r.message;
+  return out;
+}
+
+bool Terminal(rollout::Phase p) {
+  return p == rollout::Phase::kIdle || p == rollout::Phase::kCompleted ||
+         p == rollout::Phase::kAborted;
+}
+
+bool HasAnnotation(const Value& o, std::string_view key) {
+  return kube::AnnotationOf(o, key).has_value();
+}
+
+bool InProgress(const kube::ObjectPtr& d) {
+  return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
+}
+
+// Whether resourceVersion `have` is `want` or, both being decimal numbers (etcd revisions, as
+// every API server uses), a later one.
+bool AtLeast(std::string_view have, std::string_view want) {
+  if (have == want) return true;
+  uint64_t h = 0, w = 0;
+  auto ph = std::from_chars(have.data(), have.data() + have.size(), h);
+  auto pw = std::from_chars(want.data(), want.data() + want.size(), w);
+  if (ph.ec != std::errc() || ph.ptr != have.data() + have.size() || pw.ec != std::errc() ||
+      pw.ptr != want.data() + want.size()) {
+    return false;
+  }
+  return h >= w;
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> SplitKey(std::string_view key) {
+  size_t slash = key.find('/');
+  if (slash == std::string_view::npos) return {"", std::string(key)};
+  return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caches
+
+// The three informers, constructed (so started) in this order: a handler only reads informers
+// constructed before its own, and the uid index. The destructor stops them in the reverse order,
+// before anything their handlers use.
+struct Loop::Caches {
+  Caches() = default;
+  Caches(const Caches&) = delete;
+  Caches& operator=(const Caches&) = delete;
+  ~Caches() {
+    pods.reset();
+    replicaSets.reset();
+    deployments.reset();
+  }
+
+  std::unique_ptr<kube::Informer> deployments;
+  std::unique_ptr<kube::Informer> replicaSets;
+  std::unique_ptr<kube::Informer> pods;
+  // Pod gate writes made, by "namespace/name": the resourceVersion the pod had before. The pod
+  // is not written again while the cache still shows that version. The gate thread's alone.
+  std::map<std::string, std::pair<std::string, Steady::time_point>> gateWritten;
+  std::set<std::string> freshNext;  // Deployments whose next pass reads through the API
+
+  // ReplicaSet uid → "namespace/name" (cached pods keep only their owner's uid). Written by the
+  // ReplicaSet informer's handlers, read by the pod informer's and the loop's thread.
+  void Index(const kube::ObjectPtr& rs, bool present) {
+    std::lock_guard lock(uidMu);
+    if (present) {
+      rsByUid[std::string(rs->Uid())] = kube::ObjectKey(rs->Namespace(), rs->Name());
+    } else {
+      rsByUid.erase(std::string(rs->Uid()));
+    }
+  }
+  kube::ObjectPtr ReplicaSetByUid(std::string_view uid) const {
+    std::string key;
+    {
+      std::lock_guard lock(uidMu);
+      auto it = rsByUid.find(uid);
+      if (it == rsByUid.end()) return nullptr;
+      key = it->second;
+    }
+    auto [ns, name] = SplitKey(key);
+    kube::ObjectPtr rs = replicaSets->Get(ns, name);
+    return rs && rs->Uid() == uid ? rs : nullptr;
+  }
+  mutable std::mutex uidMu;
+  std::map<std::string, std::string, std::less<>> rsByUid;
+
+  uint64_t Lists() const {
+    return deployments->GetStats().lists + replicaSets->GetStats().lists + pods->GetStats().lists;
+  }
+  bool Synced() const {
+    return deployments->HasSynced() && replicaSets->HasSynced() && pods->HasSynced();
+  }
+};
+
+const kube::Informer* Loop::Cache(CacheKind kind) const {
+  switch (kind) {
+    case CacheKind::kDeployments:
+      return caches_->deployments.get();
+    case CacheKind::kReplicaSets:
+      return caches_->replicaSets.get();
+    case CacheKind::kPods:
+      return caches_->pods.get();
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop
+
+Loop::Loop(kube::Api& api, Options options) : api_(api), options_(std::move(options)) {}
+
+Loop::Loop(kube::WatchApi& api, Options options)
+    : api_(api), watchApi_(&api), options_(std::move(options)) {}
+
+Loop::~Loop() {
+  Stop();
+}
+
+Clock::time_point Loop::Now() const {
+  return options_.clock ? options_.clock() : Clock::now();
+}
+
+void Loop::Start() {
+  std::lock_guard life(lifecycleMu_);
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.joinable()) return;
+  }
+  if (watchApi_ == nullptr) {
+    log::Error("in-place loop cannot start: its API client has no watches");
+    return;
+  }
+  const std::string& ns = options_.namespaceName;
+  auto caches = std::make_unique<Caches>();
+  Caches* c = caches.get();
+  {
+    kube::InformerOptions opts;
+    opts.name = "deployments";
+    opts.path = kube::DeploymentsPath(ns);
+    opts.projection = DeploymentProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) { OnDeployment(nullptr, o); };
+    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      OnDeployment(old, now);
+    };
+    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) { OnDeployment(o, nullptr); };
+    c->deployments = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "replicasets";
+    opts.path = kube::ReplicaSetsPath(ns);
+    opts.projection = ReplicaSetProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this, c](const kube::ObjectPtr& o) {
+      c->Index(o, true);
+      OnReplicaSet(*c, o);
+    };
+    opts.handlers.onUpdate = [this, c](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      if (old->Uid() != now->Uid()) c->Index(old, false);
+      c->Index(now, true);
+      OnReplicaSet(*c, now);
+    };
+    opts.handlers.onDelete = [this, c](const kube::ObjectPtr& o) {
+      c->Index(o, false);
+      OnReplicaSet(*c, o);
+    };
+    c->replicaSets = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "pods";
+    opts.path = kube::PodsPath(ns);
+    opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
+    opts.projection = PodProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    auto on = [this, c](const kube::ObjectPtr& o) { OnPod(*c, o); };
+    opts.handlers.onAdd = on;
+    opts.handlers.onUpdate = [on](const kube::ObjectPtr&, const kube::ObjectPtr& now) { on(now); };
+    opts.handlers.onDelete = on;
+    c->pods = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
+  }
+  {
+    std::lock_guard lock(cachesMu_);
+    caches_ = std::move(caches);
+  }
+  std::lock_guard lock(mu_);
+  stop_ = false;
+  started_ = true;
+  thread_ = std::thread(&Loop::Run, this);
+  gateThread_ = std::thread(&Loop::RunGates, this);
+}
+
+void Loop::Stop() {
+  std::lock_guard life(lifecycleMu_);
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  gateCv_.notify_all();
+  const bool ran = thread_.joinable();
+  for (std::thread* t : {&thread_, &gateThread_}) {
+    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
+  }
+  std::unique_ptr<Caches> caches;
+  {
+    std::lock_guard lock(cachesMu_);
+    caches = std::move(caches_);
+  }
+  caches.reset();  // stops the informers (their handlers may still queue work: dropped below)
+  std::lock_guard lock(mu_);
+  deployments_.Clear();
+  gates_.Clear();
+  gateSince_.clear();
+  failures_.clear();
+  expectations_.clear();
+  // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
+  if (ran && options_.metrics != nullptr) options_.metrics->ForgetUpdates();
+}
+
+bool Loop::Running() const {
+  std::lock_guard lock(mu_);
+  return started_ && !stop_;  // not thread_: Stop() joins it outside mu_
+}
+
+void Loop::Queue(int kind, std::string key, Steady::time_point due) {
+  {
+    std::lock_guard lock(mu_);
+    if (kind == kWorkPodGate) gateSince_.try_emplace(key, Steady::now());
+    if (!(kind == kWorkPodGate ? gates_ : deployments_).Add(key, due)) return;
+  }
+  (kind == kWorkPodGate ? gateCv_ : cv_).notify_all();
+}
+
+void Loop::Enqueue(std::string_view ns, std::string_view name) {
+  Queue(kWorkDeployment, kube::ObjectKey(ns, name), Steady::now());
+}
+
+// --- informer handlers ----------------------------------------------------------------------
+
+void Loop::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+  // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
+  if (!InProgress(now) && !InProgress(old)) return;
+  const kube::ObjectPtr& o = now ? now : old;
+  Queue(kWorkDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
+        Steady::now() + options_.batchDelay);
+}
+
+void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
+  std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
+  if (owner.empty()) return;
+  const Value& v = rs->Value();
+  bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
+                HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
+  if (!wanted) wanted = InProgress(caches.deployments->Get(rs->Namespace(), owner));
+  if (wanted) {
+    Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
+          Steady::now() + options_.batchDelay);
+  }
+}
+
+void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
+  const Value& v = pod->Value();
+  StatusOr<kube::Pod> view = kube::Pod::From(v, "pod");
+  if (!view.ok()) {
+    log::Warn("in-place loop: pod ignored",
+              {{"pod", kube::ObjectKey(pod->Namespace(), pod->Name())},
+               {"error", view.status().message()}});
+    return;
+  }
+  const std::string_view ownerUid = view->controllerUid();
+  if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
+    std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
+    if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
+      Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
+            Steady::now() + options_.batchDelay);
+    }
+  }
+  if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
+      pod_update::StateOf(v) == keys::kStateNormal) {
+    Queue(kWorkPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
+          Steady::now() + options_.batchDelay);
+  }
+}
+
+// --- events and writes ----------------------------------------------------------------------
+
+bool Loop::CreateEvent(rollout::Action& a) {
+  const bool dedup = !a.name.empty();
+  const std::string key = a.ns + "/" + a.name;
+  if (dedup && createdEvents_.contains(key)) return true;
+  auto& alloc = a.body.GetAllocator();
+  Value& meta = json::EnsureObject(a.body, "metadata", alloc);
+  std::string name = a.name;
+  if (name.empty()) {
+    // client-go names Events <object>.<unix nanos in hex>; a sequence keeps ours unique.
+    const auto nanos =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count();
+    char hex[24];
+    std::snprintf(
+        hex, sizeof hex, "%llx",
+        static_cast<unsigned long long>(nanos) + static_cast<unsigned long long>(eventSeq_++));
+    std::string involved(json::StringOr(json::Find(&a.body, "involvedObject"), "name"));
+    name = involved.substr(0, 200) + "." + hex;
+  }
+  json::SetString(meta, "name", name, alloc);
+  if (!options_.instance.empty()) {
+    json::SetString(a.body, "reportingInstance", options_.instance, alloc);
+  }
+  kube::Result r = api_.Create(kube::EventsPath(a.ns), a.body);
+  if (r.Ok() || (dedup && r.Conflict())) {
+    if (dedup) {
+      if (createdEvents_.size() >= kMaxRememberedEvents) createdEvents_.clear();
+      createdEvents_.insert(key);
+    }
+    if (r.Ok() && options_.metrics != nullptr) options_.metrics->Count(a.metric, a.seconds);
+    return true;
+  }
+  if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+  log::Warn("could not create Event", {{"namespace", a.ns},
+                                       {"reason", std::string(json::StringOr(&a.body, "reason"))},
+                                       {"error", Describe(r)}});
+  return false;
+}
+
+ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+                            std::vector<Expectation>* expectations, bool cached) {
+  ReconcileResult res;
+  std::map<std::string, std::string> versions;  // object path → resourceVersion after our write
+  std::map<std::string, size_t> expected;       // object path → index in `expectations`
+  for (rollout::Action& a : actions) {
+    if (a.kind == rollout::WriteKind::kEvent) {
+      CreateEvent(a);
+      continue;
+    }
+    const std::string path = a.Path();
+    if (a.kind == rollout::WriteKind::kReplicaSetCreate ||
+        a.kind == rollout::WriteKind::kReplicaSetDelete) {
+      // Whole-object writes of the finish; the next pass sees their result in the caches (an
+      // AlreadyExists or NotFound is the state they were making).
+      const bool create = a.kind == rollout::WriteKind::kReplicaSetCreate;
+      kube::Result r = create ? api_.Create(kube::ReplicaSetsPath(a.ns), a.body)
+                              : api_.Delete(kube::ReplicaSetPath(a.ns, a.name));
+      if (!r.Ok() && !(create ? r.Conflict() : r.NotFound())) {
+        res.ok = false;
+        res.error = path + ": " + Describe(r);
+        if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+        log::Warn("in-place write failed; will re-read and retry",
+                  {{"deployment", std::string(deployment)}, {"error", res.error}});
+        break;
+      }
+      ++res.writes;
+      if (expectations != nullptr && r.Ok() && create) {  // (a deleted one may linger: harmless)
+        expectations->push_back({CacheKind::kReplicaSets, a.ns, a.name, "",
+                                 std::string(kube::MetaOf(r.object, "resourceVersion")),
+                                 Steady::now() + options_.expectationTimeout});
+      }
+      log::Info(a.summary, {{"deployment", std::string(deployment)}});
+      continue;
+    }
+    const std::string object = a.kind == rollout::WriteKind::kPodStatusPatch ||
+                                       a.kind == rollout::WriteKind::kPodResizePatch
+                                   ? kube::PodPath(a.ns, a.name)
+                                   : path;
+    auto v = versions.find(object);
+    const std::string rv = v != versions.end() ? v->second : a.resourceVersion;
+    if (!rv.empty()) {
+      auto& alloc = a.body.GetAllocator();
+      json::SetString(json::EnsureObject(a.body, "metadata", alloc), "resourceVersion", rv, alloc);
+    }
+    kube::Result r = api_.Patch(path, a.PatchType(), json::Serialize(a.body));
+    const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ||
+                                   a.kind == rollout::WriteKind::kDeploymentStatusPatch
+                               ? CacheKind::kDeployments
+                           : a.kind == rollout::WriteKind::kReplicaSetPatch
+                               ? CacheKind::kReplicaSets
+                               : CacheKind::kPods;
+    const auto deadline =
+        Steady::now() + (r.Conflict() ? options_.conflictTimeout : options_.expectationTimeout);
+    if (!r.Ok()) {
+      res.ok = false;
+      res.conflict = r.Conflict();
+      res.error = path + ": " + Describe(r);
+      const bool resize = a.kind == rollout::WriteKind::kPodResizePatch;
+      if ((a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) ||
+          (resize && progress::IsResizeRefusal(r.code, r.message, a.name))) {
+        res.refusedPod = a.pod.empty() ? a.name : a.pod;
+        res.refusal = r.message.empty() ? Describe(r) : r.message;
+        res.refusedResize = resize;
+        res.refusalCode = r.code;
+      }
+      if (options_.metrics != nullptr) {
+        (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
+      }
+      (r.Conflict() ? log::Debug : log::Warn)(
+          "in-place write failed; will re-read and retry",
+          {{"deployment", std::string(deployment)}, {"pod", a.pod}, {"error", res.error}});
+      if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
+        // The cache was behind: wait until it holds a newer version than the one refused.
+        expectations->push_back({kind, a.ns, a.name, rv, "", deadline});
+      }
+      break;
+    }
+    const std::string after(kube::MetaOf(r.object, "resourceVersion"));
+    versions[object] = after;
+    ++res.writes;
+    if (expectations != nullptr && !after.empty() && after != rv) {
+      auto e = expected.find(object);
+      if (e != expected.end()) {
+        (*expectations)[e->second].reach = after;
+      } else {
+        expected[object] = expectations->size();
+        expectations->push_back({kind, a.ns, a.name, cached ? rv : "", after, deadline});
+      }
+    }
+    if (options_.metrics != nullptr) options_.metrics->Count(a.metric, a.seconds);
+    log::Info(a.summary, {{"deployment", std::string(deployment)}, {"pod", a.pod}});
+  }
+  return res;
+}
+
+ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapshot& snapshot,
+                                   bool cached) {
+  (cached ? cachedPasses_ : freshPasses_).fetch_add(1);
+  rollout::Plan plan = rollout::PlanRollout(snapshot);
+  if (cached &&
+      (plan.phase == rollout::Phase::kFinishing || plan.phase == rollout::Phase::kCompleted)) {
+    // The finish reads the pods through the API first: the pod cache holds opted-in pods only, and
+    // a pod of the ReplicaSet whose opt-in label was removed must reach the target too (DESIGN.md
+    // §8.11).
+    auto [ns, name] = SplitKey(key);
+    return Reconcile(ns, name);
+  }
+  const std::string phase(rollout::PhaseName(plan.phase));
+  std::string& last = lastPhase_[key];
+  if (last != phase + plan.message) {
+    last = phase + plan.message;
+    (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
+                                                                                      : log::Info)(
+        "in-place update", {{"deployment", key}, {"phase", phase}, {"message", plan.message}});
+  }
+  if (options_.metrics != nullptr) {
+    if (Terminal(plan.phase)) {
+      options_.metrics->ForgetUpdate(key);
+    } else {
+      options_.metrics->SetUpdate(key, plan.podsByState, plan.stalled);
+    }
+  }
+  ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
+  if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
+    // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
+    // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
+    std::optional<kube::Pod> pod;
+    for (const Value* p : snapshot.pods) {
+      if (p != nullptr && kube::MetaOf(*p, "name") == res.refusedPod) {
+        if (StatusOr<kube::Pod> v = kube::Pod::From(*p, "pod"); v.ok()) pod = *v;
+      }
+    }
+    // The plan read the Deployment through the same check.
+    if (StatusOr<kube::Deployment> d = kube::Deployment::From(*snapshot.deployment, "deployment");
+        d.ok()) {
+      std::vector<rollout::Action> report = progress::PlanRefusal(
+          *d, pod ? &*pod : nullptr, res.refusedPod,
+          progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
+          res.refusal, Now(),
+          res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
+          res.refusalCode);
+      Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+      if (res.refusedResize && options_.metrics != nullptr) {
+        options_.metrics->SetUpdate(key, plan.podsByState, /*stalled=*/true);
+      }
+    }
+  }
+  res.phase = plan.phase;
+  res.fresh = !cached;
+  if (plan.requeueAfter) {
+    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
+  }
+  if (Terminal(plan.phase)) lastPhase_.erase(key);
+  return res;
+}
+
+ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool ended) {
+  const std::string key = kube::ObjectKey(ns, name);
+  ReconcileResult res;
+  res.fresh = true;
+  if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
+  auto fail = [&](const kube::Result& r, std::string_view what) {
+    res.ok = false;
+    res.error = std::string(what) + ": " + Describe(r);
+    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+    log::Warn("in-place update: read failed", {{"deployment", key}, {"error", res.error}});
+    return res;
+  };
+  kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
+  if (d.NotFound() || (d.Ok() && !ended && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
+    lastPhase_.erase(key);
+    return res;
+  }
+  if (!d.Ok()) return fail(d, "get Deployment");
+  kube::ListOptions list;
+  if (const Value* selector = json::Path(&d.object, {"spec", "selector"})) {
+    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
+    if (!parsed.ok()) {
+      res.ok = false;
+      res.error = "spec.selector: " + parsed.status().message();
+      if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+      log::Warn("in-place update: unreadable selector",
+                {{"deployment", key}, {"error", res.error}});
+      return res;
+    }
+    list.labelSelector = parsed->ToString();
+  }
+  kube::Result rs = api_.List(kube::ReplicaSetsPath(ns), list);
+  if (!rs.Ok()) return fail(rs, "list ReplicaSets");
+  kube::Result pods = api_.List(kube::PodsPath(ns), list);
+  if (!pods.Ok()) return fail(pods, "list pods");
+
+  rollout::Snapshot snapshot;
+  snapshot.deployment = &d.object;
+  snapshot.replicaSets = Items(rs.object);
+  snapshot.pods = Items(pods.object);
+  snapshot.now = Now();
+  return PlanAndApply(key, snapshot, /*cached=*/false);
+}
+
+std::optional<std::vector<std::string>> Loop::Resync() {
+  const std::string& ns = options_.namespaceName;
+  kube::Result deployments = api_.List(kube::DeploymentsPath(ns), {});
+  if (!deployments.Ok()) {
+    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+    log::Warn("in-place loop: cannot list Deployments", {{"error", Describe(deployments)}});
+    return std::nullopt;
+  }
+  std::vector<std::string> inProgress;
+  std::map<std::string, const Value*, std::less<>> byUid;
+  for (const Value* d : Items(deployments.object)) {
+    byUid[std::string(kube::MetaOf(*d, "uid"))] = d;
+    if (HasAnnotation(*d, keys::kInProgressAnnotation)) {
+      inProgress.push_back(
+          kube::ObjectKey(kube::MetaOf(*d, "namespace"), kube::MetaOf(*d, "name")));
+    }
+  }
+  kube::ListOptions optedIn;
+  optedIn.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
+
+  auto listFailed = [this](std::string_view what, const kube::Result& r) {
+    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+    log::Warn("in-place loop: list failed", {{"what", std::string(what)}, {"error", Describe(r)}});
+  };
+  kube::Result replicaSets = api_.List(kube::ReplicaSetsPath(ns), optedIn);
+  if (!replicaSets.Ok()) listFailed("opted-in ReplicaSets", replicaSets);
+  if (replicaSets.Ok()) {
+    for (const Value* rs : Items(replicaSets.object)) {
+      StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(*rs, "replicaSet");
+      if (!view.ok()) continue;  // not ours to clean: PlanReplicaSetCleanup reads it the same way
+      auto owner = byUid.find(view->controllerUid());
+      if (owner == byUid.end()) continue;
+      if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
+        std::vector<rollout::Action> one;
+        one.push_back(std::move(*a));
+        Apply(kube::ObjectKey(kube::MetaOf(*owner->second, "namespace"),
+                              kube::MetaOf(*owner->second, "name")),
+              one);
+      }
+    }
+  }
+  kube::Result pods = api_.List(kube::PodsPath(ns), optedIn);
+  if (!pods.Ok()) listFailed("opted-in pods", pods);
+  if (pods.Ok()) {
+    for (rollout::Action& a : rollout::PlanNewPodGates(Items(pods.object), Now())) {
+      std::vector<rollout::Action> one;
+      one.push_back(std::move(a));
+      Apply("", one);  // a conflict only delays this pod to the next resync
+    }
+  }
+  return inProgress;
+}
+
+std::map<std::string, ReconcileResult> Loop::RunOnce() {
+  std::map<std::string, ReconcileResult> out;
+  std::optional<std::vector<std::string>> keys = Resync();
+  if (!keys) return out;
+  for (const std::string& key : *keys) {
+    auto [ns, name] = SplitKey(key);
+    out[key] = Reconcile(ns, name);
+  }
+  return out;
+}
+
+// --- the thread's side ----------------------------------------------------------------------
+
+bool Loop::ExpectationMet(const Expectation& e) const {
+  kube::ObjectPtr o = Cache(e.kind)->Get(e.ns, e.name);
+  // Absent: not listed yet, or deleted; either way not known to show the write. The deadline
+  // settles it (a read through the API).
+  if (!o) return false;
+  const std::string_view rv = o->ResourceVersion();
+  if (!e.leave.empty() && rv != e.leave) return true;
+  return !e.reach.empty() && AtLeast(rv, e.reach);
+}
+
+Loop::Expect Loop::CheckExpectations(const std::string& key) {
+  auto it = expectations_.find(key);
+  if (it == expectations_.end()) return Expect::kMet;
+  std::vector<Expectation>& list = it->second;
+  std::erase_if(list, [this](const Expectation& e) { return ExpectationMet(e); });
+  if (list.empty()) {
+    expectations_.erase(it);
+    return Expect::kMet;
+  }
+  const auto now = Steady::now();
+  for (const Expectation& e : list) {
+    if (e.deadline <= now) {
+      log::Warn("in-place loop: the caches do not show a write in time; reading through the API",
+                {{"deployment", key}, {"object", e.ns + "/" + e.name}});
+      expectations_.erase(it);
+      return Expect::kExpired;
+    }
+  }
+  return Expect::kPending;
+}
+
+ReconcileResult Loop::ReconcileCached(const std::string& key) {
+  auto [ns, name] = SplitKey(key);
+  kube::ObjectPtr d = caches_->deployments->Get(ns, name);
+  if (!d) {
+    expectations_.erase(key);
+    caches_->freshNext.erase(key);
+    lastPhase_.erase(key);
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
+    return {};
+  }
+  switch (CheckExpectations(key)) {
+    case Expect::kMet:
+      break;
+    case Expect::kPending: {
+      ReconcileResult res;
+      res.phase = rollout::Phase::kUpdating;
+      res.waiting = true;
+      auto first = Steady::time_point::max();
+      for (const Expectation& e : expectations_[key]) first = std::min(first, e.deadline);
+      res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(first - Steady::now(), Steady::duration::zero()));
+      waits_.fetch_add(1);
+      return res;
+    }
+    case Expect::kExpired:
+      caches_->freshNext.insert(key);
+      break;
+  }
+  const std::string_view uid = d->Uid();
+  std::vector<kube::ObjectPtr> owned = caches_->replicaSets->ListOwnedBy(ns, uid);
+  std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
+    StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(rs->Value(), "replicaSet");
+    return !view.ok() || view->controllerUid() != uid;  // a malformed one: the planner's to report
+  });
+  // A selector that does not read is left to the fresh read, which reports it.
+  std::optional<kube::LabelSelector> selector;
+  if (const Value* s = json::Path(&d->Value(), {"spec", "selector"})) {
+    if (StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*s); parsed.ok()) {
+      selector = *std::move(parsed);
+    }
+  }
+  // The cached pods of the Deployment's selector, with its ReplicaSets, as the planner reads them.
+  const std::vector<const Value*> replicaSets = Values(owned);
+  std::vector<kube::ObjectPtr> pods;
+  auto cachedSnapshot = [&] {
+    pods = caches_->pods->List(ns, *selector);
+    rollout::Snapshot snapshot;
+    snapshot.deployment = &d->Value();
+    snapshot.replicaSets = replicaSets;
+    snapshot.pods = Values(pods);
+    snapshot.now = Now();
+    return snapshot;
+  };
+  if (!InProgress(d)) {
+    // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
+    caches_->freshNext.erase(key);
+    lastPhase_.erase(key);
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
+    ReconcileResult res;
+    for (const kube::ObjectPtr& rs : owned) {
+      if (std::optional<rollout::Action> a =
+              rollout::PlanReplicaSetCleanup(d->Value(), rs->Value())) {
+        std::vector<rollout::Action> one;
+        one.push_back(std::move(*a));
+        ReconcileResult r = Apply(key, one, &expectations_[key], /*cached=*/true);
+        res.writes += r.writes;
+        if (!r.ok) return r;
+      }
+    }
+    // Pods an update that ended without the loop left out of service: released from a fresh read
+    // (the cache may still show our own earlier release).
+    if (selector && !rollout::PlanRollout(cachedSnapshot()).actions.empty()) {
+      return Reconcile(ns, name, /*ended=*/true);
+    }
+    return res;
+  }
+  if (caches_->freshNext.erase(key) > 0 || !selector || !PodsCacheable(d->Value(), replicaSets)) {
+    return Reconcile(ns, name);
+  }
+  if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
+  return PlanAndApply(key, cachedSnapshot(), /*cached=*/true);
+}
+
+void Loop::SetGate(const std::string& podKey) {
+  auto [ns, name] = SplitKey(podKey);
+  kube::ObjectPtr pod = caches_->pods->Get(ns, name);
+  auto written = caches_->gateWritten.find(podKey);
+  if (written != caches_->gateWritten.end()) {
+    if (pod && pod->ResourceVersion() == written->second.first &&
+        written->second.second > Steady::now()) {
+      return;  // our write is not in the cache yet; its event brings the pod back here
+    }
+    caches_->gateWritten.erase(written);
+  }
+  std::vector<rollout::Action> actions;
+  if (pod) actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
+  if (actions.empty()) {
+    std::lock_guard lock(mu_);
+    gateSince_.erase(podKey);
+    return;
+  }
+  ReconcileResult r = Apply("", actions);
+  if (r.ok) {
+    caches_->gateWritten[podKey] = {std::string(pod->ResourceVersion()),
+                                    Steady::now() + options_.expectationTimeout};
+    std::lock_guard lock(mu_);
+    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
+      if (options_.metrics != nullptr) {
+        options_.metrics->ObserveGate(
+            std::chrono::duration<double>(Steady::now() - since->second).count());
+      }
+      gateSince_.erase(since);
+    }
+  } else if (!r.conflict) {
+    std::lock_guard lock(mu_);  // the gate thread's own queue: no wake needed
+    gates_.Add(podKey, Steady::now() + kGateRetry);
+  }  // a conflict: the pod changed, and its event brings it back here
+}
+
+void Loop::SafetyResync() {
+  const auto now = Steady::now();
+  for (const kube::ObjectPtr& d : caches_->deployments->List()) {
+    if (InProgress(d)) Queue(kWorkDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
+  }
+  for (const kube::ObjectPtr& rs : caches_->replicaSets->List()) OnReplicaSet(*caches_, rs);
+  for (const kube::ObjectPtr& pod : caches_->pods->List()) OnPod(*caches_, pod);
+}
+
+bool Loop::WaitForCaches() {
+  // Events queue work meanwhile.
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return false;
+    }
+    if (caches_->Synced()) break;
+    caches_->deployments->WaitForSync(kSyncPoll);
+    caches_->replicaSets->WaitForSync(kSyncPoll);
+    caches_->pods->WaitForSync(kSyncPoll);
+  }
+  log::Info("in-place loop: caches synced",
+            {{"deployments", std::to_string(caches_->deployments->Size())},
+             {"replicaSets", std::to_string(caches_->replicaSets->Size())},
+             {"pods", std::to_string(caches_->pods->Size())}});
+  return true;
+}
+
+void Loop::TrimMemory(Timers& timers) {
+  timers.trimAt = Steady::time_point::max();
+  timers.listsTrimmed = caches_->Lists();
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+void Loop::RunResync(Timers& timers, Steady::time_point now) {
+  // A relist since the last trim left LIST responses freed but held: trim again after it.
+  if (caches_->Lists() != timers.listsTrimmed) timers.trimAt = now + kTrimDelay;
+  timers.nextResync = now + options_.resyncPeriod;
+  try {
+    SafetyResync();
+  } catch (const std::exception& e) {
+    log::Error("in-place loop: resync failed", {{"error", e.what()}});
+  } catch (...) {
+    log::Error("in-place loop: resync failed", {{"error", "unknown exception"}});
+  }
+}
+
+void Loop::RunGates() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const std::optional<Steady::time_point> next = gates_.NextDue();
+    const Steady::time_point now = Steady::now();
+    if (!next) {
+      gateCv_.wait(lock);
+      continue;
+    }
+    if (*next > now) {
+      gateCv_.wait_until(lock, *next);
+      continue;  // re-evaluate: stop, new work, or time
+    }
+    const std::vector<std::string> ready = gates_.TakeDue(now);
+    if (now >= gateSweep_) {
+      // Pods whose gate never came (deleted first) are not timed.
+      std::erase_if(gateSince_, [&](const auto& entry) {
+        return entry.second + options_.resyncPeriod <= now && !gates_.Contains(entry.first);
+      });
+    }
+    lock.unlock();
+    if (now >= gateSweep_) {  // forget gate writes whose wait is over (the cache missed them)
+      gateSweep_ = now + options_.resyncPeriod;
+      std::erase_if(caches_->gateWritten,
+                    [now](const auto& entry) { return entry.second.second <= now; });
+    }
+    for (const std::string& key : ready) RunGate(key);
+    lock.lock();
+  }
+}
+
+void Loop::RunGate(const std::string& podKey) {
+  try {
+    SetGate(podKey);
+  } catch (const std::exception& e) {
+    log::Error("in-place loop: readiness gate failed", {{"pod", podKey}, {"error", e.what()}});
+  } catch (...) {
+    log::Error("in-place loop: readiness gate failed", {{"pod", podKey}});
+  }
+}
+
+std::optional<std::chrono::milliseconds> Loop::RequeueDelay(const ReconcileResult& r,
+                                                            int failures) const {
+  if (!r.ok && !r.conflict) {
+    return std::min(options_.maxBackoff,
+                    std::chrono::milliseconds(500L << std::min(failures - 1, 8)));
+  }
+  if (r.conflict) return options_.conflictTimeout;  // the cache's next version of it comes first
+  if (r.waiting) return std::max(*r.requeueAfter, std::chrono::milliseconds(kMinRequeue));
+  if (r.requeueAfter) {
+    return std::clamp(*r.requeueAfter + kRequeueMargin, std::chrono::milliseconds(kMinRequeue),
+                      options_.resyncPeriod);
+  }
+  // Otherwise the next change of the Deployment, its ReplicaSets or pods brings it back.
+  return std::nullopt;
+}
+
+void Loop::RunDeployment(const std::string& key) {
+  ReconcileResult r;
+  try {
+    r = ReconcileCached(key);
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = e.what();
+    log::Error("in-place loop: reconcile failed", {{"deployment", key}, {"error", e.what()}});
+  } catch (...) {
+    r.ok = false;
+    r.error = "unknown exception";
+    log::Error("in-place loop: reconcile failed", {{"deployment", key}});
+  }
+  // A write that failed otherwise than by a conflict may have been applied: read through the API
+  // next time rather than wait for a version we do not know.
+  if (!r.ok && !r.conflict && caches_) caches_->freshNext.insert(key);
+  std::lock_guard lock(mu_);
+  int failures = 0;
+  if (r.ok) {
+    failures_.erase(key);
+  } else if (!r.conflict) {
+    failures = ++failures_[key];
+  }
+  if (std::optional<std::chrono::milliseconds> delay = RequeueDelay(r, failures)) {
+    deployments_.Add(key, Steady::now() + *delay);
+  }
+}
+
+void Loop::Run() {
+  if (!WaitForCaches()) return;
+  // The LIST responses are gone once the informers have applied them: their memory goes back to
+  // the system (glibc keeps freed heap otherwise) a moment after the first sync and after any
+  // relist.
+  Timers timers{Steady::now(), Steady::now() + kTrimDelay, 0};
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    Steady::time_point wake = std::min(timers.nextResync, timers.trimAt);
+    if (std::optional<Steady::time_point> next = deployments_.NextDue()) {
+      wake = std::min(wake, *next);
+    }
+    if (wake > Steady::now()) {
+      cv_.wait_until(lock, wake);
+      continue;  // re-evaluate: stop, new work, or time
+    }
+    const Steady::time_point now = Steady::now();
+    if (now >= timers.trimAt) {
+      lock.unlock();
+      TrimMemory(timers);
+      lock.lock();
+      continue;
+    }
+    if (now >= timers.nextResync) {
+      lock.unlock();
+      RunResync(timers, now);
+      lock.lock();
+      continue;
+    }
+    const std::vector<std::string> ready = deployments_.TakeDue(now);
+    lock.unlock();
+    for (const std::string& key : ready) RunDeployment(key);
+    lock.lock();
+  }
+}
+
+// --- observability --------------------------------------------------------------------------
+
+CacheStats Loop::GetCacheStats() const {
+  CacheStats out;
+  out.cachedPasses = cachedPasses_.load();
+  out.freshPasses = freshPasses_.load();
+  out.waits = waits_.load();
+  std::lock_guard lock(cachesMu_);
+  if (!caches_) return out;
+  out.running = true;
+  out.synced = caches_->Synced();
+  auto add = [&out](std::string name, const kube::Informer& i) {
+    CacheStats::Kind k;
+    k.name = std::move(name);
+    k.objects = i.Size();
+    k.bytes = i.ApproxBytes();
+    k.informer = i.GetStats();
+    out.kinds.push_back(std::move(k));
+  };
+  add("deployments", *caches_->deployments);
+  add("replicasets", *caches_->replicaSets);
+  add("pods", *caches_->pods);
+  return out;
+}
+
+void Loop::RenderMetrics(std::string& out) const {
+  const CacheStats s = GetCacheStats();
+  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
+    out += "# HELP " + std::string(name) + " " + std::string(help) + "\n";
+    out += "# TYPE " + std::string(name) + " " + std::string(type) + "\n";
+  };
+  auto each = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    if (s.kinds.empty()) return;
+    family(name, type, help);
+    for (const CacheStats::Kind& k : s.kinds) {
+      out += std::string(name) + "{resource=\"" + k.name + "\"} " + std::to_string(value(k)) + "\n";
+    }
+  };
+  each("inplace_webhook_informer_objects", "gauge", "Objects held by the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.objects; });
+  each("inplace_webhook_informer_bytes", "gauge",
+       "Approximate heap bytes held by the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.bytes; });
+  each("inplace_webhook_informer_events_total", "counter",
+       "Watch events applied to the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.informer.events; });
+  each("inplace_webhook_informer_lists_total", "counter", "LISTs that filled the loop's caches.",
+       [](const CacheStats::Kind& k) { return k.informer.lists; });
+  each("inplace_webhook_informer_relists_total", "counter",
+       "Relists forced by an expired resourceVersion (410 Gone).",
+       [](const CacheStats::Kind& k) { return k.informer.gone; });
+  family("inplace_webhook_loop_passes_total", "counter",
+         "Plans of in-progress Deployments by snapshot source, and passes deferred until the "
+         "caches showed the loop's own writes.");
+  out += "inplace_webhook_loop_passes_total{source=\"cache\"} " + std::to_string(s.cachedPasses) +
+         "\n";
+  out +=
+      "inplace_webhook_loop_passes_total{source=\"api\"} " + std::to_string(s.freshPasses) + "\n";
+  out += "inplace_webhook_loop_passes_total{source=\"deferred\"} " + std::to_string(s.waits) + "\n";
+}
+
+}  // namespace iw::loop
