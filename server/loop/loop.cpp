@@ -69,20 +69,6 @@ bool InProgress(const kube::ObjectPtr& d) {
   return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
 }
 
-// Whether resourceVersion `have` is `want` or, both being decimal numbers (etcd revisions, as
-// every API server uses), a later one.
-bool AtLeast(std::string_view have, std::string_view want) {
-  if (have == want) return true;
-  uint64_t h = 0, w = 0;
-  auto ph = std::from_chars(have.data(), have.data() + have.size(), h);
-  auto pw = std::from_chars(want.data(), want.data() + want.size(), w);
-  if (ph.ec != std::errc() || ph.ptr != have.data() + have.size() || pw.ec != std::errc() ||
-      pw.ptr != want.data() + want.size()) {
-    return false;
-  }
-  return h >= w;
-}
-
 }  // namespace
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
@@ -270,7 +256,7 @@ void Loop::Stop() {
   gates_.Clear();
   gateSince_.clear();
   failures_.clear();
-  expectations_.clear();
+  expectations_.Clear();
   // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
   if (ran && options_.metrics != nullptr) options_.metrics->ForgetUpdates();
 }
@@ -504,7 +490,8 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
       options_.metrics->SetUpdate(key, plan.podsByState, plan.stalled);
     }
   }
-  ReconcileResult res = Apply(key, plan.actions, caches_ ? &expectations_[key] : nullptr, cached);
+  ReconcileResult res =
+      Apply(key, plan.actions, caches_ ? &expectations_.Of(key) : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
     // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
     // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
@@ -523,7 +510,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
           res.refusal, Now(),
           res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
           res.refusalCode);
-      Apply(key, report, caches_ ? &expectations_[key] : nullptr, cached);
+      Apply(key, report, caches_ ? &expectations_.Of(key) : nullptr, cached);
       if (res.refusedResize && options_.metrics != nullptr) {
         options_.metrics->SetUpdate(key, plan.podsByState, /*stalled=*/true);
       }
@@ -649,62 +636,35 @@ std::map<std::string, ReconcileResult> Loop::RunOnce() {
 
 // --- the thread's side ----------------------------------------------------------------------
 
-bool Loop::ExpectationMet(const Expectation& e) const {
-  kube::ObjectPtr o = Cache(e.kind)->Get(e.ns, e.name);
-  // Absent: not listed yet, or deleted; either way not known to show the write. The deadline
-  // settles it (a read through the API).
-  if (!o) return false;
-  const std::string_view rv = o->ResourceVersion();
-  if (!e.leave.empty() && rv != e.leave) return true;
-  return !e.reach.empty() && AtLeast(rv, e.reach);
-}
-
-Loop::Expect Loop::CheckExpectations(const std::string& key) {
-  auto it = expectations_.find(key);
-  if (it == expectations_.end()) return Expect::kMet;
-  std::vector<Expectation>& list = it->second;
-  std::erase_if(list, [this](const Expectation& e) { return ExpectationMet(e); });
-  if (list.empty()) {
-    expectations_.erase(it);
-    return Expect::kMet;
-  }
-  const auto now = Steady::now();
-  for (const Expectation& e : list) {
-    if (e.deadline <= now) {
-      log::Warn("in-place loop: the caches do not show a write in time; reading through the API",
-                {{"deployment", key}, {"object", e.ns + "/" + e.name}});
-      expectations_.erase(it);
-      return Expect::kExpired;
-    }
-  }
-  return Expect::kPending;
-}
-
 ReconcileResult Loop::ReconcileCached(const std::string& key) {
   auto [ns, name] = SplitKey(key);
   kube::ObjectPtr d = caches_->deployments->Get(ns, name);
   if (!d) {
-    expectations_.erase(key);
+    expectations_.Forget(key);
     caches_->freshNext.erase(key);
     lastPhase_.erase(key);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     return {};
   }
-  switch (CheckExpectations(key)) {
-    case Expect::kMet:
+  auto cached = [this](CacheKind kind, const std::string& ns,
+                       const std::string& name) -> std::optional<std::string> {
+    kube::ObjectPtr o = Cache(kind)->Get(ns, name);
+    if (!o) return std::nullopt;
+    return std::string(o->ResourceVersion());
+  };
+  switch (expectations_.Check(key, cached, Steady::now())) {
+    case Expectations::Verdict::kMet:
       break;
-    case Expect::kPending: {
+    case Expectations::Verdict::kPending: {
       ReconcileResult res;
       res.phase = rollout::Phase::kUpdating;
       res.waiting = true;
-      auto first = Steady::time_point::max();
-      for (const Expectation& e : expectations_[key]) first = std::min(first, e.deadline);
       res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::max(first - Steady::now(), Steady::duration::zero()));
+          std::max(expectations_.FirstDeadline(key) - Steady::now(), Steady::duration::zero()));
       waits_.fetch_add(1);
       return res;
     }
-    case Expect::kExpired:
+    case Expectations::Verdict::kExpired:
       caches_->freshNext.insert(key);
       break;
   }
@@ -744,7 +704,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
               rollout::PlanReplicaSetCleanup(d->Value(), rs->Value())) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
-        ReconcileResult r = Apply(key, one, &expectations_[key], /*cached=*/true);
+        ReconcileResult r = Apply(key, one, &expectations_.Of(key), /*cached=*/true);
         res.writes += r.writes;
         if (!r.ok) return r;
       }

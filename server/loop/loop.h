@@ -71,6 +71,7 @@
 #include "hooks/kube_api.h"
 #include "hooks/rollout_plan.h"
 #include "server/kube/informer.h"
+#include "server/loop/expectations.h"
 #include "server/loop/loop_metrics.h"
 #include "server/loop/loop_projections.h"
 #include "server/loop/work_queue.h"
@@ -176,16 +177,6 @@ class Loop {
   void RenderMetrics(std::string& out) const;
 
  private:
-  enum class CacheKind { kDeployments, kReplicaSets, kPods };
-  // A write (or a refused one) the caches must show before the Deployment is planned again.
-  struct Expectation {
-    CacheKind kind = CacheKind::kPods;
-    std::string ns, name;
-    std::string leave;  // met once the cached resourceVersion differs from this ("" = unused)
-    std::string reach;  // met once the cache holds this resourceVersion or a later one
-    std::chrono::steady_clock::time_point deadline;
-  };
-  enum class Expect { kMet, kPending, kExpired };
   struct Caches;
 
   Clock::time_point Now() const;
@@ -219,8 +210,6 @@ class Loop {
   std::optional<std::chrono::milliseconds> RequeueDelay(const ReconcileResult& r,
                                                         int failures) const;
   ReconcileResult ReconcileCached(const std::string& key);
-  Expect CheckExpectations(const std::string& key);
-  bool ExpectationMet(const Expectation& e) const;
   void SetGate(const std::string& podKey);
   void SafetyResync();
   // Informer handlers (informer threads): map a change to the Deployment it concerns. They read
@@ -253,7 +242,7 @@ class Loop {
   std::unique_ptr<Caches> caches_;
 
   // Only for the loop's thread (or RunOnce's caller).
-  std::map<std::string, std::vector<Expectation>> expectations_;  // by Deployment key
+  Expectations expectations_;
   std::set<std::string> createdEvents_;           // deterministic Event names already created
   std::map<std::string, std::string> lastPhase_;  // for logging changes only
   uint64_t eventSeq_ = 0;
