@@ -1,7 +1,7 @@
 // What the caches must show of the loop's own writes before a Deployment is planned from them
 // again (controller-runtime's expectations, client-go's ControllerExpectations): per Deployment
 // key, each object written and the resourceVersion it must leave or reach, with a deadline after
-// which the next pass reads through the API instead (DESIGN.md §8.6).
+// which the next pass reads through the API instead (DESIGN.md §4.5).
 //
 // Thread safety: none. The loop's thread only (or RunOnce's caller).
 #pragma once
