@@ -49,7 +49,7 @@
 // the loop's thread, `gateCv_` the gate thread. `cachesMu_` guards the caches pointer for other
 // threads (the workers read it unlocked: it changes only while they do not run).
 // Caches::gateWritten and gateSweep_ are the gate thread's alone; expectations_, freshNext,
-// createdEvents_, lastPhase_ and eventSeq_ the loop thread's (gate writes create no Event). The
+// lastPhase_ and the writer's Event names the loop thread's (gate writes create no Event). The
 // pass counters are atomic. `options.clock` is called from both workers (or RunOnce's caller) and
 // must be safe to call concurrently; `options.metrics` is thread-safe.
 #pragma once
@@ -75,6 +75,7 @@
 #include "server/loop/loop_metrics.h"
 #include "server/loop/loop_projections.h"
 #include "server/loop/work_queue.h"
+#include "server/loop/writer.h"
 
 namespace iw::loop {
 
@@ -102,20 +103,12 @@ struct Options {
   std::function<Clock::time_point()> clock;     // default: system_clock::now
 };
 
-struct ReconcileResult {
+// One pass over a Deployment: what its writes did (ok also means the snapshot was read), and
+// what the pass decided.
+struct ReconcileResult : WriteResult {
   rollout::Phase phase = rollout::Phase::kIdle;
-  bool ok = true;         // the snapshot was read and every write applied
-  bool conflict = false;  // a write was answered 409
-  bool waiting = false;   // not planned: the caches do not show our last writes yet
-  bool fresh = false;     // the snapshot was read through the API, not from the caches
-  std::string error;      // what failed, when !ok
-  size_t writes = 0;      // writes applied (Events not counted)
-  // A pod write the API server refused (an admission policy or webhook, validation, RBAC), or a
-  // pods/resize write it refused (also: no such subresource): the pod, the refusal's message and
-  // HTTP code, reported as PodUpdateRefused or, a resize, PodResizeRefused (hooks/progress.h).
-  std::string refusedPod, refusal;
-  bool refusedResize = false;
-  int refusalCode = 0;
+  bool waiting = false;  // not planned: the caches do not show our last writes yet
+  bool fresh = false;    // the snapshot was read through the API, not from the caches
   std::optional<std::chrono::milliseconds> requeueAfter;
 };
 
@@ -187,7 +180,6 @@ class Loop {
   // what the caches must show afterwards (`cached`: the plan was made from them).
   ReconcileResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
                         std::vector<Expectation>* expectations = nullptr, bool cached = false);
-  bool CreateEvent(rollout::Action& action);
 
   // The thread's side: Run waits for the caches, then, until Stop, sleeps until the next due
   // work, memory trim or safety resync and runs it.
@@ -223,6 +215,7 @@ class Loop {
   kube::Api& api_;
   kube::WatchApi* watchApi_ = nullptr;
   const Options options_;
+  Writer writer_;  // after options_: made from them
 
   std::mutex lifecycleMu_;  // Start/Stop
   mutable std::mutex mu_;
@@ -243,9 +236,7 @@ class Loop {
 
   // Only for the loop's thread (or RunOnce's caller).
   Expectations expectations_;
-  std::set<std::string> createdEvents_;           // deterministic Event names already created
-  std::map<std::string, std::string> lastPhase_;  // for logging changes only
-  uint64_t eventSeq_ = 0;
+  std::map<std::string, std::string> lastPhase_;       // for logging changes only
   std::chrono::steady_clock::time_point gateSweep_{};  // the gate thread's: next gateWritten sweep
   std::atomic<uint64_t> cachedPasses_{0}, freshPasses_{0}, waits_{0};
 };

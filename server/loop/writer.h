@@ -1,0 +1,74 @@
+// The loop's one writer: a plan's actions applied in order through the API (DESIGN.md §4.5).
+// Every patch carries the resourceVersion it was planned from (or the one its own previous write
+// in the same pass returned); the first failed write ends the pass. What the caches must show
+// afterwards goes to the Deployment's expectations. A pod write the API server refuses (admission,
+// validation, RBAC) is named in the result, for the progress report. Events are best effort, those
+// with deterministic names created once.
+//
+// Thread safety: Apply from the loop's thread, and from the gate thread for actions without Events
+// (a gate write creates none); CreateEvent and the remembered Event names are the loop thread's.
+// The API client and the metrics are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hooks/kube_api.h"
+#include "hooks/plan.h"
+#include "server/loop/expectations.h"
+#include "server/loop/loop_metrics.h"
+
+namespace iw::loop {
+
+// What applying a plan's actions did.
+struct WriteResult {
+  bool ok = true;         // every write applied
+  bool conflict = false;  // a write was answered 409
+  std::string error;      // what failed, when !ok
+  size_t writes = 0;      // writes applied (Events not counted)
+  // A pod write the API server refused (an admission policy or webhook, validation, RBAC), or a
+  // pods/resize write it refused (also: no such subresource): the pod, the refusal's message and
+  // HTTP code, reported as PodUpdateRefused or, a resize, PodResizeRefused (hooks/progress.h).
+  std::string refusedPod, refusal;
+  bool refusedResize = false;
+  int refusalCode = 0;
+};
+
+struct WriterOptions {
+  // How long the caches may take to show a write, and to show a version newer than one refused
+  // with a 409, before the Deployment is read through the API instead.
+  std::chrono::milliseconds expectationTimeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds conflictTimeout{std::chrono::seconds(2)};
+  std::string instance;            // Event reportingInstance (e.g. the pod name)
+  LoopMetrics* metrics = nullptr;  // optional
+};
+
+class Writer {
+ public:
+  Writer(kube::Api& api, WriterOptions options) : api_(api), options_(std::move(options)) {}
+
+  // Applies `actions` in order for `deployment` (for logs); stops at the first failed write.
+  // With `expectations`, records what the caches must show afterwards (`cached`: the plan was
+  // made from them, so a write must also leave the version it was planned from).
+  WriteResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+                    std::vector<Expectation>* expectations = nullptr, bool cached = false);
+
+  // Creates the Event of `action` (named <object>.<hex> when it has no name); a named one once.
+  // False when the API server refused it.
+  bool CreateEvent(rollout::Action& action);
+
+ private:
+  kube::Api& api_;
+  const WriterOptions options_;
+  std::set<std::string> createdEvents_;  // deterministic Event names already created
+  uint64_t eventSeq_ = 0;
+};
+
+// A failed request as logs and results name it: "HTTP <code> <reason>: <message>".
+std::string Describe(const kube::Result& r);
+
+}  // namespace iw::loop
