@@ -105,9 +105,13 @@ def q02(build):
     run_dir = "/var/lib/inplace-cluster-%s" % CLUSTER_ID
     check(not os.path.exists(netns), "cluster %s is already up" % CLUSTER_ID)
     started = time.time()
+    # Ctrl-C as in a user's terminal: SIGINT at its default disposition. A test started as a simple background
+    # command of a script inherits it ignored, and a shell that starts with SIGINT ignored cannot trap it: make run's
+    # cleanup would never run (q02 failed so, "still up 120 s after Ctrl-C", when the suite was started that way).
     proc = subprocess.Popen(["make", "--no-print-directory", "run", "BUILD=" + build], cwd=REPO, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = Output(proc)
     try:
         out.wait_for(r"^make run: ready in \d+ s", 1500, proc)

@@ -81,6 +81,18 @@ class Suite:
                                  "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % RELEASE_NS,
                                  labelSelector="kubernetes.io/service-name=" + RELEASE)),
                  60, "the webhook Service's endpoints")
+        # ... and kube-proxy must route its ClusterIP (a moment after the slice; until then the API server's call is
+        # refused): a server-side dry run through the Deployment webhooks.
+        probe = {"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": "webhook-probe", "namespace": "default", "labels": {ENABLED: "true"}},
+                 "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "webhook-probe"}},
+                          "template": {"metadata": {"labels": {"app": "webhook-probe", ENABLED: "true"}},
+                                       "spec": {"containers": [{"name": "app", "image": V1}]}}}}
+
+        def reached():
+            p = self.tools.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe), check_rc=False)
+            return p.returncode == 0 or "failed calling webhook" not in p.stderr
+        wait_for(reached, 60, "the API server to reach the webhook")
         if loop:
             wait_for(lambda: self.lease_holder() in {p["metadata"]["name"] for p in self.controller_pods()
                                                      if is_ready(p)}, 60, "a Ready controller pod to hold the Lease")
