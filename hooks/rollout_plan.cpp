@@ -684,9 +684,6 @@ std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
   return std::nullopt;
 }
 
-// Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
-// target and, if this update wrote it, available again (a pod it never touched and that is not
-// Ready is not the update's to wait for).
 // A pod whose opt-in label was removed is not the loop's to write (the chart's policy, DESIGN.md
 // §9.5) unless an update holds it: a state other than Normal or the gate False, which the policy
 // keeps ours (and the label on the pod) until the loop has brought it back.
@@ -696,6 +693,9 @@ bool NotOptedIn(const kube::Pod& pod) {
          pod_update::GateStatus(pod.json()) != false;
 }
 
+// Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
+// target and, if this update wrote it, available again (a pod it never touched and that is not
+// Ready is not the update's to wait for).
 bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
               const pod_update::Rules& rules, const std::vector<const kube::Pod*>& pods,
               int limit) {

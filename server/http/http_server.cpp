@@ -488,9 +488,14 @@ class Server::Worker {
     c.deadline = now_ + std::min(server_.options_.headerTimeout, server_.options_.requestTimeout);
   }
 
+  // Whether the connection has received part of a request's head and not the rest.
+  static bool HoldsPartialHead(const Connection& c) {
+    return c.in.Size() > 0 && !c.parser.HeadComplete();
+  }
+
   // Whether the connection holds only part of a request's head, and has for its eviction grace.
   bool PartialHead(const Connection& c) const {
-    return c.phase == Connection::Phase::kReading && c.in.Size() > 0 && !c.parser.HeadComplete() &&
+    return c.phase == Connection::Phase::kReading && HoldsPartialHead(c) &&
            now_ - c.requestStart >= EvictionGrace(c);
   }
 
@@ -737,13 +742,12 @@ class Server::Worker {
   int64_t EvictionRank(const Connection& c) const {
     constexpr int64_t kServed = int64_t{1} << 62;
     constexpr int64_t kMaxPeerCount = (int64_t{1} << 13) - 1;
-    const bool partialHead = c.in.Size() > 0 && !c.parser.HeadComplete();
-    const Clock::time_point since = partialHead ? c.requestStart : c.lastActive;
+    const Clock::time_point since = HoldsPartialHead(c) ? c.requestStart : c.lastActive;
     const int64_t micros = std::clamp<int64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(since - server_.started_).count(), 0,
         (int64_t{1} << 48) - 1);
     const int64_t peers = std::min<int64_t>(static_cast<int64_t>(c.peer.Count()), kMaxPeerCount);
-    return (c.served && !partialHead ? kServed : 0) + ((kMaxPeerCount - peers) << 48) + micros;
+    return (Served(c) ? kServed : 0) + ((kMaxPeerCount - peers) << 48) + micros;
   }
 
   // This worker's `n` connections first in EvictionRank order (fewer when fewer are idle), all of
@@ -781,9 +785,7 @@ class Server::Worker {
   }
 
   // Served for eviction: answered a request before and holds no partial head now.
-  static bool Served(const Connection& c) {
-    return c.served && !(c.in.Size() > 0 && !c.parser.HeadComplete());
-  }
+  static bool Served(const Connection& c) { return c.served && !HoldsPartialHead(c); }
 
   // The answer's bytes count against the budget with the request's until it is written: an answer
   // that would take the budget over its limit (clients that send and do not read) is replaced by
