@@ -32,14 +32,21 @@ constexpr size_t kReserveStep = 1 << 20;
 constexpr size_t kKeepBuffer = 64 * 1024;  // larger buffers are freed after their request
 constexpr size_t kLingerBytes = 16 << 20;  // most bytes discarded after refusing a request
 constexpr auto kLingerTime = std::chrono::seconds(5);
+// The kernel's send and receive buffers of each connection (set on the listener, inherited; the
+// kernel doubles them): left to itself Linux grows them to tcp_wmem's and tcp_rmem's maxima (4 and
+// 6 MiB) for a client that sends reviews and never reads the answers, and a pod's memory cgroup is
+// charged for them (cgroup v2 counts socket memory): 256 connections would hold 2.5 GiB; bounded,
+// 64 MiB. A 7 MiB review still streams at over 100 MB/s at a millisecond's round trip.
+constexpr int kSocketBufferBytes = 64 * 1024;
 // A connection accepted (or answered) this recently is not closed to make room: a client gets that
 // long to send its request, however fast a flood churns the other connections.
 constexpr auto kEvictionGrace = std::chrono::milliseconds(3);
 // The grace of a connection whose peer address holds few (kLightPeerShare of the limit, at least
 // 2): a kubelet's probe or a new connection of the API server on a starved machine, which a flood
-// from another address must not push out before its first bytes arrive. A flood must spread over
+// from another address must not push out before its first bytes arrive (on two busy cores a
+// client was seen to take over 250 ms from connect to its first byte). A flood must spread over
 // many addresses to get it, and then delays a new connection by this much at most.
-constexpr auto kLightPeerGrace = std::chrono::milliseconds(250);
+constexpr auto kLightPeerGrace = std::chrono::seconds(1);
 constexpr size_t kLightPeerShare = 32;
 
 std::string Errno(int err) {
@@ -326,6 +333,9 @@ class Server::Worker {
       std::lock_guard lock(mu_);
       fresh.swap(incoming_);
     }
+    // The clock read now, not at the top of the round: a round slowed by a busy machine must not
+    // make a connection accepted during it look older than it is.
+    now_ = Clock::now();
     for (auto& in : fresh) {
       const int fd = in.fd;
       auto c = std::make_unique<Connection>(server_.options_.limits);
@@ -920,6 +930,9 @@ Status Server::Start() {
   if (listener.get() < 0) return Status::IOError("cannot create a socket: " + Errno(errno));
   int on = 1;
   setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  for (int option : {SO_SNDBUF, SO_RCVBUF}) {
+    setsockopt(listener.get(), SOL_SOCKET, option, &kSocketBufferBytes, sizeof kSocketBufferBytes);
+  }
   if (::bind(listener.get(), found->ai_addr, found->ai_addrlen) != 0) {
     return Status::IOError("cannot listen on " + where + ": " + Errno(errno));
   }

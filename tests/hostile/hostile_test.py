@@ -484,8 +484,13 @@ def non_reading(server, ctx, stop, counts):
     while not stop.is_set():
         sent = 0
         try:
-            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
-                                 server_hostname="localhost") as s:
+            raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # A small receive window, as an attacker would choose: what the unread answers hold is
+            # then the server's side, which must stay bounded.
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            raw.settimeout(20)
+            raw.connect(("127.0.0.1", server.port))
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
                 s.settimeout(1)
                 try:
                     while not stop.is_set():

@@ -664,7 +664,7 @@ TEST_CASE("http server: a flood from one address makes room before a quiet clien
   for (int i = 0; i < 12; ++i) {
     flood.push_back(std::make_unique<Client>(server.Port(), "127.0.0.2"));
     REQUIRE(flood.back()->Connected());
-    std::this_thread::sleep_for(30ms);  // past the quiet client's grace after a few
+    std::this_thread::sleep_for(100ms);  // past the quiet client's grace (1 s) after ten
   }
   REQUIRE(WaitFor([&] { return server->Stats().evictedIdle.load() >= 9; }));
   REQUIRE(quiet.Send(Get("/healthz")));
