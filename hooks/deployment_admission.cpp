@@ -3,7 +3,6 @@
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
-#include "hooks/pod_admission.h"
 
 namespace iw::admission {
 
@@ -99,10 +98,10 @@ std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
 std::string NewForgedTemplateKeys(const json::Value& object, const json::Value* old) {
   const json::Value* tmpl = json::Path(&object, {"spec", "template"});
   if (tmpl == nullptr || !tmpl->IsObject()) return "";
-  std::string forged = ForgedStateKeys(*tmpl);
+  std::string forged = deployment::ForgedStateKeys(*tmpl);
   if (forged.empty() || old == nullptr) return forged;
   const json::Value* was = json::Path(old, {"spec", "template"});
-  if (was != nullptr && was->IsObject() && ForgedStateKeys(*was) == forged) return "";
+  if (was != nullptr && was->IsObject() && deployment::ForgedStateKeys(*was) == forged) return "";
   return forged;
 }
 

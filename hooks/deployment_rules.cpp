@@ -328,6 +328,23 @@ bool IsOptedIn(const json::Value& object) {
   return Label(object, keys::kEnabledLabel) == keys::kTrue;
 }
 
+std::string ForgedStateKeys(const json::Value& object) {
+  std::string out;
+  auto add = [&out](std::string_view key) {
+    if (!out.empty()) out += ", ";
+    out += key;
+  };
+  std::optional<std::string_view> state = Label(object, keys::kStateLabel);
+  if (state && *state != keys::kStateNormal) add(keys::kStateLabel);
+  if (Annotation(object, keys::kUpdateStateAnnotation)) {
+    add(keys::kUpdateStateAnnotation);
+  }
+  if (Annotation(object, keys::kHookTimeoutAnnotation)) {
+    add(keys::kHookTimeoutAnnotation);
+  }
+  return out;
+}
+
 bool HasReadinessGate(const json::Value& deployment) {
   const json::Value* gates =
       json::Path(&deployment, {"spec", "template", "spec", "readinessGates"});

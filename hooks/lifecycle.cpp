@@ -240,4 +240,16 @@ bool IsPodAllHooked(const Hook& hook, const json::Value& pod) {
   return true;
 }
 
+std::string DescribeHandlers(const Hook& hook, const json::Value& pod, bool present) {
+  std::string out;
+  auto add = [&out](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  for (const auto& [k, v] : hook.labelsHandler) {
+    if (HasLabel(pod, k, v) == present) add("label " + k + "=" + v);
+  }
+  for (const auto& f : hook.finalizersHandler) {
+    if (HasFinalizer(pod, f) == present) add("finalizer " + f);
+  }
+  return out;
+}
+
 }  // namespace iw::lifecycle

@@ -75,5 +75,8 @@ bool IsPodHooked(const Hook& hook, const json::Value& pod);
 // Kruise's IsPodAllHooked: every handler label matches and every finalizer is present.
 // An empty hook counts as all hooked.
 bool IsPodAllHooked(const Hook& hook, const json::Value& pod);
+// The handlers of `hook` that the pod carries (`present`) or lacks (!present), in words:
+// "label lb=on, finalizer example.com/registered" ("" for none).
+std::string DescribeHandlers(const Hook& hook, const json::Value& pod, bool present);
 
 }  // namespace iw::lifecycle

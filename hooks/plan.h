@@ -81,6 +81,7 @@ struct Plan {
   std::optional<Clock::duration> requeueAfter;  // a time-based wait ends then
   std::string message;                          // the reason for abort / block / wait
   std::map<std::string, int> podsByState;       // for the pods-by-state gauge
+  std::map<std::string, int> podsByWait;        // by pod_update::WaitName, for the waiting gauge
   // For the progress condition (hooks/progress.h): pods of the update at the target (-1: not
   // counted this pass), all of them, and the target template hash.
   int podsAtTarget = -1;

@@ -72,23 +72,6 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
 
 }  // namespace
 
-std::string ForgedStateKeys(const json::Value& object) {
-  std::string out;
-  auto add = [&out](std::string_view key) {
-    if (!out.empty()) out += ", ";
-    out += key;
-  };
-  std::optional<std::string_view> state = deployment::Label(object, keys::kStateLabel);
-  if (state && *state != keys::kStateNormal) add(keys::kStateLabel);
-  if (deployment::Annotation(object, keys::kUpdateStateAnnotation)) {
-    add(keys::kUpdateStateAnnotation);
-  }
-  if (deployment::Annotation(object, keys::kHookTimeoutAnnotation)) {
-    add(keys::kHookTimeoutAnnotation);
-  }
-  return out;
-}
-
 Response MutatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
   if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
@@ -101,7 +84,7 @@ Response MutatePod(const Request& req, const Context& ctx) {
   static_cast<json::Value&>(mutated) = json::CopySharingStrings(meta, alloc);  // moves
   // A new pod has no update behind it: a state of ours it was created with (copied from a pod, or
   // set in its template) is dropped, so the loop never acts on a record it did not write.
-  const std::string forged = ForgedStateKeys(pod);
+  const std::string forged = deployment::ForgedStateKeys(pod);
   if (!forged.empty()) {
     if (rapidjson::Value* a = json::FindMutable(&mutated, "annotations");
         a != nullptr && a->IsObject()) {
@@ -143,7 +126,7 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
   const json::Value& pod = *req.object;
   if (req.operation == Operation::kCreate) {
-    if (const std::string forged = ForgedStateKeys(pod); !forged.empty()) {
+    if (const std::string forged = deployment::ForgedStateKeys(pod); !forged.empty()) {
       return Denied("a pod may be created only with " + std::string(keys::kStateLabel) + "=" +
                     std::string(keys::kStateNormal) + " or without it, and without " +
                     std::string(keys::kUpdateStateAnnotation) + " or " +

@@ -3,7 +3,8 @@
 // (Context::loopAlive), an opted-in pod also gets the readiness gate inplace-webhook.io/ready in
 // spec.readinessGates, which the loop then sets True; while none is, pods are created without it,
 // so none waits on a condition nothing would set (DESIGN.md §8.6). A pod created carrying a state
-// of ours (ForgedStateKeys) starts Normal all the same: those keys are dropped, with a warning.
+// of ours (deployment::ForgedStateKeys) starts Normal all the same: those keys are dropped, with a
+// warning.
 #pragma once
 
 #include <string>
@@ -11,12 +12,6 @@
 #include "hooks/admission.h"
 
 namespace iw::admission {
-
-// The pod state keys of ours that `object`'s metadata (a pod, or a Deployment's pod template)
-// carries and that no new pod may start with: `state` other than Normal, `update-state` and
-// `hook-timeout` (the loop's records of an update step and of a hook's timeout). Comma-separated
-// key names ("" = none); values are not quoted (they came from a client).
-std::string ForgedStateKeys(const json::Value& object);
 
 Response MutatePod(const Request& req, const Context& ctx);
 Response ValidatePod(const Request& req, const Context& ctx);

@@ -245,6 +245,48 @@ void EndWait(const View& v, Step& step, Step::Wait wait, Clock::time_point now) 
     step.waitSeconds = std::max(0.0, std::chrono::duration<double>(now - *v.stateTime).count());
 }
 
+// The pod waits on `on` in its state, since its state timestamp; `timeoutSeconds`, when set, ends
+// the wait's patience (a HookTimeout).
+void WaitOn(const View& v, Step& step, PodWait::On on, std::string detail,
+            std::optional<long long> timeoutSeconds) {
+  step.wait.on = on;
+  step.wait.since = v.stateTime;
+  if (timeoutSeconds && v.stateTime) {
+    step.wait.until = *v.stateTime + std::chrono::seconds(*timeoutSeconds);
+  }
+  step.wait.detail = std::move(detail);
+}
+
+// The containers an Updating pod waits on: the recorded ones (naming an image an admission webhook
+// rewrote), else those the target changes.
+std::string RestartingContainers(const Target& target, const View& v) {
+  std::string out;
+  auto add = [&out](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  if (v.updateState) {
+    for (const auto& [name, rec] : v.updateState->lastContainerStatuses) {
+      auto image = v.updateState->images.find(name);
+      add(image != v.updateState->images.end() && !image->second.got.empty()
+              ? name + " (image " + image->second.got + ", rewritten from " + image->second.asked +
+                    ")"
+              : name);
+    }
+  }
+  if (out.empty()) {
+    for (const std::string& name : target.changedContainers) add(name);
+  }
+  return out;
+}
+
+// An Updating pod waits on its containers' restart, or on an image the kubelet does not run.
+void WaitOnContainers(const Target& target, const Rules& rules, const View& v, Step& step) {
+  if (std::optional<ImageTrouble> trouble = FindImageTrouble(*v.pod, *v.updateState)) {
+    WaitOn(v, step, PodWait::On::kImage, trouble->text, rules.updatingTimeoutSeconds);
+  } else {
+    WaitOn(v, step, PodWait::On::kRestart, RestartingContainers(target, v),
+           rules.updatingTimeoutSeconds);
+  }
+}
+
 // Rewrites only the revision of an update-state this run wrote, when the newer target asks for
 // nothing else of the pod.
 void Restamp(const Target& target, const View& v, Step& step) {
@@ -1011,6 +1053,72 @@ json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point n
   return d;
 }
 
+std::string_view WaitName(PodWait::On on) {
+  switch (on) {
+    case PodWait::On::kNothing:
+      return "";
+    case PodWait::On::kTurn:
+      return "turn";
+    case PodWait::On::kPreHook:
+      return "pre_update_hook";
+    case PodWait::On::kGateFalse:
+      return "drain_gate";
+    case PodWait::On::kDrain:
+      return "drain";
+    case PodWait::On::kResizeWrite:
+      return "resize_write";
+    case PodWait::On::kResize:
+      return "resize";
+    case PodWait::On::kRestart:
+      return "restart";
+    case PodWait::On::kImage:
+      return "image";
+    case PodWait::On::kPostHook:
+      return "post_update_hook";
+  }
+  return "";
+}
+
+std::string Describe(const PodWait& wait, Clock::time_point now) {
+  // A wait with a timeout says when it is past it (the HookTimeout Event was written then).
+  auto late = [&]() -> std::string {
+    if (!wait.until || !wait.since || now < *wait.until) return "";
+    return " (past its " + Seconds(*wait.until - *wait.since) + " timeout)";
+  };
+  auto with = [](std::string_view what, const std::string& detail) {
+    return std::string(what) + (detail.empty() ? "" : ": " + detail);
+  };
+  switch (wait.on) {
+    case PodWait::On::kNothing:
+      return "";
+    case PodWait::On::kTurn:
+      return "its turn";
+    case PodWait::On::kPreHook:
+      return with("pre-update hook", wait.detail) + late();
+    case PodWait::On::kGateFalse:
+      return "drain: readiness gate going False";
+    case PodWait::On::kDrain: {
+      if (!wait.since || !wait.until) return "drain grace";
+      const auto left = std::chrono::ceil<std::chrono::seconds>(*wait.until - now);
+      return "drain grace " + Seconds(*wait.until - *wait.since) + " (" +
+             std::to_string(std::max<long long>(0, left.count())) + "s left)";
+    }
+    case PodWait::On::kResizeWrite:
+      return with("resize write", wait.detail) + late();
+    case PodWait::On::kResize:
+      return with("kubelet to resize the containers", wait.detail) + late();
+    case PodWait::On::kRestart:
+      return (wait.detail.empty() ? std::string("kubelet to see the update")
+                                  : "containers restarting: " + wait.detail) +
+             late();
+    case PodWait::On::kImage:
+      return wait.detail + late();
+    case PodWait::On::kPostHook:
+      return with("post-update hook", wait.detail) + late();
+  }
+  return "";
+}
+
 bool WantsStart(const Target& target, const json::Value& pod) {
   if (StateOf(pod) != keys::kStateNormal) return false;
   return !ComputeChanges(target, pod).Empty();
@@ -1039,6 +1147,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     if (v.atTarget || (!v.changes.Empty() && !mayStart)) {
       SetGate(v, step, true, now);  // also new pods that declare the gate and lack the condition
       if (!step.ops.empty()) step.summary = "readiness gate set True";
+      if (!v.atTarget) step.wait.on = PodWait::On::kTurn;
       return step;
     }
     if (v.changes.Empty()) {
@@ -1058,18 +1167,24 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     }
     if (v.preHooked) {
       if (rules.pre->markPodNotReady) SetGate(v, step, false, now);
+      WaitOn(v, step, PodWait::On::kPreHook, lifecycle::DescribeHandlers(*rules.pre, pod, true),
+             rules.pre->timeoutSeconds);
       CheckTimeout(v, step, rules.pre->timeoutSeconds,
                    "waiting for the pre-update hook (" + DescribeHook(*rules.pre) + ")", now);
       return step;
     }
     if (v.drainNeeded && v.gate != false) {
       SetGate(v, step, false, now);
+      WaitOn(v, step, PodWait::On::kGateFalse, "", std::nullopt);
       Wake(step, std::chrono::seconds(v.grace));
       step.summary = "readiness gate set False before the update";
       return step;
     }
     const Clock::time_point graceEnd = DrainEnd(pod, v.grace, now);
     if (now < graceEnd) {
+      step.wait.on = PodWait::On::kDrain;
+      step.wait.since = graceEnd - std::chrono::seconds(v.grace);
+      step.wait.until = graceEnd;
       Wake(step, graceEnd - now);
       return step;
     }
@@ -1082,12 +1197,15 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     if (v.updateState && v.updateState->revision == target.to) {
       if (!v.changes.resources.empty()) {  // the resize write is still to be made (or failed)
         AddResize(step, v.changes);
+        WaitOn(v, step, PodWait::On::kResizeWrite, DescribeChanges(v.changes),
+               rules.updatingTimeoutSeconds);
         Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
         step.summary = "resize: " + DescribeChanges(v.changes);
         return step;
       }
       if (ResizeProgress rp = ResizeStatus(pod, *v.updateState);
           rp.phase != ResizeProgress::Phase::kDone) {
+        WaitOn(v, step, PodWait::On::kResize, rp.message, rules.updatingTimeoutSeconds);
         WaitForResize(rules, v, step, rp, now);
         return step;
       }
@@ -1096,6 +1214,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         return step;
       }
       if (RecordStoredImages(v, step)) {
+        WaitOnContainers(target, rules, v, step);
         Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
         return step;
       }
@@ -1117,6 +1236,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
                      v.updateState->updateTimestamp);
         step.waitingMessage = trouble->text;
       }
+      WaitOnContainers(target, rules, v, step);
       CheckTimeout(v, step, rules.updatingTimeoutSeconds,
                    "waiting for kubelet to restart the updated containers", now);
       return step;
@@ -1140,6 +1260,8 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
       EndWait(v, step, Step::Wait::kUpdated, now);
       step.summary = "Updated -> Normal";
     } else {
+      WaitOn(v, step, PodWait::On::kPostHook, lifecycle::DescribeHandlers(*rules.post, pod, false),
+             rules.post->timeoutSeconds);
       CheckTimeout(v, step, rules.post->timeoutSeconds,
                    "waiting for the post-update hook (" + DescribeHook(*rules.post) + ")", now);
     }

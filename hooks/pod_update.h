@@ -262,8 +262,40 @@ struct PodOp {
   PodEvent event;  // kEvent
 };
 
+// What a pod waits on before the loop can move it on (DESIGN.md §4.3), as Decide sees it: the one
+// vocabulary that the stall message, the loop's logs and metrics and the plugin's `status` render.
+// A step that changes the pod's state waits on nothing: the next pass says what the new state
+// waits on.
+struct PodWait {
+  enum class On {
+    kNothing,      // the step moves the pod on, or the pod is Normal at the target
+    kTurn,         // Normal, not at the target: a place in the budget
+    kPreHook,      // PreparingUpdate: the pre-update hook (`detail`: its handlers still present)
+    kGateFalse,    // PreparingUpdate: the readiness gate's write to False, the drain's start
+    kDrain,        // PreparingUpdate: the drain grace, from `since` (the gate's change) to `until`
+    kResizeWrite,  // Updating: the pods/resize write (`detail`: the changes)
+    kResize,       // Updating: the kubelet's resize (`detail`: what the kubelet reports)
+    kRestart,      // Updating: the kubelet's restart of the changed containers (`detail`: names)
+    kImage,        // Updating: an image the kubelet does not run (`detail`: which, and why)
+    kPostHook,     // Updated: the post-update hook (`detail`: its handlers still missing)
+  };
+  On on = On::kNothing;
+  std::optional<Clock::time_point> since;  // the state's timestamp; the gate's change for kDrain
+  std::optional<Clock::time_point> until;  // the drain's end, or the timeout of the wait
+  std::string detail;
+};
+
+// The wait's name for metrics and logs: "turn", "pre_update_hook", "drain_gate", "drain",
+// "resize_write", "resize", "restart", "image", "post_update_hook"; "" for kNothing.
+std::string_view WaitName(PodWait::On on);
+
+// The wait in one line, e.g. "pre-update hook: label lb=on (past its 600s timeout)", "drain grace
+// 3s (2s left)", "containers restarting: app"; "" for kNothing.
+std::string Describe(const PodWait& wait, Clock::time_point now);
+
 struct Step {
   std::vector<PodOp> ops;
+  PodWait wait;              // what the pod waits on after this step's ops
   bool started = false;      // the pod left Normal for this update (it used the budget)
   bool completed = false;    // its containers finished restarting
   double updateSeconds = 0;  // with `completed`: time since the pod write

@@ -719,6 +719,7 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   bool settled = true;
   int atTarget = 0;
   std::vector<std::string_view> leftOut;
+  std::string firstWait;  // the first pod held by something other than its turn, in words
   for (const kube::Pod* pod : pods) {
     const json::Value& podJson = pod->json();
     if (NotOptedIn(*pod) && !pod_update::AtTarget(target, podJson)) {
@@ -731,6 +732,13 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
         pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
     pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now);
     ++p.podsByState[std::string(pod_update::StateOf(podJson))];
+    if (std::string_view wait = pod_update::WaitName(step.wait.on); !wait.empty()) {
+      ++p.podsByWait[std::string(wait)];
+      if (firstWait.empty() && step.wait.on != pod_update::PodWait::On::kTurn) {
+        firstWait =
+            "pod " + std::string(pod->name()) + " waits on " + pod_update::Describe(step.wait, now);
+      }
+    }
     const bool here = pod_update::AtTarget(target, podJson);
     if (here) ++atTarget;
     std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
@@ -756,6 +764,8 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
       p.stuckMessage = why;
     }
   }
+  // A stall's message names what a pod waits on (an image, a hook) when nothing says more.
+  if (p.waitingMessage.empty()) p.waitingMessage = firstWait;
   p.message = std::to_string(atTarget) + "/" + std::to_string(pods.size()) + " pods at template " +
               run.r.to;
   if (held && pending > 0) {

@@ -28,98 +28,22 @@ std::string Images(const Value& obj) {
   return out;
 }
 
-bool HasFinalizer(const Value& pod, std::string_view f) {
-  const Value* fs = json::Path(&pod, {"metadata", "finalizers"});
-  if (fs == nullptr || !fs->IsArray()) return false;
-  for (const Value& v : fs->GetArray()) {
-    if (v.IsString() && json::View(v) == f) return true;
-  }
-  return false;
-}
-
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
-
-// The handlers of `hook` that are present on the pod (`present`) or missing from it (!present).
-std::vector<std::string> Handlers(const lifecycle::Hook& hook, const Value& pod, bool present) {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : hook.labelsHandler) {
-    if ((kube::LabelOf(pod, k) == std::string_view(v)) == present)
-      out.push_back("label " + k + "=" + v);
-  }
-  for (const std::string& f : hook.finalizersHandler) {
-    if (HasFinalizer(pod, f) == present) out.push_back("finalizer " + f);
-  }
-  return out;
-}
-
-std::string TimeoutNote(const lifecycle::Hook& hook, std::optional<std::chrono::seconds> since) {
-  if (!hook.timeoutSeconds || !since || since->count() < *hook.timeoutSeconds) return "";
-  return " (past its " + std::to_string(*hook.timeoutSeconds) + "s timeout)";
-}
-
-// What the loop waits for before it moves this pod on (pod_update::Decide's waits, in words).
+// What the loop waits for before it moves this pod on: pod_update::Decide's own wait, rendered,
+// as the loop would decide it now without granting the budget. Normal pods not at the target wait
+// on the user's pause while it holds the update.
 std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* target,
                     const InProgress& record, const Value& pod, std::string_view state,
-                    bool updated, std::optional<std::chrono::seconds> since,
-                    Clock::time_point now) {
-  if (state == keys::kStatePreparingUpdate) {
-    if (rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod)) {
-      return "pre-update hook: " + Join(Handlers(*rules.pre, pod, true)) +
-             TimeoutNote(*rules.pre, since);
-    }
-    const bool gate = pod_update::HasGate(pod);
-    const long long grace = pod_update::GraceSeconds(rules, gate);
-    if (gate && pod_update::GateStatus(pod) != false &&
-        ((rules.pre != nullptr && rules.pre->markPodNotReady) || grace > 0)) {
-      return "drain: readiness gate going False";
-    }
-    if (grace > 0) {
-      // The same end the loop waits for (the later of the state timestamp and the gate's change).
-      const auto left =
-          std::chrono::ceil<std::chrono::seconds>(pod_update::DrainEnd(pod, grace, now) - now);
-      if (left.count() > 0) {
-        return "drain grace " + std::to_string(grace) + "s (" + std::to_string(left.count()) +
-               "s left)";
-      }
-    }
-    return "its update write";
+                    bool updated, Clock::time_point now) {
+  if (state == keys::kStateNormal && updated) return "";
+  if (state == keys::kStateNormal && !record.pausedByUs) return "held: the update is paused";
+  if (target == nullptr) {
+    return "unknown: no ReplicaSet has the update's base template " + record.from;
   }
-  if (state == keys::kStateUpdating) {
-    std::vector<std::string> names;
-    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
-    if (us) {
-      // An image the kubelet cannot pull (rewritten by admission or not) is what it waits on.
-      if (std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(pod, *us)) {
-        return t->text;
-      }
-      for (const auto& [name, rec] : us->lastContainerStatuses) {
-        auto image = us->images.find(name);
-        names.push_back(image != us->images.end() && !image->second.got.empty()
-                            ? name + " (image " + image->second.got + ", rewritten from " +
-                                  image->second.asked + ")"
-                            : name);
-      }
-    }
-    if (names.empty() && target != nullptr) {
-      names.assign(target->changedContainers.begin(), target->changedContainers.end());
-    }
-    if (names.empty()) return "kubelet to see the update";
-    return "containers restarting: " + Join(names);
+  const pod_update::Step step = pod_update::Decide(*target, rules, pod, /*mayStart=*/false, now);
+  if (step.wait.on == pod_update::PodWait::On::kNothing) {
+    return step.ops.empty() ? "" : "the loop's next write";
   }
-  if (state == keys::kStateUpdated) {
-    if (rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, pod)) {
-      return "post-update hook: " + Join(Handlers(*rules.post, pod, false)) +
-             TimeoutNote(*rules.post, since);
-    }
-    return "back in service";
-  }
-  if (updated) return "";
-  if (!record.pausedByUs) return "held: the update is paused";
-  return "its turn";
+  return pod_update::Describe(step.wait, now);
 }
 
 const Value* Items(const Value& list) {
@@ -225,7 +149,7 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
       }
       if (r.record) {
         row.waitsOn = WaitsOn(rules, target ? &*target : nullptr, *r.record, podJson, row.state,
-                              row.updated, row.inStateFor, now);
+                              row.updated, now);
       }
       if (row.updated) ++r.updated;
       r.pods.push_back(std::move(row));

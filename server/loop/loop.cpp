@@ -360,7 +360,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     if (Terminal(plan.phase)) {
       options_.metrics->ForgetUpdate(key);
     } else {
-      options_.metrics->SetUpdate(key, plan.podsByState, plan.stalled);
+      options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, plan.stalled);
     }
   }
   ReconcileResult res =
@@ -385,7 +385,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
           res.refusalCode);
       Apply(key, report, caches_ ? &expectations_.Of(key) : nullptr, cached);
       if (res.refusedResize && options_.metrics != nullptr) {
-        options_.metrics->SetUpdate(key, plan.podsByState, /*stalled=*/true);
+        options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, /*stalled=*/true);
       }
     }
   }

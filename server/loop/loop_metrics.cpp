@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "hooks/keys.h"
+#include "hooks/pod_update.h"
 #include "server/process/metrics.h"
 
 namespace iw::loop {
@@ -69,9 +70,10 @@ uint64_t LoopMetrics::Value(rollout::Metric metric) const {
 }
 
 void LoopMetrics::SetUpdate(const std::string& deployment,
-                            const std::map<std::string, int>& podsByState, bool stalled) {
+                            const std::map<std::string, int>& podsByState,
+                            const std::map<std::string, int>& podsByWait, bool stalled) {
   std::lock_guard lock(mu_);
-  updates_[deployment] = Update{podsByState, stalled};
+  updates_[deployment] = Update{podsByState, podsByWait, stalled};
 }
 
 void LoopMetrics::ForgetUpdate(const std::string& deployment) {
@@ -89,6 +91,15 @@ std::map<std::string, int> LoopMetrics::PodsByState() const {
   std::map<std::string, int> sum;
   for (const auto& [d, u] : updates_) {
     for (const auto& [state, n] : u.podsByState) sum[state] += n;
+  }
+  return sum;
+}
+
+std::map<std::string, int> LoopMetrics::PodsByWait() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, int> sum;
+  for (const auto& [d, u] : updates_) {
+    for (const auto& [wait, n] : u.podsByWait) sum[wait] += n;
   }
   return sum;
 }
@@ -152,6 +163,23 @@ void LoopMetrics::Render(std::string& out) const {
     auto it = sum.find(std::string(state));
     out += "inplace_webhook_pods{state=\"" + std::string(state) + "\"} " +
            std::to_string(it == sum.end() ? 0 : it->second) + "\n";
+  }
+  out +=
+      "# HELP inplace_webhook_pods_waiting Pods of in-progress Deployments by what the loop waits "
+      "on before it moves them on (pod_update::PodWait): turn, pre_update_hook, drain_gate, "
+      "drain, resize_write, resize, restart, image, post_update_hook.\n";
+  out += "# TYPE inplace_webhook_pods_waiting gauge\n";
+  std::map<std::string, int> waits = PodsByWait();
+  for (pod_update::PodWait::On on :
+       {pod_update::PodWait::On::kTurn, pod_update::PodWait::On::kPreHook,
+        pod_update::PodWait::On::kGateFalse, pod_update::PodWait::On::kDrain,
+        pod_update::PodWait::On::kResizeWrite, pod_update::PodWait::On::kResize,
+        pod_update::PodWait::On::kRestart, pod_update::PodWait::On::kImage,
+        pod_update::PodWait::On::kPostHook}) {
+    const std::string name(pod_update::WaitName(on));
+    auto it = waits.find(name);
+    out += "inplace_webhook_pods_waiting{on=\"" + name + "\"} " +
+           std::to_string(it == waits.end() ? 0 : it->second) + "\n";
   }
   out +=
       "# HELP inplace_webhook_updates_in_progress In-place updates of Deployments this loop is "

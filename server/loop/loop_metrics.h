@@ -59,13 +59,15 @@ class LoopMetrics {
   // Records the in-progress update of `deployment` ("namespace/name"): its pods by state and
   // whether it is stalled (no progress for spec.progressDeadlineSeconds, reported as
   // ProgressDeadlineExceeded). Replaces what was recorded for it before.
+  // `podsByWait`: by pod_update::WaitName.
   void SetUpdate(const std::string& deployment, const std::map<std::string, int>& podsByState,
-                 bool stalled);
+                 const std::map<std::string, int>& podsByWait, bool stalled);
   // Forgets one Deployment (its update ended, or it is gone) or all of them (the loop stopped: a
   // replica that no longer leads reports no update).
   void ForgetUpdate(const std::string& deployment);
   void ForgetUpdates();
   std::map<std::string, int> PodsByState() const;  // summed over Deployments
+  std::map<std::string, int> PodsByWait() const;   // summed over Deployments
   int UpdatesInProgress() const;
   std::vector<std::string> StalledUpdates() const;  // "namespace/name", sorted
 
@@ -79,6 +81,7 @@ class LoopMetrics {
  private:
   struct Update {
     std::map<std::string, int> podsByState;
+    std::map<std::string, int> podsByWait;
     bool stalled = false;
   };
   std::array<std::atomic<uint64_t>, 9> counters_{};

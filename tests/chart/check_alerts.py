@@ -435,7 +435,7 @@ def main(argv):
                 {"record": "dashboard:query:%d" % i, "expr": concrete(e)} for i, (_, e) in enumerate(dash)]}]}, f)
         errors = [] if dash else ["no query found in the dashboard"]
         panels = {t for t, _ in dash}
-        for want in ("Updates in progress", "Pods per state", "Hook wait times", "Admission latency by route",
+        for want in ("Updates in progress", "Pods per state, and what they wait on", "Hook wait times", "Admission latency by route",
                      "Admission requests and errors", "Leader", "Certificate expiry"):
             if want not in panels:
                 errors.append("the dashboard has no panel %r" % want)

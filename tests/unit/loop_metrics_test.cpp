@@ -67,9 +67,10 @@ TEST_CASE("loop metrics: every family has HELP and TYPE before any event") {
 
 TEST_CASE("loop metrics: updates in progress, stalled ones by Deployment, forgotten at the end") {
   loop::LoopMetrics m;
-  m.SetUpdate("shop/web", {{"Normal", 2}, {"PreparingUpdate", 1}}, false);
-  m.SetUpdate("shop/api", {{"Updating", 1}}, true);
-  m.SetUpdate("shop/empty", {}, false);  // no pods yet: still an update in progress
+  m.SetUpdate("shop/web", {{"Normal", 2}, {"PreparingUpdate", 1}},
+              {{"turn", 2}, {"pre_update_hook", 1}}, false);
+  m.SetUpdate("shop/api", {{"Updating", 1}}, {{"image", 1}}, true);
+  m.SetUpdate("shop/empty", {}, {}, false);  // no pods yet: still an update in progress
   std::string out = Render(m);
   CHECK(Has(out, "inplace_webhook_updates_in_progress 3"));
   CHECK(Has(out,
@@ -78,13 +79,21 @@ TEST_CASE("loop metrics: updates in progress, stalled ones by Deployment, forgot
             R"(inplace_webhook_update_stalled{deployment_namespace="shop",deployment="web"} 0)"));
   CHECK(Has(out, R"(inplace_webhook_pods{state="PreparingUpdate"} 1)"));
   CHECK(Has(out, R"(inplace_webhook_pods{state="Updating"} 1)"));
+  // What they wait on: every name of pod_update::PodWait, 0 when none waits on it.
+  CHECK(Has(out, "# TYPE inplace_webhook_pods_waiting gauge"));
+  CHECK(Has(out, R"(inplace_webhook_pods_waiting{on="turn"} 2)"));
+  CHECK(Has(out, R"(inplace_webhook_pods_waiting{on="pre_update_hook"} 1)"));
+  CHECK(Has(out, R"(inplace_webhook_pods_waiting{on="image"} 1)"));
+  CHECK(Has(out, R"(inplace_webhook_pods_waiting{on="drain"} 0)"));
+  CHECK(Has(out, R"(inplace_webhook_pods_waiting{on="post_update_hook"} 0)"));
   CHECK(m.StalledUpdates() == std::vector<std::string>{"shop/api"});
 
-  m.SetUpdate("shop/api", {{"Updating", 1}}, false);  // progress again
+  m.SetUpdate("shop/api", {{"Updating", 1}}, {{"restart", 1}}, false);  // progress again
   CHECK(m.StalledUpdates().empty());
   m.ForgetUpdate("shop/api");
   CHECK(m.UpdatesInProgress() == 2);
   CHECK(m.PodsByState() == std::map<std::string, int>{{"Normal", 2}, {"PreparingUpdate", 1}});
+  CHECK(m.PodsByWait() == std::map<std::string, int>{{"turn", 2}, {"pre_update_hook", 1}});
   m.ForgetUpdates();  // the loop stopped (no longer leading)
   out = Render(m);
   CHECK(Has(out, "inplace_webhook_updates_in_progress 0"));

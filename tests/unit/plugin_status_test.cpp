@@ -135,7 +135,15 @@ TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
   pods["items"][2]["spec"].AddMember("readinessGates", gate["readinessGates"], pods.GetAllocator());
   json::Document cond = Parse(R"({"type":"inplace-webhook.io/ready","status":"False"})");
   pods["items"][2]["status"]["conditions"].PushBack(cond.Move(), pods.GetAllocator());
-  json::Document rss = Parse("{\"items\":[]}");
+  // Without the update's base ReplicaSet the loop cannot decide (it aborts): nor can status.
+  json::Document none = Parse("{\"items\":[]}");
+  StatusOr<StatusReport> lost = BuildStatus(d, pods, none, kNow);
+  REQUIRE_MESSAGE(lost.ok(), lost.status().message());
+  CHECK(lost->pods[0].waitsOn == "unknown: no ReplicaSet has the update's base template " + from);
+  CHECK(lost->pods[1].waitsOn == "held: the update is paused");
+  json::Document rss = Parse(
+      "{\"items\":[{\"metadata\":{\"name\":\"web-1\"},\"spec\":{\"template\":" + Template("v1") +
+      "}}]}");
   StatusOr<StatusReport> r = BuildStatus(d, pods, rss, kNow);
   REQUIRE_MESSAGE(r.ok(), r.status().message());
   CHECK(r->userPaused);

@@ -333,6 +333,51 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
   }
 }
 
+TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole update") {
+  constexpr std::string_view kHooks =
+      R"({"preUpdate":{"labelsHandler":{"lb":"on"},"timeoutSeconds":300},)"
+      R"("postUpdate":{"labelsHandler":{"lb":"up"}}})";
+  Env env(true, kHooks, R"({"annotations":["config/*"],"gracePeriodSeconds":5})");
+  json::Document pod = env.NewPod();
+  SetLabel(pod, "lb", "on");
+  using On = pod_update::PodWait::On;
+  // Decides at `at`, checks the wait and its words, applies the step.
+  auto pass = [&](Clock::time_point at, bool mayStart, On on, const std::string& words) {
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, mayStart, at);
+    CHECK(s.wait.on == on);
+    CHECK(pod_update::Describe(s.wait, at) == words);
+    CHECK(pod_update::WaitName(s.wait.on).empty() == (on == On::kNothing));
+    ApplyStep(pod, s);
+    return s;
+  };
+  pass(T0(), false, On::kTurn, "its turn");
+  pass(T0(), true, On::kNothing, "");  // PreparingUpdate: the state changes, nothing waits yet
+  REQUIRE(State(pod) == "PreparingUpdate");
+  pod_update::Step held =
+      pass(T0() + seconds(10), false, On::kPreHook, "pre-update hook: label lb=on");
+  CHECK(held.wait.since == T0());
+  CHECK(held.wait.until == T0() + seconds(300));
+  pass(T0() + seconds(301), false, On::kPreHook,
+       "pre-update hook: label lb=on (past its 300s timeout)");
+  SetLabel(pod, "lb", std::nullopt);  // released
+  pass(T0() + seconds(400), false, On::kGateFalse, "drain: readiness gate going False");
+  REQUIRE(Gate(pod) == false);
+  // The drain counts from the gate's change (whole seconds, one of slack), not the state's.
+  pod_update::Step drain = pass(T0() + seconds(402), false, On::kDrain, "drain grace 5s (4s left)");
+  CHECK(drain.wait.until == T0() + seconds(406));
+  pass(T0() + seconds(407), false, On::kNothing, "");  // the pod write
+  REQUIRE(State(pod) == "Updating");
+  pass(T0() + seconds(408), false, On::kRestart, "containers restarting: app");
+  Restart(pod, "app", "nginx:1.27");
+  pass(T0() + seconds(420), false, On::kNothing, "");
+  REQUIRE(State(pod) == "Updated");
+  pass(T0() + seconds(421), false, On::kPostHook, "post-update hook: label lb=up");
+  SetLabel(pod, "lb", "up");
+  pass(T0() + seconds(430), false, On::kNothing, "");
+  CHECK(State(pod) == "Normal");
+  pass(T0() + seconds(431), false, On::kNothing, "");  // at the target: nothing to wait for
+}
+
 TEST_CASE("Updating → Normal once every changed container runs its new image; gate True") {
   Env env(true, "", kNoDrain);
   json::Document pod = env.NewPod();
