@@ -27,6 +27,8 @@ StatusOr<std::unique_ptr<LoopRuntime>> LoopRuntime::Create(const cli::ServeOptio
       inCluster ? kube::ClientConfig::InCluster()
                 : kube::ClientConfig::FromUrl(o.apiServer, o.tokenFile, o.certificateAuthority);
   if (!config.ok()) return config.status();
+  config->qps = o.kubeApiQps;
+  config->burst = o.kubeApiBurst;
   bool elect = o.leaderElect == "true" || (o.leaderElect == "auto" && inCluster);
   std::string leaseNamespace =
       !o.leaderElectionNamespace.empty() ? o.leaderElectionNamespace : config->namespaceName;

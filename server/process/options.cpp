@@ -141,7 +141,13 @@ cxxopts::Options ServeSpec() {
       "loop-resync-period-ms",
       "safety resync: how often the loop re-plans every Deployment from its caches (no API call); "
       "changes are picked up from watch events at once",
-      cxxopts::value<int>()->default_value("300000"));
+      cxxopts::value<int>()->default_value("300000"))(
+      "kube-api-qps",
+      "the loop's client-side rate limit of API requests per second, every retry included (a "
+      "budget: the API server's priority and fairness protects it)",
+      cxxopts::value<double>()->default_value("50"))(
+      "kube-api-burst", "requests the loop may send at once above --kube-api-qps",
+      cxxopts::value<int>()->default_value("100"));
   o.add_options("Logging")("log-level", "debug, info, warn or error",
                            cxxopts::value<std::string>()->default_value("info"))(
       "log-format", "json or text", cxxopts::value<std::string>()->default_value("json"))(
@@ -293,6 +299,14 @@ Parsed Parse(int argc, char** argv) {
     s.disableLoop = r.count("disable-loop") != 0;
     s.loopResyncPeriodMs = r["loop-resync-period-ms"].as<int>();
     if (s.loopResyncPeriodMs < 10) return Fail("--loop-resync-period-ms must be at least 10");
+    s.kubeApiQps = r["kube-api-qps"].as<double>();
+    s.kubeApiBurst = r["kube-api-burst"].as<int>();
+    if (!(s.kubeApiQps >= 1 && s.kubeApiQps <= 10000)) {
+      return Fail("--kube-api-qps must be 1..10000");
+    }
+    if (s.kubeApiBurst < 1 || s.kubeApiBurst > 10000) {
+      return Fail("--kube-api-burst must be 1..10000");
+    }
     if (s.leaderElect != "auto" && s.leaderElect != "true" && s.leaderElect != "false") {
       return Fail("--leader-elect must be auto, true or false");
     }
