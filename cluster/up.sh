@@ -104,6 +104,10 @@ state = "$RUN/containerd/state"
     use_internal_loopback = true
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
+# NRI's socket defaults to one path for the machine: two clusters of the matrix starting at the same moment
+# raced for it ("bind: address already in use") and one containerd exited.
+[plugins.'io.containerd.nri.v1.nri']
+  socket_path = "$RUN/containerd/nri.sock"
 EOF
 cat >"$RUN/cni/net.d/10-$CNI_NETWORK.conflist" <<EOF
 {

@@ -1,5 +1,6 @@
 #include "plugin/explain.h"
 
+#include <charconv>
 #include <climits>
 #include <cstdint>
 
@@ -55,12 +56,9 @@ json::Document AsWritten(const Value& deployment, const Value* podTemplate, bool
 
 int RevisionOf(const Value& object) {
   std::optional<std::string_view> r = kube::AnnotationOf(object, keys::kRevisionAnnotation);
-  if (!r) return 0;
-  try {
-    return std::stoi(std::string(*r));
-  } catch (...) {
-    return 0;
-  }
+  int revision = 0;
+  if (!r || std::from_chars(r->data(), r->data() + r->size(), revision).ec != std::errc()) return 0;
+  return revision;
 }
 
 }  // namespace

@@ -924,6 +924,7 @@ def check_chart(run, root):
 
     # 7. Deployment: flags, probes, mounts, security; image uid.
     check_deployment(run, root, texts, values)
+    check_exception_edges(run, root)
 
     # 8. Docs: README values table, NOTES.txt.
     errors = []
@@ -964,6 +965,44 @@ EXPECTED_WEBHOOKS = {
 }
 CONTRACT_FAILURE_POLICY = {"mutateDeployments": "Fail", "validateDeployments": "Fail",
                            "mutatePods": "Ignore", "validatePods": "Ignore"}
+
+
+# DESIGN.md §6.1 "Exceptions only at the edges": the files where an exception may be caught, each where a
+# thread or a C callback begins (or a third-party parser that reports by throwing). Anywhere else a function that
+# can fail returns Status.
+EXCEPTION_EDGES = {
+    "lib/json.cpp",                     # a buffer's growth (noexcept): std::bad_alloc keeps the old buffer
+    "server/process/main.cpp",          # main
+    "server/process/options.cpp",       # cxxopts reports a bad flag by throwing
+    "server/http/http_server.cpp",      # the acceptor and worker threads; one request's handler
+    "server/http/review_codec.cpp",     # the review handler's call: a 500 AdmissionReview
+    "server/http/tls_certificates.cpp",  # the certificate watcher thread; OpenSSL's ticket-key callback
+    "server/loop/loop.cpp",             # the loop's workers: one Deployment, one gate, the resync
+    "server/loop/leader_election.cpp",  # the elector's thread and its callbacks
+    "server/loop/access_monitor.cpp",   # the access monitor's thread and its callback
+    "server/loop/loop_status.cpp",      # the loop-status poller's thread
+    "server/kube/informer.cpp",         # the informer's threads and event dispatch
+    "server/kube/watch_stream.cpp",     # a watch's delivery to its handler
+    "server/certs/cert_controller.cpp",  # the certificate controller's thread
+}
+
+
+def check_exception_edges(run, root):
+    errors, found = [], set()
+    for sub in ("lib", "hooks", "server", "plugin"):
+        for d, _, names in sorted(os.walk(os.path.join(root, sub))):
+            for f in sorted(names):
+                if not f.endswith((".cpp", ".h")):
+                    continue
+                rel = os.path.relpath(os.path.join(d, f), root)
+                if re.search(r"\btry\s*\{", read(os.path.join(d, f))):
+                    found.add(rel)
+                    if rel not in EXCEPTION_EDGES:
+                        errors.append("%s catches an exception: not a thread's or a callback's edge (DESIGN.md "
+                                      "§6.1); return Status instead, or name the edge in EXCEPTION_EDGES" % rel)
+    for rel in sorted(EXCEPTION_EDGES - found):
+        errors.append("EXCEPTION_EDGES names %s, which catches nothing: remove it" % rel)
+    run.case("exceptions are caught only at thread and callback edges (%d files)" % len(found), errors)
 
 
 def check_webhooks(run, root, texts, values, routes):
