@@ -128,6 +128,17 @@ def admissions_while(app, attacker, seconds):
     return latencies
 
 
+def webhook_durations(s):
+    """kube-apiserver's own histogram of the Deployment webhooks' calls (the time each call took, as the API
+    server measured it): {le: count} summed over both webhooks, "+Inf" the total."""
+    out = {}
+    text = s.tools.kubectl("get", "--raw", "/metrics").stdout
+    for labels, value in metric_samples(text, "apiserver_admission_webhook_admission_duration_seconds_bucket"):
+        if "deployment" in labels.get("name", "") and labels.get("operation") == "UPDATE":
+            out[labels["le"]] = out.get(labels["le"], 0) + value
+    return out
+
+
 def summary(latencies):
     s = sorted(latencies)
     return "n=%d p50=%.0f ms p99=%.0f ms max=%.0f ms" % (
@@ -151,15 +162,25 @@ def h01_idle_connections_do_not_starve_admission(s):
     targets = [[p["status"]["podIP"], 8443, 1200] for p in pods] + [[p["status"]["podIP"], 8080, 300] for p in pods]
     attacker = start_attacker("idle", 25, targets)
     time.sleep(4)  # the attack builds up: every pod is at its limits
+    durations_before = webhook_durations(s)
     latencies = admissions_while(app, attacker, 20)
+    durations_after = webhook_durations(s)
     out, err = attacker.communicate(timeout=60)
     check(attacker.returncode == 0, "attacker failed: %s" % err[-500:])
     counts = json.loads(out)
-    print("    attacker: %s; admissions under attack: %s" % (counts, summary(latencies)))
+    calls = {le: n - durations_before.get(le, 0) for le, n in durations_after.items()}
+    print("    attacker: %s; admissions under attack: %s; the API server's webhook calls by duration: %s"
+          % (counts, summary(latencies), {le: int(n) for le, n in sorted(calls.items(), key=lambda kv: float(kv[0]))}))
     check(counts["opened"] > 3 * 256 * len(pods), "the attacker opened %d connections" % counts["opened"])
     # Each write was admitted and read back (admissions_while); how many fit in 20 s depends on kubectl's own start-up
-    # on a loaded machine (the attacker's 100,000 connections share its cores), not on the webhook.
-    check(len(latencies) >= 10 and max(latencies) < 5, "admissions kept being answered: %s" % summary(latencies))
+    # on a loaded machine (the attacker's 100,000 connections share its cores: 9 writes in one CI run, 17 in
+    # another), not on the webhook. What the webhook itself took is what the API server measured of its calls.
+    check(len(latencies) >= 5 and max(latencies) < 5, "admissions kept being answered: %s" % summary(latencies))
+    total = calls.get("+Inf", 0)
+    check(total >= 2 * len(latencies), "the API server called both Deployment webhooks for each write (%d calls for "
+          "%d writes)" % (total, len(latencies)))
+    check(calls.get("2.5", 0) == total, "every webhook call under attack took under 2.5 s as the API server measured "
+          "it: %s" % calls)
     check(max(latencies) < 5, "every admission under attack answered within 5 s (max %.0f ms)" % (max(latencies) * 1000))
     for p in pods:
         text = pod_metrics(p)
