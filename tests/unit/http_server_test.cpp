@@ -610,7 +610,9 @@ TEST_CASE("http server: at maxConnections the idle connection that waited longes
   REQUIRE(second.Send(Get("/second")));
   REQUIRE(second.Read().has_value());
   CHECK(server->OpenConnections() == 2);
-  // Both idle: the third is served at once, and the first (idle longest) is closed for it.
+  // Both idle past their grace (1 s: one address holds few connections, kLightPeerGrace): the third is
+  // served at once, and the first (idle longest) is closed for it.
+  std::this_thread::sleep_for(1100ms);
   Client third(server.Port());
   REQUIRE(third.Send(Get("/third")));
   auto reply = third.Read(2s);
@@ -638,7 +640,8 @@ TEST_CASE(
   REQUIRE(client.Read().has_value());
   Client silent(server.Port());  // connects later and sends nothing
   REQUIRE(WaitFor([&] { return server->OpenConnections() == 2; }));
-  std::this_thread::sleep_for(20ms);  // past the eviction grace
+  // Past the eviction grace: 1 s, as one address holds few connections (kLightPeerGrace).
+  std::this_thread::sleep_for(1100ms);
   Client third(server.Port());
   REQUIRE(third.Send(Get("/third")));
   REQUIRE(third.Read(2s).has_value());
