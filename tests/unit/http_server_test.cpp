@@ -610,8 +610,8 @@ TEST_CASE("http server: at maxConnections the idle connection that waited longes
   REQUIRE(second.Send(Get("/second")));
   REQUIRE(second.Read().has_value());
   CHECK(server->OpenConnections() == 2);
-  // Both idle past their grace (1 s: one address holds few connections, kLightPeerGrace): the third is
-  // served at once, and the first (idle longest) is closed for it.
+  // Both idle past their grace (1 s: one address holds few connections, kLightPeerGrace): the third
+  // is served at once, and the first (idle longest) is closed for it.
   std::this_thread::sleep_for(1100ms);
   Client third(server.Port());
   REQUIRE(third.Send(Get("/third")));
