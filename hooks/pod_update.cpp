@@ -277,9 +277,11 @@ std::string RestartingContainers(const Target& target, const View& v) {
   return out;
 }
 
-// An Updating pod waits on its containers' restart, or on an image the kubelet does not run.
-void WaitOnContainers(const Target& target, const Rules& rules, const View& v, Step& step) {
-  if (std::optional<ImageTrouble> trouble = FindImageTrouble(*v.pod, *v.updateState)) {
+// An Updating pod waits on its containers' restart, or on an image the kubelet does not run
+// (`trouble`, FindImageTrouble's finding).
+void WaitOnContainers(const Target& target, const Rules& rules, const View& v,
+                      const std::optional<ImageTrouble>& trouble, Step& step) {
+  if (trouble) {
     WaitOn(v, step, PodWait::On::kImage, trouble->text, rules.updatingTimeoutSeconds);
   } else {
     WaitOn(v, step, PodWait::On::kRestart, RestartingContainers(target, v),
@@ -1197,10 +1199,11 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     if (v.updateState && v.updateState->revision == target.to) {
       if (!v.changes.resources.empty()) {  // the resize write is still to be made (or failed)
         AddResize(step, v.changes);
-        WaitOn(v, step, PodWait::On::kResizeWrite, DescribeChanges(v.changes),
+        std::string changes = DescribeChanges(v.changes);
+        step.summary = "resize: " + changes;
+        WaitOn(v, step, PodWait::On::kResizeWrite, std::move(changes),
                rules.updatingTimeoutSeconds);
         Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
-        step.summary = "resize: " + DescribeChanges(v.changes);
         return step;
       }
       if (ResizeProgress rp = ResizeStatus(pod, *v.updateState);
@@ -1214,7 +1217,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         return step;
       }
       if (RecordStoredImages(v, step)) {
-        WaitOnContainers(target, rules, v, step);
+        WaitOnContainers(target, rules, v, FindImageTrouble(pod, *v.updateState), step);
         Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
         return step;
       }
@@ -1222,7 +1225,8 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         Complete(target, rules, v, step, now, /*restarted=*/true);
         return step;
       }
-      if (std::optional<ImageTrouble> trouble = FindImageTrouble(pod, *v.updateState)) {
+      const std::optional<ImageTrouble> trouble = FindImageTrouble(pod, *v.updateState);
+      if (trouble) {
         // Reported now (deterministic name: once per pod, container, image and write); a stall
         // only once progressDeadlineSeconds pass without progress, then naming it.
         AddEvent(step, "Warning", "PodImageNotRunning",
@@ -1236,7 +1240,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
                      v.updateState->updateTimestamp);
         step.waitingMessage = trouble->text;
       }
-      WaitOnContainers(target, rules, v, step);
+      WaitOnContainers(target, rules, v, trouble, step);
       CheckTimeout(v, step, rules.updatingTimeoutSeconds,
                    "waiting for kubelet to restart the updated containers", now);
       return step;

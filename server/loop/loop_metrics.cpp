@@ -86,22 +86,21 @@ void LoopMetrics::ForgetUpdates() {
   updates_.clear();
 }
 
-std::map<std::string, int> LoopMetrics::PodsByState() const {
+std::map<std::string, int> LoopMetrics::Sum(std::map<std::string, int> Update::*counts) const {
   std::lock_guard lock(mu_);
   std::map<std::string, int> sum;
   for (const auto& [d, u] : updates_) {
-    for (const auto& [state, n] : u.podsByState) sum[state] += n;
+    for (const auto& [key, n] : u.*counts) sum[key] += n;
   }
   return sum;
 }
 
+std::map<std::string, int> LoopMetrics::PodsByState() const {
+  return Sum(&Update::podsByState);
+}
+
 std::map<std::string, int> LoopMetrics::PodsByWait() const {
-  std::lock_guard lock(mu_);
-  std::map<std::string, int> sum;
-  for (const auto& [d, u] : updates_) {
-    for (const auto& [wait, n] : u.podsByWait) sum[wait] += n;
-  }
-  return sum;
+  return Sum(&Update::podsByWait);
 }
 
 int LoopMetrics::UpdatesInProgress() const {

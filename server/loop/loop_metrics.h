@@ -84,6 +84,8 @@ class LoopMetrics {
     std::map<std::string, int> podsByWait;
     bool stalled = false;
   };
+  // One count of every Update, summed over Deployments.
+  std::map<std::string, int> Sum(std::map<std::string, int> Update::*counts) const;
   std::array<std::atomic<uint64_t>, 9> counters_{};
   DurationHistogram podUpdate_;
   DurationHistogram rollout_;
