@@ -134,7 +134,9 @@ def h05_policy_limits_the_controller(s):
     labels/annotations outside an update step, pod spec fields, other pod conditions, a resize outside an update
     step, a Deployment's scale, a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
     and a write RBAC grants by mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule
-    names its Lease."""
+    names its Lease. Against the Deployment itself (the policy with opted-in Deployments as params): a pod update
+    step's labels and annotations only at the template's values, a history ReplicaSet only with its Deployment's
+    selector, the active ReplicaSet's template only the Deployment's."""
     app = tc.App(s, "h05")
     web = tc.deployment("web", replicas=1)
     web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}  # Burstable
@@ -145,7 +147,14 @@ def h05_policy_limits_the_controller(s):
     app.kubectl("apply", "-f", "-", stdin=json.dumps(plain))
     plain_app = tc.App(s, "h05", name="plain")
     wait_for(plain_app.rollout_complete, 60, "the plain Deployment", plain_app)
+    # web mid-update as the loop sees it: its template carries version v2 while its pod still runs v1 (paused first,
+    # so the update waits for a resume and nothing moves during the dry runs).
+    s.tools.kubectl("patch", "deployment", "web", "-n", app.ns, "--type=merge", "-p", '{"spec":{"paused":true}}')
+    s.tools.kubectl("patch", "deployment", "web", "-n", app.ns, "--type=merge",
+                    "-p", '{"spec":{"template":{"metadata":{"labels":{"version":"v2"}}}}}')
     pod = app.pods()[0]
+    check(pod["metadata"]["labels"]["version"] == "v1", "the paused Deployment's pod moved: %s"
+          % pod["metadata"]["labels"])
     name, other = pod["metadata"]["name"], plain_app.pods()[0]["metadata"]["name"]
     rs = app.replicasets()[0]
     rs_name = rs["metadata"]["name"]
@@ -194,6 +203,9 @@ def h05_policy_limits_the_controller(s):
     not_opted_in = history_rs("web-h05b", "h05b")
     not_opted_in["spec"]["template"]["metadata"]["labels"].pop(tc.ENABLED)
     broad = history_rs("web-h05c", "h05c", select_hash=False)
+    narrow = history_rs("web-h05d", "h05d")  # selects more narrowly than web does
+    narrow["spec"]["selector"]["matchLabels"]["team"] = "h05"
+    narrow["spec"]["template"]["metadata"]["labels"]["team"] = "h05"
     # "Ours" is the opt-in label, not any key of ours a user can add: a pod and a Deployment not opted in carrying
     # an annotation of ours, and our condition on that Deployment (closing it is the one write allowed there).
     s.tools.kubectl("annotate", "pod", other, "-n", app.ns, "inplace-webhook.io/note=h05")
@@ -269,6 +281,19 @@ def h05_policy_limits_the_controller(s):
         ("an opted-in Deployment in kube-system", "PATCH",
          ns_path("kube-system", "deployments", "h05-excluded", group="apps/v1"), {"spec": {"paused": True}}, MERGE,
          "namespace kube-system is excluded"),
+        # Checked against the pod's Deployment (the policy with Deployments as params).
+        ("a pod update step's label not at the template's value", "PATCH", pods + "/" + name,
+         json.loads(json.dumps(step).replace('"v2"', '"v3"', 1)), STRATEGIC,
+         "change only to its Deployment web's template; not: version"),
+        ("a pod update step adding an annotation the template does not have", "PATCH", pods + "/" + name,
+         {"metadata": {"labels": {"version": "v2"}, "annotations": {
+             "example.com/x": "y", "inplace-webhook.io/update-state": json.dumps({"revision": "h05"})}}}, STRATEGIC,
+         "not: example.com/x"),
+        ("a history ReplicaSet selecting otherwise than its Deployment", "POST", rss, narrow, JSON,
+         "selects as its Deployment web does"),
+        ("the active ReplicaSet's template other than its Deployment's", "PATCH", rss + "/" + rs_name,
+         {"spec": {"template": {"metadata": {"labels": {"version": "v9"}}}}}, MERGE,
+         "gets its Deployment web's template"),
         ("a resize of a pod not in an update step", "PATCH", pods + "/" + name + "/resize",
          {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "20m"}}}]}}, STRATEGIC,
          "resizes only a pod in an update step"),
