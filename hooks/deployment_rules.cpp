@@ -12,6 +12,7 @@
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
 #include "lib/kube_objects.h"
+#include "lib/list_text.h"
 
 namespace iw::deployment {
 
@@ -330,17 +331,13 @@ bool IsOptedIn(const json::Value& object) {
 
 std::string ForgedStateKeys(const json::Value& object) {
   std::string out;
-  auto add = [&out](std::string_view key) {
-    if (!out.empty()) out += ", ";
-    out += key;
-  };
   std::optional<std::string_view> state = Label(object, keys::kStateLabel);
-  if (state && *state != keys::kStateNormal) add(keys::kStateLabel);
+  if (state && *state != keys::kStateNormal) AppendItem(out, keys::kStateLabel);
   if (Annotation(object, keys::kUpdateStateAnnotation)) {
-    add(keys::kUpdateStateAnnotation);
+    AppendItem(out, keys::kUpdateStateAnnotation);
   }
   if (Annotation(object, keys::kHookTimeoutAnnotation)) {
-    add(keys::kHookTimeoutAnnotation);
+    AppendItem(out, keys::kHookTimeoutAnnotation);
   }
   return out;
 }

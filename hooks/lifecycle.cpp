@@ -1,6 +1,7 @@
 #include "hooks/lifecycle.h"
 
 #include "hooks/keys.h"
+#include "lib/list_text.h"
 
 namespace iw::lifecycle {
 
@@ -242,12 +243,11 @@ bool IsPodAllHooked(const Hook& hook, const json::Value& pod) {
 
 std::string DescribeHandlers(const Hook& hook, const json::Value& pod, bool present) {
   std::string out;
-  auto add = [&out](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
   for (const auto& [k, v] : hook.labelsHandler) {
-    if (HasLabel(pod, k, v) == present) add("label " + k + "=" + v);
+    if (HasLabel(pod, k, v) == present) AppendItem(out, "label " + k + "=" + v);
   }
   for (const auto& f : hook.finalizersHandler) {
-    if (HasFinalizer(pod, f) == present) add("finalizer " + f);
+    if (HasFinalizer(pod, f) == present) AppendItem(out, "finalizer " + f);
   }
   return out;
 }

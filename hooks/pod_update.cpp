@@ -13,6 +13,7 @@
 #include "lib/clip.h"
 #include "lib/image_ref.h"
 #include "lib/kube_objects.h"
+#include "lib/list_text.h"
 #include "lib/quantity.h"
 
 namespace iw::pod_update {
@@ -108,23 +109,14 @@ std::string Seconds(Clock::duration d) {
 
 std::string DescribeHook(const lifecycle::Hook& hook) {
   std::string out;
-  for (const auto& [k, v] : hook.labelsHandler) {
-    if (!out.empty()) out += ", ";
-    out += "label " + k + "=" + v;
-  }
-  for (const auto& f : hook.finalizersHandler) {
-    if (!out.empty()) out += ", ";
-    out += "finalizer " + f;
-  }
+  for (const auto& [k, v] : hook.labelsHandler) AppendItem(out, "label " + k + "=" + v);
+  for (const auto& f : hook.finalizersHandler) AppendItem(out, "finalizer " + f);
   return out;
 }
 
 std::string DescribeChanges(const Changes& c) {
   std::string out;
-  auto add = [&out](const std::string& s) {
-    if (!out.empty()) out += "; ";
-    out += s;
-  };
+  auto add = [&out](const std::string& s) { AppendItem(out, s, "; "); };
   for (const auto& [name, r] : c.resources) {
     std::string text = "container " + name + " resources";
     for (auto [kind, map] : {std::pair{"requests", &r.requests}, std::pair{"limits", &r.limits}}) {
@@ -261,7 +253,7 @@ void WaitOn(const View& v, Step& step, PodWait::On on, std::string detail,
 // rewrote), else those the target changes.
 std::string RestartingContainers(const Target& target, const View& v) {
   std::string out;
-  auto add = [&out](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  auto add = [&out](const std::string& what) { AppendItem(out, what); };
   if (v.updateState) {
     for (const auto& [name, rec] : v.updateState->lastContainerStatuses) {
       auto image = v.updateState->images.find(name);

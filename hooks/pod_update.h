@@ -23,6 +23,7 @@
 // precondition) plus Events.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -277,13 +278,21 @@ struct PodWait {
     kResize,       // Updating: the kubelet's resize (`detail`: what the kubelet reports)
     kRestart,      // Updating: the kubelet's restart of the changed containers (`detail`: names)
     kImage,        // Updating: an image the kubelet does not run (`detail`: which, and why)
-    kPostHook,     // Updated: the post-update hook (`detail`: its handlers still missing)
+    kPostHook,     // Updated: the post-update hook (`detail`: its handlers still missing); last
   };
   On on = On::kNothing;
   std::optional<Clock::time_point> since;  // the state's timestamp; the gate's change for kDrain
   std::optional<Clock::time_point> until;  // the drain's end, or the timeout of the wait
   std::string detail;
 };
+
+// Every wait but kNothing, in the order an update meets them (for renderers that list each one).
+inline constexpr std::array<PodWait::On, 9> kAllWaits = {
+    PodWait::On::kTurn,    PodWait::On::kPreHook,     PodWait::On::kGateFalse,
+    PodWait::On::kDrain,   PodWait::On::kResizeWrite, PodWait::On::kResize,
+    PodWait::On::kRestart, PodWait::On::kImage,       PodWait::On::kPostHook};
+static_assert(kAllWaits.size() == static_cast<size_t>(PodWait::On::kPostHook),
+              "kAllWaits lists every PodWait::On after kNothing");
 
 // The wait's name for metrics and logs: "turn", "pre_update_hook", "drain_gate", "drain",
 // "resize_write", "resize", "restart", "image", "post_update_hook"; "" for kNothing.

@@ -169,12 +169,7 @@ void LoopMetrics::Render(std::string& out) const {
       "drain, resize_write, resize, restart, image, post_update_hook.\n";
   out += "# TYPE inplace_webhook_pods_waiting gauge\n";
   std::map<std::string, int> waits = PodsByWait();
-  for (pod_update::PodWait::On on :
-       {pod_update::PodWait::On::kTurn, pod_update::PodWait::On::kPreHook,
-        pod_update::PodWait::On::kGateFalse, pod_update::PodWait::On::kDrain,
-        pod_update::PodWait::On::kResizeWrite, pod_update::PodWait::On::kResize,
-        pod_update::PodWait::On::kRestart, pod_update::PodWait::On::kImage,
-        pod_update::PodWait::On::kPostHook}) {
+  for (pod_update::PodWait::On on : pod_update::kAllWaits) {
     const std::string name(pod_update::WaitName(on));
     auto it = waits.find(name);
     out += "inplace_webhook_pods_waiting{on=\"" + name + "\"} " +

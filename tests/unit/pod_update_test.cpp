@@ -333,6 +333,16 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
   }
 }
 
+TEST_CASE("every wait has its own name, and kAllWaits lists each once") {
+  std::set<std::string_view> names;
+  for (pod_update::PodWait::On on : pod_update::kAllWaits) {
+    CHECK_FALSE(pod_update::WaitName(on).empty());
+    names.insert(pod_update::WaitName(on));
+  }
+  CHECK(names.size() == pod_update::kAllWaits.size());
+  CHECK(pod_update::WaitName(pod_update::PodWait::On::kNothing).empty());
+}
+
 TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole update") {
   constexpr std::string_view kHooks =
       R"({"preUpdate":{"labelsHandler":{"lb":"on"},"timeoutSeconds":300},)"
