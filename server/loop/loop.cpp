@@ -10,7 +10,6 @@
 
 #include "hooks/budget.h"
 #include "hooks/keys.h"
-#include "hooks/pod_update.h"
 #include "hooks/progress.h"
 #include "server/process/log.h"
 
@@ -30,8 +29,6 @@ constexpr auto kRequeueMargin = std::chrono::milliseconds(50);
 constexpr auto kGateRetry = std::chrono::seconds(1);
 constexpr auto kSyncPoll = std::chrono::milliseconds(200);
 constexpr auto kTrimDelay = std::chrono::seconds(1);
-constexpr int kWorkDeployment = 0;
-constexpr int kWorkPodGate = 1;
 
 std::vector<const Value*> Items(const json::Document& list) {
   std::vector<const Value*> out;
@@ -70,75 +67,6 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Caches
-
-// The three informers, constructed (so started) in this order: a handler only reads informers
-// constructed before its own, and the uid index. The destructor stops them in the reverse order,
-// before anything their handlers use.
-struct Loop::Caches {
-  Caches() = default;
-  Caches(const Caches&) = delete;
-  Caches& operator=(const Caches&) = delete;
-  ~Caches() {
-    pods.reset();
-    replicaSets.reset();
-    deployments.reset();
-  }
-
-  std::unique_ptr<kube::Informer> deployments;
-  std::unique_ptr<kube::Informer> replicaSets;
-  std::unique_ptr<kube::Informer> pods;
-  // Pod gate writes made, by "namespace/name": the resourceVersion the pod had before. The pod
-  // is not written again while the cache still shows that version. The gate thread's alone.
-  std::map<std::string, std::pair<std::string, Steady::time_point>> gateWritten;
-  std::set<std::string> freshNext;  // Deployments whose next pass reads through the API
-
-  // ReplicaSet uid → "namespace/name" (cached pods keep only their owner's uid). Written by the
-  // ReplicaSet informer's handlers, read by the pod informer's and the loop's thread.
-  void Index(const kube::ObjectPtr& rs, bool present) {
-    std::lock_guard lock(uidMu);
-    if (present) {
-      rsByUid[std::string(rs->Uid())] = kube::ObjectKey(rs->Namespace(), rs->Name());
-    } else {
-      rsByUid.erase(std::string(rs->Uid()));
-    }
-  }
-  kube::ObjectPtr ReplicaSetByUid(std::string_view uid) const {
-    std::string key;
-    {
-      std::lock_guard lock(uidMu);
-      auto it = rsByUid.find(uid);
-      if (it == rsByUid.end()) return nullptr;
-      key = it->second;
-    }
-    auto [ns, name] = SplitKey(key);
-    kube::ObjectPtr rs = replicaSets->Get(ns, name);
-    return rs && rs->Uid() == uid ? rs : nullptr;
-  }
-  mutable std::mutex uidMu;
-  std::map<std::string, std::string, std::less<>> rsByUid;
-
-  uint64_t Lists() const {
-    return deployments->GetStats().lists + replicaSets->GetStats().lists + pods->GetStats().lists;
-  }
-  bool Synced() const {
-    return deployments->HasSynced() && replicaSets->HasSynced() && pods->HasSynced();
-  }
-};
-
-const kube::Informer* Loop::Cache(CacheKind kind) const {
-  switch (kind) {
-    case CacheKind::kDeployments:
-      return caches_->deployments.get();
-    case CacheKind::kReplicaSets:
-      return caches_->replicaSets.get();
-    case CacheKind::kPods:
-      return caches_->pods.get();
-  }
-  return nullptr;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Loop
 
 namespace {
@@ -173,59 +101,15 @@ void Loop::Start() {
     log::Error("in-place loop cannot start: its API client has no watches");
     return;
   }
-  const std::string& ns = options_.namespaceName;
-  auto caches = std::make_unique<Caches>();
-  Caches* c = caches.get();
+  auto watches = std::make_unique<Watches>(
+      *watchApi_,
+      WatchesOptions{options_.namespaceName, options_.batchDelay, options_.watchTimeout},
+      [this](WorkKind kind, std::string key, Steady::time_point due) {
+        Queue(kind, std::move(key), due);
+      });
   {
-    kube::InformerOptions opts;
-    opts.name = "deployments";
-    opts.path = kube::DeploymentsPath(ns);
-    opts.projection = DeploymentProjection();
-    opts.watchTimeout = options_.watchTimeout;
-    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) { OnDeployment(nullptr, o); };
-    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      OnDeployment(old, now);
-    };
-    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) { OnDeployment(o, nullptr); };
-    c->deployments = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
-  }
-  {
-    kube::InformerOptions opts;
-    opts.name = "replicasets";
-    opts.path = kube::ReplicaSetsPath(ns);
-    opts.projection = ReplicaSetProjection();
-    opts.watchTimeout = options_.watchTimeout;
-    opts.handlers.onAdd = [this, c](const kube::ObjectPtr& o) {
-      c->Index(o, true);
-      OnReplicaSet(*c, o);
-    };
-    opts.handlers.onUpdate = [this, c](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      if (old->Uid() != now->Uid()) c->Index(old, false);
-      c->Index(now, true);
-      OnReplicaSet(*c, now);
-    };
-    opts.handlers.onDelete = [this, c](const kube::ObjectPtr& o) {
-      c->Index(o, false);
-      OnReplicaSet(*c, o);
-    };
-    c->replicaSets = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
-  }
-  {
-    kube::InformerOptions opts;
-    opts.name = "pods";
-    opts.path = kube::PodsPath(ns);
-    opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
-    opts.projection = PodProjection();
-    opts.watchTimeout = options_.watchTimeout;
-    auto on = [this, c](const kube::ObjectPtr& o) { OnPod(*c, o); };
-    opts.handlers.onAdd = on;
-    opts.handlers.onUpdate = [on](const kube::ObjectPtr&, const kube::ObjectPtr& now) { on(now); };
-    opts.handlers.onDelete = on;
-    c->pods = std::make_unique<kube::Informer>(*watchApi_, std::move(opts));
-  }
-  {
-    std::lock_guard lock(cachesMu_);
-    caches_ = std::move(caches);
+    std::lock_guard lock(watchesMu_);
+    watches_ = std::move(watches);
   }
   std::lock_guard lock(mu_);
   stop_ = false;
@@ -246,12 +130,15 @@ void Loop::Stop() {
   for (std::thread* t : {&thread_, &gateThread_}) {
     if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
   }
-  std::unique_ptr<Caches> caches;
+  std::unique_ptr<Watches> watches;
   {
-    std::lock_guard lock(cachesMu_);
-    caches = std::move(caches_);
+    std::lock_guard lock(watchesMu_);
+    watches = std::move(watches_);
   }
-  caches.reset();  // stops the informers (their handlers may still queue work: dropped below)
+  watches.reset();  // stops the informers (their handlers may still queue work: dropped below)
+  // The workers' own state, of the caches just dropped (no worker runs now).
+  gateWritten_.clear();
+  freshNext_.clear();
   std::lock_guard lock(mu_);
   deployments_.Clear();
   gates_.Clear();
@@ -267,64 +154,18 @@ bool Loop::Running() const {
   return started_ && !stop_;  // not thread_: Stop() joins it outside mu_
 }
 
-void Loop::Queue(int kind, std::string key, Steady::time_point due) {
+void Loop::Queue(WorkKind kind, std::string key, Steady::time_point due) {
+  const bool gate = kind == WorkKind::kPodGate;
   {
     std::lock_guard lock(mu_);
-    if (kind == kWorkPodGate) gateSince_.try_emplace(key, Steady::now());
-    if (!(kind == kWorkPodGate ? gates_ : deployments_).Add(key, due)) return;
+    if (gate) gateSince_.try_emplace(key, Steady::now());
+    if (!(gate ? gates_ : deployments_).Add(key, due)) return;
   }
-  (kind == kWorkPodGate ? gateCv_ : cv_).notify_all();
+  (gate ? gateCv_ : cv_).notify_all();
 }
 
 void Loop::Enqueue(std::string_view ns, std::string_view name) {
-  Queue(kWorkDeployment, kube::ObjectKey(ns, name), Steady::now());
-}
-
-// --- informer handlers ----------------------------------------------------------------------
-
-void Loop::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-  // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
-  if (!InProgress(now) && !InProgress(old)) return;
-  const kube::ObjectPtr& o = now ? now : old;
-  Queue(kWorkDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
-        Steady::now() + options_.batchDelay);
-}
-
-void Loop::OnReplicaSet(const Caches& caches, const kube::ObjectPtr& rs) {
-  std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
-  if (owner.empty()) return;
-  const Value& v = rs->Value();
-  bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
-                HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
-  if (!wanted) wanted = InProgress(caches.deployments->Get(rs->Namespace(), owner));
-  if (wanted) {
-    Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
-          Steady::now() + options_.batchDelay);
-  }
-}
-
-void Loop::OnPod(const Caches& caches, const kube::ObjectPtr& pod) {
-  const Value& v = pod->Value();
-  StatusOr<kube::Pod> view = kube::Pod::From(v, "pod");
-  if (!view.ok()) {
-    log::Warn("in-place loop: pod ignored",
-              {{"pod", kube::ObjectKey(pod->Namespace(), pod->Name())},
-               {"error", view.status().message()}});
-    return;
-  }
-  const std::string_view ownerUid = view->controllerUid();
-  if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : caches.ReplicaSetByUid(ownerUid)) {
-    std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
-    if (!owner.empty() && InProgress(caches.deployments->Get(rs->Namespace(), owner))) {
-      Queue(kWorkDeployment, kube::ObjectKey(rs->Namespace(), owner),
-            Steady::now() + options_.batchDelay);
-    }
-  }
-  if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
-      pod_update::StateOf(v) == keys::kStateNormal) {
-    Queue(kWorkPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
-          Steady::now() + options_.batchDelay);
-  }
+  Queue(WorkKind::kDeployment, kube::ObjectKey(ns, name), Steady::now());
 }
 
 // --- events and writes ----------------------------------------------------------------------
@@ -364,7 +205,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     }
   }
   ReconcileResult res =
-      Apply(key, plan.actions, caches_ ? &expectations_.Of(key) : nullptr, cached);
+      Apply(key, plan.actions, watches_ ? &expectations_.Of(key) : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
     // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
     // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
@@ -383,7 +224,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
           res.refusal, Now(),
           res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
           res.refusalCode);
-      Apply(key, report, caches_ ? &expectations_.Of(key) : nullptr, cached);
+      Apply(key, report, watches_ ? &expectations_.Of(key) : nullptr, cached);
       if (res.refusedResize && options_.metrics != nullptr) {
         options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, /*stalled=*/true);
       }
@@ -511,17 +352,17 @@ std::map<std::string, ReconcileResult> Loop::RunOnce() {
 
 ReconcileResult Loop::ReconcileCached(const std::string& key) {
   auto [ns, name] = SplitKey(key);
-  kube::ObjectPtr d = caches_->deployments->Get(ns, name);
+  kube::ObjectPtr d = watches_->deployments().Get(ns, name);
   if (!d) {
     expectations_.Forget(key);
-    caches_->freshNext.erase(key);
+    freshNext_.erase(key);
     lastPhase_.erase(key);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     return {};
   }
   auto cached = [this](CacheKind kind, const std::string& ns,
                        const std::string& name) -> std::optional<std::string> {
-    kube::ObjectPtr o = Cache(kind)->Get(ns, name);
+    kube::ObjectPtr o = watches_->Cache(kind)->Get(ns, name);
     if (!o) return std::nullopt;
     return std::string(o->ResourceVersion());
   };
@@ -538,11 +379,11 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
       return res;
     }
     case Expectations::Verdict::kExpired:
-      caches_->freshNext.insert(key);
+      freshNext_.insert(key);
       break;
   }
   const std::string_view uid = d->Uid();
-  std::vector<kube::ObjectPtr> owned = caches_->replicaSets->ListOwnedBy(ns, uid);
+  std::vector<kube::ObjectPtr> owned = watches_->replicaSets().ListOwnedBy(ns, uid);
   std::erase_if(owned, [uid](const kube::ObjectPtr& rs) {
     StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(rs->Value(), "replicaSet");
     return !view.ok() || view->controllerUid() != uid;  // a malformed one: the planner's to report
@@ -558,7 +399,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   const std::vector<const Value*> replicaSets = Values(owned);
   std::vector<kube::ObjectPtr> pods;
   auto cachedSnapshot = [&] {
-    pods = caches_->pods->List(ns, *selector);
+    pods = watches_->pods().List(ns, *selector);
     rollout::Snapshot snapshot;
     snapshot.deployment = &d->Value();
     snapshot.replicaSets = replicaSets;
@@ -568,7 +409,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   };
   if (!InProgress(d)) {
     // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
-    caches_->freshNext.erase(key);
+    freshNext_.erase(key);
     lastPhase_.erase(key);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     ReconcileResult res;
@@ -589,7 +430,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     }
     return res;
   }
-  if (caches_->freshNext.erase(key) > 0 || !selector || !PodsCacheable(d->Value(), replicaSets)) {
+  if (freshNext_.erase(key) > 0 || !selector || !PodsCacheable(d->Value(), replicaSets)) {
     return Reconcile(ns, name);
   }
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
@@ -598,14 +439,14 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
 
 void Loop::SetGate(const std::string& podKey) {
   auto [ns, name] = SplitKey(podKey);
-  kube::ObjectPtr pod = caches_->pods->Get(ns, name);
-  auto written = caches_->gateWritten.find(podKey);
-  if (written != caches_->gateWritten.end()) {
+  kube::ObjectPtr pod = watches_->pods().Get(ns, name);
+  auto written = gateWritten_.find(podKey);
+  if (written != gateWritten_.end()) {
     if (pod && pod->ResourceVersion() == written->second.first &&
         written->second.second > Steady::now()) {
       return;  // our write is not in the cache yet; its event brings the pod back here
     }
-    caches_->gateWritten.erase(written);
+    gateWritten_.erase(written);
   }
   std::vector<rollout::Action> actions;
   if (pod) actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
@@ -616,8 +457,8 @@ void Loop::SetGate(const std::string& podKey) {
   }
   ReconcileResult r = Apply("", actions);
   if (r.ok) {
-    caches_->gateWritten[podKey] = {std::string(pod->ResourceVersion()),
-                                    Steady::now() + options_.expectationTimeout};
+    gateWritten_[podKey] = {std::string(pod->ResourceVersion()),
+                            Steady::now() + options_.expectationTimeout};
     std::lock_guard lock(mu_);
     if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
       if (options_.metrics != nullptr) {
@@ -632,15 +473,6 @@ void Loop::SetGate(const std::string& podKey) {
   }  // a conflict: the pod changed, and its event brings it back here
 }
 
-void Loop::SafetyResync() {
-  const auto now = Steady::now();
-  for (const kube::ObjectPtr& d : caches_->deployments->List()) {
-    if (InProgress(d)) Queue(kWorkDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
-  }
-  for (const kube::ObjectPtr& rs : caches_->replicaSets->List()) OnReplicaSet(*caches_, rs);
-  for (const kube::ObjectPtr& pod : caches_->pods->List()) OnPod(*caches_, pod);
-}
-
 bool Loop::WaitForCaches() {
   // Events queue work meanwhile.
   for (;;) {
@@ -648,21 +480,21 @@ bool Loop::WaitForCaches() {
       std::lock_guard lock(mu_);
       if (stop_) return false;
     }
-    if (caches_->Synced()) break;
-    caches_->deployments->WaitForSync(kSyncPoll);
-    caches_->replicaSets->WaitForSync(kSyncPoll);
-    caches_->pods->WaitForSync(kSyncPoll);
+    if (watches_->Synced()) break;
+    watches_->deployments().WaitForSync(kSyncPoll);
+    watches_->replicaSets().WaitForSync(kSyncPoll);
+    watches_->pods().WaitForSync(kSyncPoll);
   }
   log::Info("in-place loop: caches synced",
-            {{"deployments", std::to_string(caches_->deployments->Size())},
-             {"replicaSets", std::to_string(caches_->replicaSets->Size())},
-             {"pods", std::to_string(caches_->pods->Size())}});
+            {{"deployments", std::to_string(watches_->deployments().Size())},
+             {"replicaSets", std::to_string(watches_->replicaSets().Size())},
+             {"pods", std::to_string(watches_->pods().Size())}});
   return true;
 }
 
 void Loop::TrimMemory(Timers& timers) {
   timers.trimAt = Steady::time_point::max();
-  timers.listsTrimmed = caches_->Lists();
+  timers.listsTrimmed = watches_->Lists();
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
@@ -670,10 +502,10 @@ void Loop::TrimMemory(Timers& timers) {
 
 void Loop::RunResync(Timers& timers, Steady::time_point now) {
   // A relist since the last trim left LIST responses freed but held: trim again after it.
-  if (caches_->Lists() != timers.listsTrimmed) timers.trimAt = now + kTrimDelay;
+  if (watches_->Lists() != timers.listsTrimmed) timers.trimAt = now + kTrimDelay;
   timers.nextResync = now + options_.resyncPeriod;
   try {
-    SafetyResync();
+    watches_->Resync();
   } catch (const std::exception& e) {
     log::Error("in-place loop: resync failed", {{"error", e.what()}});
   } catch (...) {
@@ -704,8 +536,7 @@ void Loop::RunGates() {
     lock.unlock();
     if (now >= gateSweep_) {  // forget gate writes whose wait is over (the cache missed them)
       gateSweep_ = now + options_.resyncPeriod;
-      std::erase_if(caches_->gateWritten,
-                    [now](const auto& entry) { return entry.second.second <= now; });
+      std::erase_if(gateWritten_, [now](const auto& entry) { return entry.second.second <= now; });
     }
     for (const std::string& key : ready) RunGate(key);
     lock.lock();
@@ -753,7 +584,7 @@ void Loop::RunDeployment(const std::string& key) {
   }
   // A write that failed otherwise than by a conflict may have been applied: read through the API
   // next time rather than wait for a version we do not know.
-  if (!r.ok && !r.conflict && caches_) caches_->freshNext.insert(key);
+  if (!r.ok && !r.conflict && watches_) freshNext_.insert(key);
   std::lock_guard lock(mu_);
   int failures = 0;
   if (r.ok) {
@@ -809,10 +640,10 @@ CacheStats Loop::GetCacheStats() const {
   out.cachedPasses = cachedPasses_.load();
   out.freshPasses = freshPasses_.load();
   out.waits = waits_.load();
-  std::lock_guard lock(cachesMu_);
-  if (!caches_) return out;
+  std::lock_guard lock(watchesMu_);
+  if (!watches_) return out;
   out.running = true;
-  out.synced = caches_->Synced();
+  out.synced = watches_->Synced();
   auto add = [&out](std::string name, const kube::Informer& i) {
     CacheStats::Kind k;
     k.name = std::move(name);
@@ -821,9 +652,9 @@ CacheStats Loop::GetCacheStats() const {
     k.informer = i.GetStats();
     out.kinds.push_back(std::move(k));
   };
-  add("deployments", *caches_->deployments);
-  add("replicasets", *caches_->replicaSets);
-  add("pods", *caches_->pods);
+  add("deployments", watches_->deployments());
+  add("replicasets", watches_->replicaSets());
+  add("pods", watches_->pods());
   return out;
 }
 

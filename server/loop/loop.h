@@ -3,11 +3,11 @@
 // applies those writes in order with resourceVersion preconditions. A 409 or any failed write
 // ends that Deployment's pass; it is looked at again with newer data. Events are best effort.
 //
-// Event-driven (Start): three informers (server/kube/informer) cache every Deployment and
-// ReplicaSet and the opted-in pods (label inplace-webhook.io/enabled=true), each trimmed to the
-// fields the plan reads. A change of a Deployment with an in-place update, of one of its
-// ReplicaSets or of one of its pods (pod → ReplicaSet → Deployment through controller
-// ownerReferences, in the caches) queues that Deployment; a plan's own deadline (a grace period, a
+// Event-driven (Start): the watches (server/loop/watches: three informers that cache every
+// Deployment and ReplicaSet and the opted-in pods, label inplace-webhook.io/enabled=true, each
+// trimmed to the fields the plan reads) queue a Deployment on a change of it while it has an
+// in-place update, of one of its ReplicaSets or of one of its pods (pod → ReplicaSet → Deployment
+// through controller ownerReferences, in the caches); a plan's own deadline (a grace period, a
 // hook timeout, the wait for the Deployment controller) queues it at that time; a long safety
 // resync queues every in-progress one. Between those the thread sleeps: no API call and no work.
 //
@@ -39,16 +39,16 @@
 // renewal waits for more than a token or two of the other.
 //
 // Thread safety: Start() and Stop() from any thread but the workers (serialized by
-// `lifecycleMu_`; Stop() joins both workers, then drops the caches, joining the informers).
+// `lifecycleMu_`; Stop() joins both workers, then drops the watches, joining the informers).
 // Enqueue(), GetCacheStats(), RenderMetrics() and Running() from any thread (Running() reads
 // `started_` and `stop_` under `mu_`, never the threads, which Stop() joins outside it).
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the workers do
 // not run: they share the loop thread's expectation, Event and phase state, which no lock guards.
-// The informer handlers run on the informers' threads and only read the caches and queue work.
+// The watches' handlers run on the informers' threads and only read the caches and queue work.
 // `mu_` guards stop_, both queues (`deployments_`, `gates_`), gateSince_ and failures_; `cv_` wakes
-// the loop's thread, `gateCv_` the gate thread. `cachesMu_` guards the caches pointer for other
+// the loop's thread, `gateCv_` the gate thread. `watchesMu_` guards the watches pointer for other
 // threads (the workers read it unlocked: it changes only while they do not run).
-// Caches::gateWritten and gateSweep_ are the gate thread's alone; expectations_, freshNext,
+// gateWritten_ and gateSweep_ are the gate thread's alone; expectations_, freshNext_,
 // lastPhase_ and the writer's Event names the loop thread's (gate writes create no Event). The
 // pass counters are atomic. `options.clock` is called from both workers (or RunOnce's caller) and
 // must be safe to call concurrently; `options.metrics` is thread-safe.
@@ -74,6 +74,7 @@
 #include "server/loop/expectations.h"
 #include "server/loop/loop_metrics.h"
 #include "server/loop/loop_projections.h"
+#include "server/loop/watches.h"
 #include "server/loop/work_queue.h"
 #include "server/loop/writer.h"
 
@@ -170,8 +171,6 @@ class Loop {
   void RenderMetrics(std::string& out) const;
 
  private:
-  struct Caches;
-
   Clock::time_point Now() const;
   // Plans one snapshot and applies it. `cached`: the snapshot came from the caches.
   ReconcileResult PlanAndApply(const std::string& key, const rollout::Snapshot& snapshot,
@@ -203,14 +202,9 @@ class Loop {
                                                         int failures) const;
   ReconcileResult ReconcileCached(const std::string& key);
   void SetGate(const std::string& podKey);
-  void SafetyResync();
-  // Informer handlers (informer threads): map a change to the Deployment it concerns. They read
-  // only the informers of `caches` constructed before their own.
-  void OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now);
-  void OnReplicaSet(const Caches& caches, const kube::ObjectPtr& object);
-  void OnPod(const Caches& caches, const kube::ObjectPtr& object);
-  void Queue(int kind, std::string key, std::chrono::steady_clock::time_point due);
-  const kube::Informer* Cache(CacheKind kind) const;
+  // Queues work on its lane and wakes the lane's thread (any thread: the watches' handlers,
+  // Enqueue's caller).
+  void Queue(WorkKind kind, std::string key, std::chrono::steady_clock::time_point due);
 
   kube::Api& api_;
   kube::WatchApi* watchApi_ = nullptr;
@@ -231,13 +225,18 @@ class Loop {
   std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
   std::map<std::string, int> failures_;  // consecutive, by Deployment key
 
-  mutable std::mutex cachesMu_;  // the pointer (metrics read it from other threads)
-  std::unique_ptr<Caches> caches_;
+  mutable std::mutex watchesMu_;  // the pointer (metrics read it from other threads)
+  std::unique_ptr<Watches> watches_;
 
   // Only for the loop's thread (or RunOnce's caller).
   Expectations expectations_;
-  std::map<std::string, std::string> lastPhase_;       // for logging changes only
-  std::chrono::steady_clock::time_point gateSweep_{};  // the gate thread's: next gateWritten sweep
+  std::map<std::string, std::string> lastPhase_;  // for logging changes only
+  std::set<std::string> freshNext_;               // Deployments whose next pass reads the API
+  // The gate thread's alone. Pod gate writes made, by "namespace/name": the resourceVersion the
+  // pod had before, and until when to wait for the cache to show a newer one. The pod is not
+  // written again while the cache still shows that version. Like freshNext_, cleared by Stop().
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> gateWritten_;
+  std::chrono::steady_clock::time_point gateSweep_{};  // next gateWritten_ sweep
   std::atomic<uint64_t> cachedPasses_{0}, freshPasses_{0}, waits_{0};
 };
 

@@ -1,0 +1,187 @@
+#include "server/loop/watches.h"
+
+#include <utility>
+
+#include "hooks/keys.h"
+#include "hooks/kube_api.h"
+#include "hooks/pod_update.h"
+#include "lib/kube_objects.h"
+#include "server/loop/loop_projections.h"
+#include "server/process/log.h"
+
+namespace iw::loop {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using json::Value;
+
+bool HasAnnotation(const Value& o, std::string_view key) {
+  return kube::AnnotationOf(o, key).has_value();
+}
+
+bool InProgress(const kube::ObjectPtr& d) {
+  return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
+}
+
+}  // namespace
+
+Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue)
+    : options_(std::move(options)), queue_(std::move(queue)) {
+  const std::string& ns = options_.namespaceName;
+  {
+    kube::InformerOptions opts;
+    opts.name = "deployments";
+    opts.path = kube::DeploymentsPath(ns);
+    opts.projection = DeploymentProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) { OnDeployment(nullptr, o); };
+    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      OnDeployment(old, now);
+    };
+    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) { OnDeployment(o, nullptr); };
+    deployments_ = std::make_unique<kube::Informer>(api, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "replicasets";
+    opts.path = kube::ReplicaSetsPath(ns);
+    opts.projection = ReplicaSetProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) {
+      Index(o, true);
+      OnReplicaSet(o);
+    };
+    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      if (old->Uid() != now->Uid()) Index(old, false);
+      Index(now, true);
+      OnReplicaSet(now);
+    };
+    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) {
+      Index(o, false);
+      OnReplicaSet(o);
+    };
+    replicaSets_ = std::make_unique<kube::Informer>(api, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "pods";
+    opts.path = kube::PodsPath(ns);
+    opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
+    opts.projection = PodProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    auto on = [this](const kube::ObjectPtr& o) { OnPod(o); };
+    opts.handlers.onAdd = on;
+    opts.handlers.onUpdate = [on](const kube::ObjectPtr&, const kube::ObjectPtr& now) { on(now); };
+    opts.handlers.onDelete = on;
+    pods_ = std::make_unique<kube::Informer>(api, std::move(opts));
+  }
+}
+
+Watches::~Watches() {
+  pods_.reset();
+  replicaSets_.reset();
+  deployments_.reset();
+}
+
+const kube::Informer* Watches::Cache(CacheKind kind) const {
+  switch (kind) {
+    case CacheKind::kDeployments:
+      return deployments_.get();
+    case CacheKind::kReplicaSets:
+      return replicaSets_.get();
+    case CacheKind::kPods:
+      return pods_.get();
+  }
+  return nullptr;
+}
+
+// --- the uid index ----------------------------------------------------------------------------
+
+void Watches::Index(const kube::ObjectPtr& rs, bool present) {
+  std::lock_guard lock(uidMu_);
+  if (present) {
+    rsByUid_[std::string(rs->Uid())] = {std::string(rs->Namespace()), std::string(rs->Name())};
+  } else {
+    rsByUid_.erase(std::string(rs->Uid()));
+  }
+}
+
+kube::ObjectPtr Watches::ReplicaSetByUid(std::string_view uid) const {
+  std::pair<std::string, std::string> at;  // namespace, name
+  {
+    std::lock_guard lock(uidMu_);
+    auto it = rsByUid_.find(uid);
+    if (it == rsByUid_.end()) return nullptr;
+    at = it->second;
+  }
+  kube::ObjectPtr rs = replicaSets_->Get(at.first, at.second);
+  return rs && rs->Uid() == uid ? rs : nullptr;
+}
+
+uint64_t Watches::Lists() const {
+  return deployments_->GetStats().lists + replicaSets_->GetStats().lists + pods_->GetStats().lists;
+}
+
+bool Watches::Synced() const {
+  return deployments_->HasSynced() && replicaSets_->HasSynced() && pods_->HasSynced();
+}
+
+// --- informer handlers ------------------------------------------------------------------------
+
+void Watches::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const {
+  // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
+  if (!InProgress(now) && !InProgress(old)) return;
+  const kube::ObjectPtr& o = now ? now : old;
+  queue_(WorkKind::kDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
+         Steady::now() + options_.batchDelay);
+}
+
+void Watches::OnReplicaSet(const kube::ObjectPtr& rs) const {
+  std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
+  if (owner.empty()) return;
+  const Value& v = rs->Value();
+  bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
+                HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
+  if (!wanted) wanted = InProgress(deployments_->Get(rs->Namespace(), owner));
+  if (wanted) {
+    queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
+           Steady::now() + options_.batchDelay);
+  }
+}
+
+void Watches::OnPod(const kube::ObjectPtr& pod) const {
+  const Value& v = pod->Value();
+  StatusOr<kube::Pod> view = kube::Pod::From(v, "pod");
+  if (!view.ok()) {
+    log::Warn("in-place loop: pod ignored",
+              {{"pod", kube::ObjectKey(pod->Namespace(), pod->Name())},
+               {"error", view.status().message()}});
+    return;
+  }
+  const std::string_view ownerUid = view->controllerUid();
+  if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : ReplicaSetByUid(ownerUid)) {
+    std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
+    if (!owner.empty() && InProgress(deployments_->Get(rs->Namespace(), owner))) {
+      queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
+             Steady::now() + options_.batchDelay);
+    }
+  }
+  if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
+      pod_update::StateOf(v) == keys::kStateNormal) {
+    queue_(WorkKind::kPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
+           Steady::now() + options_.batchDelay);
+  }
+}
+
+void Watches::Resync() const {
+  const auto now = Steady::now();
+  for (const kube::ObjectPtr& d : deployments_->List()) {
+    if (InProgress(d))
+      queue_(WorkKind::kDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
+  }
+  for (const kube::ObjectPtr& rs : replicaSets_->List()) OnReplicaSet(rs);
+  for (const kube::ObjectPtr& pod : pods_->List()) OnPod(pod);
+}
+
+}  // namespace iw::loop

@@ -1,0 +1,103 @@
+// The loop's watches (controller-runtime's sources and event handlers): three informers
+// (server/kube/informer) that cache every Deployment and ReplicaSet and the opted-in pods (label
+// inplace-webhook.io/enabled=true), each trimmed to the fields the plan reads
+// (server/loop/loop_projections), and the work each of their events asks of the loop
+// (server/loop/loop), handed to the loop through a callback:
+// - a Deployment with an in-place update (started, running, or just ended): that Deployment;
+// - a ReplicaSet with our annotations (copies to clean) or of a Deployment with an update: that
+//   Deployment;
+// - a pod of a ReplicaSet (pod → ReplicaSet → Deployment through controller ownerReferences, in
+//   the caches) of a Deployment with an update: that Deployment; a live Normal pod that declares
+//   the readiness gate and has no gate condition yet: its gate.
+// Each after the batch delay, so a burst of events makes one unit of work.
+//
+// Construction starts the informers in that order (Deployments, ReplicaSets, pods): a handler only
+// reads the informers constructed before its own, and the ReplicaSet uid index. Destruction stops
+// them in the reverse order (joining their threads), before anything their handlers use.
+//
+// Thread safety: the handlers run on the informers' threads; they read the caches, the uid index
+// (`uidMu_`) and call `queue`, which must be thread-safe. The readers (Cache, the informers,
+// ReplicaSetByUid, Lists, Synced) and Resync from any thread. Construction and destruction from
+// one thread, while no other uses the object.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "server/kube/informer.h"
+#include "server/loop/expectations.h"
+
+namespace iw::loop {
+
+// The loop's lanes (DESIGN.md §4.3.1): what a queued key asks for.
+enum class WorkKind {
+  kDeployment,  // "namespace/name" of a Deployment: a pass over it
+  kPodGate,     // "namespace/name" of a pod: set its readiness gate
+};
+
+struct WatchesOptions {
+  std::string namespaceName;                 // "" = every namespace
+  std::chrono::milliseconds batchDelay{50};  // an event's work is due this long after it
+  std::chrono::seconds watchTimeout{300};    // each informer watch lasts [t, 2t)
+};
+
+class Watches {
+ public:
+  // Queues `key` of `kind`, due at `due`. Called from the informers' threads and from Resync's
+  // caller.
+  using Queue = std::function<void(WorkKind kind, std::string key,
+                                   std::chrono::steady_clock::time_point due)>;
+
+  // Starts the three informers through `api`, which must outlive the object.
+  Watches(kube::WatchApi& api, WatchesOptions options, Queue queue);
+  ~Watches();  // stops the informers, pods first
+  Watches(const Watches&) = delete;
+  Watches& operator=(const Watches&) = delete;
+
+  const kube::Informer& deployments() const { return *deployments_; }
+  const kube::Informer& replicaSets() const { return *replicaSets_; }
+  const kube::Informer& pods() const { return *pods_; }
+  const kube::Informer* Cache(CacheKind kind) const;
+
+  // The cached ReplicaSet of uid `uid` (cached pods keep only their owner's uid); nullptr when
+  // none.
+  kube::ObjectPtr ReplicaSetByUid(std::string_view uid) const;
+  // The LISTs made by the three informers (a relist changes it).
+  uint64_t Lists() const;
+  // All three listed.
+  bool Synced() const;
+
+  // The safety resync: queues every in-progress Deployment at once, and what each cached
+  // ReplicaSet and pod would queue on an event.
+  void Resync() const;
+
+ private:
+  // Informer handlers: map a change to the work it asks for.
+  void OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const;
+  void OnReplicaSet(const kube::ObjectPtr& rs) const;
+  void OnPod(const kube::ObjectPtr& pod) const;
+  // Keeps the uid index: `rs` is in the cache (`present`) or has left it.
+  void Index(const kube::ObjectPtr& rs, bool present);
+
+  const WatchesOptions options_;
+  const Queue queue_;
+
+  // ReplicaSet uid → {namespace, name}. Written by the ReplicaSet informer's handlers, read by
+  // the pod informer's and the loop's threads.
+  mutable std::mutex uidMu_;
+  std::map<std::string, std::pair<std::string, std::string>, std::less<>> rsByUid_;
+
+  // Last: started after everything above, in this order; the destructor stops them in reverse.
+  std::unique_ptr<kube::Informer> deployments_;
+  std::unique_ptr<kube::Informer> replicaSets_;
+  std::unique_ptr<kube::Informer> pods_;
+};
+
+}  // namespace iw::loop
