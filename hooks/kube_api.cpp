@@ -14,6 +14,13 @@ std::string_view ContentType(PatchType type) {
   return "application/merge-patch+json";
 }
 
+std::string Describe(const Result& r) {
+  std::string out = "HTTP " + std::to_string(r.code);
+  if (!r.reason.empty()) out += " " + r.reason;
+  if (!r.message.empty()) out += ": " + r.message;
+  return out;
+}
+
 std::string_view StatusReason(int code) {
   switch (code) {
     case 400:

@@ -36,6 +36,10 @@ struct Result {
   bool NotFound() const { return code == 404; }
 };
 
+// A failed call as logs and results name it: "HTTP <code> <reason>: <message>" (each part only
+// when present).
+std::string Describe(const Result& r);
+
 struct ListOptions {
   std::string labelSelector;
   std::string fieldSelector;

@@ -33,10 +33,6 @@ long long IntOr(const Value* object, std::string_view key, long long fallback) {
   return v != nullptr && v->IsInt64() ? v->GetInt64() : fallback;
 }
 
-std::string Describe(const kube::Result& r) {
-  return "HTTP " + std::to_string(r.code) + (r.message.empty() ? "" : ": " + r.message);
-}
-
 }  // namespace
 
 Status CheckTiming(const Timing& t) {

@@ -19,13 +19,6 @@ constexpr size_t kMaxRememberedEvents = 10000;
 
 }  // namespace
 
-std::string Describe(const kube::Result& r) {
-  std::string out = "HTTP " + std::to_string(r.code);
-  if (!r.reason.empty()) out += " " + r.reason;
-  if (!r.message.empty()) out += ": " + r.message;
-  return out;
-}
-
 bool Writer::CreateEvent(rollout::Action& a) {
   const bool dedup = !a.name.empty();
   const std::string key = a.ns + "/" + a.name;

@@ -68,7 +68,4 @@ class Writer {
   uint64_t eventSeq_ = 0;
 };
 
-// A failed request as logs and results name it: "HTTP <code> <reason>: <message>".
-std::string Describe(const kube::Result& r);
-
 }  // namespace iw::loop
