@@ -1,4 +1,6 @@
 #include "hooks/budget.h"
+
+#include "hooks/pod_state.h"
 #include "lib/rfc3339.h"
 
 #include <algorithm>
@@ -61,10 +63,7 @@ std::optional<std::chrono::system_clock::time_point> AvailableAt(const kube::Pod
 
 bool IsAvailable(const kube::Pod& pod, int minReadySeconds,
                  std::chrono::system_clock::time_point now) {
-  std::string_view state = pod.label(keys::kStateLabel).value_or("");
-  const bool inUpdate = state == keys::kStatePreparingUpdate || state == keys::kStateUpdating ||
-                        state == keys::kStateUpdated;
-  if (inUpdate) return false;
+  if (pod_update::StateOf(pod.json()) != pod_update::PodState::kNormal) return false;
   auto at = AvailableAt(pod, minReadySeconds);
   return at && *at <= now;
 }

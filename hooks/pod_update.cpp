@@ -135,7 +135,7 @@ std::string DescribeChanges(const Changes& c) {
 struct View {
   const Value* pod = nullptr;
   std::string name;
-  std::string_view state;
+  PodState state = PodState::kNormal;
   std::optional<UpdateState> updateState;
   bool inRun = false;  // the update-state was written by this run (revision is not `from`)
   Changes changes;
@@ -215,10 +215,10 @@ void CheckTimeout(const View& v, Step& step, std::optional<long long> timeoutSec
     Wake(step, deadline - now);
     return;
   }
-  const std::string marker = std::string(v.state) + "@" + v.stateTimestamp;
+  const std::string marker = std::string(StateName(v.state)) + "@" + v.stateTimestamp;
   if (PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation) == marker) return;
   AddEvent(step, "Warning", "HookTimeout",
-           "pod " + v.name + " has been " + std::string(v.state) + " for " +
+           "pod " + v.name + " has been " + std::string(StateName(v.state)) + " for " +
                Seconds(now - *v.stateTime) + ", longer than " + std::to_string(*timeoutSeconds) +
                "s, " + std::string(waitingFor) +
                "; the pod stays where it is and the update is stuck (set the Deployment "
@@ -361,7 +361,7 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   const bool resizeFirst = !v.changes.resources.empty();
   if (!resizeFirst) RecordContainers(pod, v.changes.images, next);
 
-  json::Document d = StatePatch(*v.pod, keys::kStateUpdating, now);
+  json::Document d = StatePatch(*v.pod, PodState::kUpdating, now);
   auto& a = d.GetAllocator();
   Value& meta = d["metadata"];
   Value& labels = meta["labels"];
@@ -386,7 +386,7 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
   UpdateState next = *v.updateState;
   next.updateTimestamp = rfc3339::Format(now);
   RecordContainers(*v.pod, v.changes.images, next);
-  json::Document d = StatePatch(*v.pod, keys::kStateUpdating, now);
+  json::Document d = StatePatch(*v.pod, PodState::kUpdating, now);
   auto& a = d.GetAllocator();
   json::SetString(d["metadata"]["annotations"], keys::kUpdateStateAnnotation,
                   SerializeUpdateState(next), a);
@@ -481,7 +481,7 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
     Write(target, rules, v, step, now);
     return;
   }
-  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, keys::kStatePreparingUpdate, now));
+  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kPreparingUpdate, now));
   const bool gateFalse = v.preHooked ? rules.pre->markPodNotReady : v.drainNeeded;
   if (gateFalse) SetGate(v, step, false, now);
   std::string why;
@@ -503,7 +503,7 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
 void Complete(const Target& target, const Rules& rules, const View& v, Step& step,
               Clock::time_point now, bool restarted) {
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
-  const std::string_view next = hold ? keys::kStateUpdated : keys::kStateNormal;
+  const PodState next = hold ? PodState::kUpdated : PodState::kNormal;
   AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, next, now));
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
@@ -524,7 +524,7 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
       if (step.updateSeconds < 0) step.updateSeconds = 0;
     }
   }
-  step.summary = std::string(v.state) + " -> " + std::string(next);
+  step.summary = std::string(StateName(v.state)) + " -> " + std::string(StateName(next));
 }
 
 }  // namespace
@@ -708,14 +708,6 @@ std::optional<UpdateState> ReadUpdateState(const json::Value& pod) {
   return ParseUpdateState(*text);
 }
 
-std::string_view StateOf(const json::Value& pod) {
-  std::string_view s = kube::LabelOf(pod, keys::kStateLabel).value_or("");
-  if (s == keys::kStatePreparingUpdate) return keys::kStatePreparingUpdate;
-  if (s == keys::kStateUpdating) return keys::kStateUpdating;
-  if (s == keys::kStateUpdated) return keys::kStateUpdated;
-  return keys::kStateNormal;
-}
-
 namespace {
 // The container's spec has every cpu/memory request and limit of `want` (same quantities).
 bool SpecHas(const Value& container, const eligibility::Plan::Resources& want) {
@@ -869,7 +861,7 @@ std::optional<std::string> ResizeUnsupported(const json::Value& pod) {
 
 bool ResizePending(const Target& target, const json::Value& pod) {
   if (!ComputeChanges(target, pod).resources.empty()) return true;
-  if (StateOf(pod) != keys::kStateUpdating) return false;
+  if (StateOf(pod) != PodState::kUpdating) return false;
   std::optional<UpdateState> us = ReadUpdateState(pod);
   return us && us->revision == target.to && !us->resizedContainers.empty() &&
          ResizeStatus(pod, *us).phase != ResizeProgress::Phase::kDone;
@@ -999,11 +991,11 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
   return std::nullopt;
 }
 
-json::Document StatePatch(const json::Value& pod, std::string_view state, Clock::time_point now) {
+json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   Value& meta = json::EnsureObject(d, "metadata", a);
-  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, state, a);
+  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, StateName(state), a);
   Value& annotations = json::EnsureObject(meta, "annotations", a);
   json::SetString(annotations, keys::kStateTimestampAnnotation, rfc3339::Format(now), a);
   if (PodAnnotation(pod, keys::kHookTimeoutAnnotation)) {
@@ -1114,16 +1106,16 @@ std::string Describe(const PodWait& wait, Clock::time_point now) {
 }
 
 bool WantsStart(const Target& target, const json::Value& pod) {
-  if (StateOf(pod) != keys::kStateNormal) return false;
+  if (StateOf(pod) != PodState::kNormal) return false;
   return !ComputeChanges(target, pod).Empty();
 }
 
 Step Release(const Value& pod, Clock::time_point now) {
   Step step;
-  const std::string_view state = StateOf(pod);
-  if (state != keys::kStateNormal) {
-    AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, keys::kStateNormal, now));
-    step.summary = "pod back to Normal (it was " + std::string(state) + ")";
+  const PodState state = StateOf(pod);
+  if (state != PodState::kNormal) {
+    AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, PodState::kNormal, now));
+    step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";
   }
   if (HasGate(pod) && GateStatus(pod) == false) {
     AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, true, now));
@@ -1137,7 +1129,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
   Step step;
   const View v = Look(target, rules, pod);
 
-  if (v.state == keys::kStateNormal) {
+  if (v.state == PodState::kNormal) {
     if (v.atTarget || (!v.changes.Empty() && !mayStart)) {
       SetGate(v, step, true, now);  // also new pods that declare the gate and lack the condition
       if (!step.ops.empty()) step.summary = "readiness gate set True";
@@ -1154,7 +1146,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     return step;
   }
 
-  if (v.state == keys::kStatePreparingUpdate) {
+  if (v.state == PodState::kPreparingUpdate) {
     if (v.atTarget) {  // re-targeted back while waiting (kruise#1156)
       Complete(target, rules, v, step, now, /*restarted=*/false);
       return step;
@@ -1187,7 +1179,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     return step;
   }
 
-  if (v.state == keys::kStateUpdating) {
+  if (v.state == PodState::kUpdating) {
     if (v.updateState && v.updateState->revision == target.to) {
       if (!v.changes.resources.empty()) {  // the resize write is still to be made (or failed)
         AddResize(step, v.changes);
@@ -1250,7 +1242,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
   if (v.atTarget) {
     SetGate(v, step, true, now);
     if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
-      AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, keys::kStateNormal, now));
+      AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kNormal, now));
       AddEvent(step, "Normal", "PodUpdated",
                "post-update hook satisfied; pod is Normal at template " + target.to);
       EndWait(v, step, Step::Wait::kUpdated, now);

@@ -34,6 +34,7 @@
 
 #include "hooks/eligibility.h"
 #include "hooks/lifecycle.h"
+#include "hooks/pod_state.h"
 #include "lib/json.h"
 
 namespace iw::pod_update {
@@ -136,9 +137,6 @@ std::string SerializeUpdateState(const UpdateState& state);
 // The pod's update-state annotation; nullopt when absent or not of that shape.
 std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
 
-// The pod's state label: Normal when absent or not one of ours.
-std::string_view StateOf(const json::Value& pod);
-
 // What a pod needs written to reach the target: only template keys the update changes (plus
 // those this run changed before, for a re-target), and only where the pod differs. An image this
 // run asked for (the update-state's ImageRecord names the target's image) that the API server
@@ -232,7 +230,7 @@ json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resour
 
 // A pod patch that moves the pod to `state` (the state label and its timestamp annotation),
 // clearing a hook-timeout marker of the state it leaves.
-json::Document StatePatch(const json::Value& pod, std::string_view state, Clock::time_point now);
+json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_point now);
 
 // The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it, and the
 // status of its condition (nullopt when the condition is absent).

@@ -246,7 +246,7 @@ json::Document BaseTemplate(const kube::ReplicaSet& rs,
 }
 
 bool Moved(const kube::Pod& pod, const InProgress& record) {
-  if (pod_update::StateOf(pod.json()) != keys::kStateNormal) return true;
+  if (pod_update::StateOf(pod.json()) != pod_update::PodState::kNormal) return true;
   std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod.json());
   return us && !us->revision.empty() && us->revision != record.from;
 }
@@ -689,7 +689,7 @@ std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
 // keeps ours (and the label on the pod) until the loop has brought it back.
 bool NotOptedIn(const kube::Pod& pod) {
   return pod.label(keys::kEnabledLabel) != keys::kTrue &&
-         pod_update::StateOf(pod.json()) == keys::kStateNormal &&
+         pod_update::StateOf(pod.json()) == pod_update::PodState::kNormal &&
          pod_update::GateStatus(pod.json()) != false;
 }
 
@@ -707,7 +707,7 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   int unavailable = 0, inFlight = 0;
   for (const kube::Pod* pod : pods) {
     if (!available(*pod)) ++unavailable;
-    if (pod_update::StateOf(pod->json()) != keys::kStateNormal) ++inFlight;
+    if (pod_update::StateOf(pod->json()) != pod_update::PodState::kNormal) ++inFlight;
     if (auto at = budget::AvailableAt(*pod, minReady); at && *at > now) {
       if (!p.requeueAfter || *at - now < *p.requeueAfter) p.requeueAfter = *at - now;
     }
@@ -723,7 +723,7 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   for (const kube::Pod* pod : pods) {
     const json::Value& podJson = pod->json();
     if (NotOptedIn(*pod) && !pod_update::AtTarget(target, podJson)) {
-      ++p.podsByState[std::string(pod_update::StateOf(podJson))];
+      ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
       leftOut.push_back(pod->name());
       settled = false;
       continue;
@@ -731,7 +731,7 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
     const bool mayStart =
         pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
     pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now);
-    ++p.podsByState[std::string(pod_update::StateOf(podJson))];
+    ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
     if (std::string_view wait = pod_update::WaitName(step.wait.on); !wait.empty()) {
       ++p.podsByWait[std::string(wait)];
       if (firstWait.empty() && step.wait.on != pod_update::PodWait::On::kTurn) {
@@ -742,7 +742,7 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
     const bool here = pod_update::AtTarget(target, podJson);
     if (here) ++atTarget;
     std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
-    settled = settled && pod_update::StateOf(podJson) == keys::kStateNormal && here &&
+    settled = settled && pod_update::StateOf(podJson) == pod_update::PodState::kNormal && here &&
               (!us || us->revision != run.r.to || available(*pod));
     AddPodStep(p, run.d, *pod, std::move(step));
   }
@@ -907,7 +907,7 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
     StatusOr<kube::Pod> pod = kube::Pod::From(*raw, "pod");
     if (!pod.ok() || !pod->live() || !pod_update::HasGate(*raw)) continue;
     if (pod_update::GateStatus(*raw).has_value()) continue;
-    if (pod_update::StateOf(*raw) != keys::kStateNormal) continue;
+    if (pod_update::StateOf(*raw) != pod_update::PodState::kNormal) continue;
     Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*raw, true, now),
                      "readiness gate set True on a new pod");
     a.pod = std::string(pod->name());

@@ -32,10 +32,11 @@ std::string Images(const Value& obj) {
 // as the loop would decide it now without granting the budget. Normal pods not at the target wait
 // on the user's pause while it holds the update.
 std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* target,
-                    const InProgress& record, const Value& pod, std::string_view state,
+                    const InProgress& record, const Value& pod, pod_update::PodState state,
                     bool updated, Clock::time_point now) {
-  if (state == keys::kStateNormal && updated) return "";
-  if (state == keys::kStateNormal && !record.pausedByUs) return "held: the update is paused";
+  if (state == pod_update::PodState::kNormal && updated) return "";
+  if (state == pod_update::PodState::kNormal && !record.pausedByUs)
+    return "held: the update is paused";
   if (target == nullptr) {
     return "unknown: no ReplicaSet has the update's base template " + record.from;
   }
@@ -138,10 +139,11 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
           row.updated = pod_update::AtTarget(*target, podJson);
         } else {
           std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
-          row.updated = us && us->revision == r.record->to && row.state == keys::kStateNormal;
+          row.updated =
+              us && us->revision == r.record->to && row.state == pod_update::PodState::kNormal;
         }
       }
-      if (row.state != keys::kStateNormal) {
+      if (row.state != pod_update::PodState::kNormal) {
         if (auto t = rfc3339::Parse(
                 kube::AnnotationOf(podJson, keys::kStateTimestampAnnotation).value_or(""))) {
           row.inStateFor = std::chrono::duration_cast<std::chrono::seconds>(now - *t);
@@ -187,8 +189,8 @@ std::string RenderStatus(const StatusReport& r) {
   rows.push_back({"POD", "STATE", "READY", "IMAGES", "WAITING ON", "FOR"});
   for (const PodRow& p : r.pods) {
     std::string waits = p.waitsOn.empty() ? (p.updated ? "(updated)" : "-") : p.waitsOn;
-    rows.push_back({p.name, p.state, p.ready ? "true" : "false", p.images, waits,
-                    p.inStateFor ? FormatDuration(*p.inStateFor) : "-"});
+    rows.push_back({p.name, std::string(pod_update::StateName(p.state)), p.ready ? "true" : "false",
+                    p.images, waits, p.inStateFor ? FormatDuration(*p.inStateFor) : "-"});
   }
   std::vector<size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows) {
@@ -211,8 +213,9 @@ std::string Phase(const StatusReport& r) {
   if (Judge(r, true) == WatchVerdict::kStuck) return "stuck";
   if (r.abortRequested) return "aborting";
   if (r.userPaused) return "held";
-  const bool allNormal = std::all_of(r.pods.begin(), r.pods.end(),
-                                     [](const PodRow& p) { return p.state == keys::kStateNormal; });
+  const bool allNormal = std::all_of(r.pods.begin(), r.pods.end(), [](const PodRow& p) {
+    return p.state == pod_update::PodState::kNormal;
+  });
   if (r.total > 0 && r.updated == r.total && allNormal) return "finishing";
   return "updating";
 }

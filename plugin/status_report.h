@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hooks/in_progress.h"
+#include "hooks/pod_state.h"
 #include "lib/json.h"
 #include "lib/status.h"
 
@@ -19,7 +20,7 @@ using Clock = std::chrono::system_clock;
 
 struct PodRow {
   std::string name;
-  std::string state;  // the state label, Normal when absent
+  pod_update::PodState state = pod_update::PodState::kNormal;  // the state label
   bool ready = false;
   std::string images;    // "app=nginx:1.27,sidecar=pause:3"
   bool updated = false;  // at the update's target (the loop's AtTarget)

@@ -157,8 +157,8 @@ void LoopMetrics::Render(std::string& out) const {
   out += "# HELP inplace_webhook_pods Pods of in-progress Deployments by in-place state.\n";
   out += "# TYPE inplace_webhook_pods gauge\n";
   std::map<std::string, int> sum = PodsByState();
-  for (std::string_view state : {keys::kStateNormal, keys::kStatePreparingUpdate,
-                                 keys::kStateUpdating, keys::kStateUpdated}) {
+  for (pod_update::PodState s : pod_update::kAllPodStates) {
+    const std::string_view state = pod_update::StateName(s);
     auto it = sum.find(std::string(state));
     out += "inplace_webhook_pods{state=\"" + std::string(state) + "\"} " +
            std::to_string(it == sum.end() ? 0 : it->second) + "\n";

@@ -103,7 +103,7 @@ kube::Projection PodProjection() {
     // whether the pod's kubelet can resize it (any state).
     if (Value* statuses = json::FindMutable(&status, "containerStatuses");
         statuses != nullptr && statuses->IsArray()) {
-      const bool updating = pod_update::StateOf(out) == keys::kStateUpdating;
+      const bool updating = pod_update::StateOf(out) == pod_update::PodState::kUpdating;
       for (auto& st : statuses->GetArray()) {
         if (updating) {
           // The kubelet's message, clipped: it is quoted in one Event only.

@@ -168,7 +168,7 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
     }
   }
   if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
-      pod_update::StateOf(v) == keys::kStateNormal) {
+      pod_update::StateOf(v) == pod_update::PodState::kNormal) {
     queue_(WorkKind::kPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
            Steady::now() + options_.batchDelay);
   }

@@ -137,7 +137,7 @@ TEST_CASE("pod steps say which wait they end and for how long, from the state-ti
   pod_update::Step s = pod_update::Decide(*made, rules, pod, true, T0());
   CHECK(s.waitEnded == Wait::kNone);  // enters PreparingUpdate
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == keys::kStatePreparingUpdate);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate);
   CHECK(pod_update::Decide(*made, rules, pod, false, T0() + seconds(5)).waitEnded == Wait::kNone);
 
   SetLabel(pod, "hold", std::nullopt);  // released
@@ -145,7 +145,7 @@ TEST_CASE("pod steps say which wait they end and for how long, from the state-ti
   CHECK(s.waitEnded == Wait::kPreparingUpdate);
   CHECK(s.waitSeconds == doctest::Approx(40));
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
 
   SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
                      "docker.io/library/nginx:1.27@sha256:new", "containerd://new-app");
@@ -153,14 +153,14 @@ TEST_CASE("pod steps say which wait they end and for how long, from the state-ti
   CHECK(s.completed);
   CHECK(s.waitEnded == Wait::kNone);  // Updating → Updated is no hook wait
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdated);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdated);
 
   SetLabel(pod, "lb", "on");  // the post-update hook is satisfied
   s = pod_update::Decide(*made, rules, pod, false, T0() + seconds(80));
   CHECK(s.waitEnded == Wait::kUpdated);
   CHECK(s.waitSeconds == doctest::Approx(30));
   Apply(pod, s);
-  CHECK(pod_update::StateOf(pod) == keys::kStateNormal);
+  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
 }
 
 TEST_CASE("a stall marks the plan stalled; progress before the deadline does not") {

@@ -86,7 +86,7 @@ struct Cluster {
   void LoadBalancer() {
     for (const auto& name : podNames) {
       json::Document p = Pod(name);
-      std::string_view state = pod_update::StateOf(p);
+      std::string_view state = pod_update::StateName(pod_update::StateOf(p));
       if (state == keys::kStatePreparingUpdate && Label(p, "lb")) {
         api.Mutate(kube::PodPath(kNs, name),
                    [](json::Document& d) { SetLabel(d, "lb", std::nullopt); });
@@ -99,7 +99,7 @@ struct Cluster {
   int PodsInUpdate() const {
     int n = 0;
     for (const auto& name : podNames) {
-      if (pod_update::StateOf(Pod(name)) != keys::kStateNormal) ++n;
+      if (pod_update::StateOf(Pod(name)) != pod_update::PodState::kNormal) ++n;
     }
     return n;
   }
@@ -134,7 +134,7 @@ struct Cluster {
       CAPTURE(name);
       json::Document p = Pod(name);
       CHECK(std::string(json::StringOr(json::Find(&p, "metadata"), "uid")) == podUids.at(name));
-      CHECK(pod_update::StateOf(p) == keys::kStateNormal);
+      CHECK(pod_update::StateOf(p) == pod_update::PodState::kNormal);
       CHECK(Label(p, "version") == "v2");
       CHECK(pod_update::ReadUpdateState(p)->revision == record.to);
       for (const auto& c : p["spec"]["containers"].GetArray()) {
@@ -262,12 +262,12 @@ TEST_CASE("loop: a 409 ends the pass; the next pass re-reads and continues") {
   REQUIRE(results.count("default/web") == 1);
   CHECK(results["default/web"].conflict);
   CHECK_FALSE(results["default/web"].ok);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateNormal);
+  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kNormal);
   CHECK(metrics.conflicts.load() == 1);
 
   results = l.RunOnce();
   CHECK(results["default/web"].ok);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateUpdating);
+  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating);
   Drive(c, metrics, false);
   c.CheckDone();
 }
@@ -277,7 +277,7 @@ TEST_CASE(
   Cluster c;
   loop::Loop l(c.api, {});
   l.RunOnce();
-  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == keys::kStateUpdating);
+  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating);
   c.api.Mutate(kube::DeploymentPath(kNs, "web"),
                [](json::Document& d) { SetAnnotation(d, keys::kAbortAnnotation, "true"); });
   auto results = l.RunOnce();
@@ -287,7 +287,7 @@ TEST_CASE(
   CHECK_FALSE(Annotation(d, keys::kInProgressAnnotation).has_value());
   CHECK_FALSE(Annotation(d, keys::kAbortAnnotation).has_value());
   // Its content is left as it is; its state no longer holds it out of service.
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateNormal);
+  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kNormal);
   CHECK(c.EventReasons().at("InPlaceUpdateAborted") == 1);
   CHECK(l.RunOnce().empty());
 }
@@ -378,7 +378,8 @@ TEST_CASE(
     REQUIRE(progressing != nullptr);
     CHECK(json::StringOr(progressing, "reason") == "ProgressDeadlineExceeded");
     CHECK(metrics.StalledUpdates() == std::vector<std::string>{"default/web"});
-    CHECK(pod_update::StateOf(api.Object(kube::PodPath(kNs, "web-a"))) == keys::kStateUpdating);
+    CHECK(pod_update::StateOf(api.Object(kube::PodPath(kNs, "web-a"))) ==
+          pod_update::PodState::kUpdating);
 
     // Retried (with the loop's backoff), refused again: still stuck, no Event twice.
     results = l.RunOnce();
@@ -427,7 +428,8 @@ TEST_CASE("loop: a failed precondition aborts before any pod moves") {
   auto results = l.RunOnce();
   CHECK(results["default/web"].phase == rollout::Phase::kAborted);
   CHECK_FALSE(c.Running());
-  for (const auto& name : c.podNames) CHECK(pod_update::StateOf(c.Pod(name)) == keys::kStateNormal);
+  for (const auto& name : c.podNames)
+    CHECK(pod_update::StateOf(c.Pod(name)) == pod_update::PodState::kNormal);
 }
 
 TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") {
@@ -441,7 +443,7 @@ TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") 
     loop::Loop l(c.api, opts);
     l.RunOnce();
   }
-  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == keys::kStatePreparingUpdate);
+  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kPreparingUpdate);
   for (int i = 1; i <= 4; ++i) {
     now = T0() + seconds(20 * i);
     loop::Loop l(c.api, opts);  // a new leader each time
@@ -450,7 +452,8 @@ TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") 
   CHECK(c.EventReasons("Pod").at("HookTimeout") == 1);
   CHECK(c.EventReasons("Deployment").at("HookTimeout") == 1);
   CHECK(metrics.Value(rollout::Metric::kHookTimeout) == 1);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStatePreparingUpdate);  // never skipped
+  CHECK(pod_update::StateOf(c.Pod("web-a")) ==
+        pod_update::PodState::kPreparingUpdate);  // never skipped
   CHECK(c.PodsInUpdate() == 1);
   std::string rendered;
   metrics.Render(rendered);
@@ -750,7 +753,7 @@ TEST_CASE("loop thread: pod events alone carry the update (pod â†’ ReplicaSet â†
   auto allMoved = [&c] {
     for (const auto& name : c.podNames) {
       json::Document p = c.Pod(name);
-      if (pod_update::StateOf(p) != keys::kStateNormal || Label(p, "version") != "v2") {
+      if (pod_update::StateOf(p) != pod_update::PodState::kNormal || Label(p, "version") != "v2") {
         return false;
       }
     }
@@ -775,7 +778,8 @@ TEST_CASE("loop thread: while the caches lag behind its own write, the loop writ
   REQUIRE(WaitFor([&] { return Synced(l); }));
   w.Hold(kube::PodsPath(""), true);
   PutRecord(c, record);
-  REQUIRE(WaitFor([&] { return pod_update::StateOf(c.Pod("web-a")) == keys::kStateUpdating; }));
+  REQUIRE(WaitFor(
+      [&] { return pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating; }));
   const size_t podWrites = c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/");
   auto passes = [&l] {
     loop::CacheStats s = l.GetCacheStats();
@@ -821,8 +825,9 @@ TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no 
                [](json::Document& p) { SetAnnotation(p, "example.com/touched", "1"); });
   PutRecord(c, record);
   REQUIRE(WaitFor([&] { return metrics.conflicts.load() >= 1; }));
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == keys::kStateNormal);  // the write was refused
-  CHECK(w.Gets() == 0);  // the refusal read nothing through the API
+  CHECK(pod_update::StateOf(c.Pod("web-a")) ==
+        pod_update::PodState::kNormal);  // the write was refused
+  CHECK(w.Gets() == 0);                  // the refusal read nothing through the API
   CHECK(l.GetCacheStats().freshPasses == 0);
   w.Hold(kube::PodsPath(""), false);
   REQUIRE(WaitFor([&] { return !c.Running(); }, [&] { Sync(c); }));

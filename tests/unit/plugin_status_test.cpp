@@ -102,7 +102,7 @@ TEST_CASE("plugin status: rows say which hook each waiting pod waits on, and for
   CHECK(r->pods[0].name == "web-a");
   CHECK(r->pods[0].updated);
   CHECK(r->pods[0].waitsOn == "");
-  CHECK(r->pods[1].state == "PreparingUpdate");
+  CHECK(r->pods[1].state == pod_update::PodState::kPreparingUpdate);
   CHECK(r->pods[1].waitsOn == "pre-update hook: finalizer lb.example.com/registered");
   REQUIRE(r->pods[1].inStateFor.has_value());
   CHECK(r->pods[1].inStateFor->count() == 65);

@@ -138,7 +138,7 @@ TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kub
         R"({"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m",)"
         R"("memory":"96Mi"},"limits":{"cpu":"300m","memory":"192Mi"}}}]}})");
   Apply(pod, s);
-  CHECK(pod_update::StateOf(pod) == keys::kStateUpdating);
+  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
   auto us = pod_update::ReadUpdateState(pod);
   REQUIRE(us.has_value());
   CHECK(us->resizedContainers == std::set<std::string>{"app"});
@@ -160,7 +160,7 @@ TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kub
     pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(3));
     CHECK(done.completed);
     Apply(pod, done);
-    CHECK(pod_update::StateOf(pod) == keys::kStateNormal);
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
     CHECK(pod_update::AtTarget(env.t, pod));
   }
   SUBCASE("a status in other units counts: 0.15 cpu is 150m") {
@@ -238,7 +238,7 @@ TEST_CASE("a resize the kubelet cannot make stops the pod with a stuck report, n
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
   Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
 
   SUBCASE("Infeasible: at once, a Warning Event on the pod and the Deployment") {
     SetResizeCondition(pod, "PodResizePending", "Infeasible",
@@ -284,7 +284,7 @@ TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.res
   json::Document pod = env.NewPod();
   json::Remove(pod["status"], "observedGeneration");
   Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
   auto us = pod_update::ReadUpdateState(pod);
   REQUIRE(us.has_value());
   auto& a = pod.GetAllocator();
@@ -339,7 +339,7 @@ TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.res
     pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(4));
     CHECK(done.completed);
     Apply(pod, done);
-    CHECK(pod_update::StateOf(pod) == keys::kStateNormal);
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
   }
 }
 
@@ -395,12 +395,12 @@ TEST_CASE("a pod waits on its kubelet for a resize until the kubelet reports it 
   json::Document pod = env.NewPod();
   CHECK(pod_update::ResizePending(env.t, pod));  // Normal, its spec at the old values
   Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateUpdating);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
   CHECK(pod_update::ResizePending(env.t, pod));  // written; the kubelet has not acted
   KubeletResized(pod, false);
   CHECK_FALSE(pod_update::ResizePending(env.t, pod));
   Apply(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
-  REQUIRE(pod_update::StateOf(pod) == keys::kStateNormal);
+  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
   CHECK_FALSE(pod_update::ResizePending(env.t, pod));
 
   SUBCASE("an update without a resources change never waits on one") {

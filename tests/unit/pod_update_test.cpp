@@ -79,7 +79,7 @@ void ApplyStep(json::Document& pod, const pod_update::Step& s) {
 }
 
 std::string State(const json::Value& pod) {
-  return std::string(pod_update::StateOf(pod));
+  return std::string(pod_update::StateName(pod_update::StateOf(pod)));
 }
 
 std::optional<bool> Gate(const json::Value& pod) {
@@ -330,6 +330,23 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
     pod_update::Step wait = pod_update::Decide(env.t, env.rules, p, false, T0() + seconds(5));
     CHECK(wait.ops.empty());
     CHECK(wait.wakeAfter == seconds(26));
+  }
+}
+
+TEST_CASE("a pod's state is one of four, read from its label; anything else reads as Normal") {
+  using pod_update::PodState;
+  for (PodState s : pod_update::kAllPodStates) {
+    CHECK(pod_update::ParseState(pod_update::StateName(s)) == s);
+  }
+  CHECK(pod_update::StateName(PodState::kPreparingUpdate) == "PreparingUpdate");
+  CHECK_FALSE(pod_update::ParseState("updating").has_value());  // case matters, as in Kruise
+  CHECK_FALSE(pod_update::ParseState("").has_value());
+  for (auto [label, want] : std::vector<std::pair<const char*, PodState>>{
+           {R"({"inplace-webhook.io/state":"Updated"})", PodState::kUpdated},
+           {R"({"inplace-webhook.io/state":"Paused"})", PodState::kNormal},
+           {R"({"app":"web"})", PodState::kNormal}}) {
+    json::Document pod = Parse(std::string(R"({"metadata":{"labels":)") + label + "}}");
+    CHECK(pod_update::StateOf(pod) == want);
   }
 }
 

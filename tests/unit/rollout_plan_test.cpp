@@ -291,7 +291,7 @@ TEST_CASE("unavailable pods count against the budget; pods in an update hold the
     s.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})";
     SetLabel(*s.PodNamed("web-a"), "lb", "on");
     s.Apply(s.Plan());
-    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == "PreparingUpdate");
+    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kPreparingUpdate);
     for (int i = 0; i < 3; ++i) {
       rollout::Plan p = s.Plan(T0() + seconds(i));
       CHECK(Started(p).empty());
@@ -338,7 +338,7 @@ TEST_CASE("a pod whose opt-in label was removed is left as it is; the update wai
   }
   CHECK(wroteB);
   CHECK(Label(*s.PodNamed("web-b"), "version") == "v2");
-  CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == keys::kStateNormal);
+  CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == pod_update::PodState::kNormal);
   CHECK(pod_update::GateStatus(*s.PodNamed("web-b")) == true);
   // Only the unlabelled pods are left: stuck at once, naming them; no finish, no write to them.
   CHECK(Label(*s.PodNamed("web-c"), "version") == "v2");
@@ -377,7 +377,7 @@ TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight bac
   CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
   SUBCASE("the pod in flight is in service again, its content as it was") {
     s.Apply(p);
-    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
+    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
     CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
     CHECK(Label(*s.PodNamed("web-a"), "version") == "v1");
   }
@@ -422,7 +422,7 @@ TEST_CASE("an update the webhook ended without the loop: its pods out of service
   CHECK(p.actions[0].pod == "web-a");
   CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
   s.Apply(p);
-  CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
+  CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
   CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
   CHECK(s.Plan().actions.empty());  // nothing more once they are back
 }
@@ -494,7 +494,7 @@ TEST_CASE("cpu/memory goes native, with a Warning, when a pod's kubelet cannot r
     rollout::Plan start = s.Plan();
     REQUIRE(start.phase == Phase::kUpdating);
     s.Apply(start);
-    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == keys::kStateUpdating);
+    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kUpdating);
     json::Remove(s.pods[2]["status"]["containerStatuses"][0], "resources");
     rollout::Plan p = s.Plan();
     CHECK(p.phase == Phase::kAborted);
@@ -543,7 +543,7 @@ TEST_CASE("strategy Recreate: the loop hands the update to the native rollout (D
     s.spec.inProgress->pausedByUs = true;
     if (row.podMoved) {
       s.Apply(s.Plan());  // web-a written (RollingUpdate, maxUnavailable 1)
-      REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == "Updating");
+      REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kUpdating);
     }
     s.spec.inProgress->pausedByUs = row.pausedByUs;
     s.spec.strategy = R"({"type":"Recreate"})";
@@ -715,15 +715,16 @@ TEST_CASE("resume: every intermediate state gives the same next step on a fresh 
   for (int pass = 0; pass < 20; ++pass) {
     rollout::Plan p = s.Plan(now);
     CHECK(Serialized(s.Plan(now)) == Serialized(p));
-    states.push_back(std::string(pod_update::StateOf(pod)) + "/" +
+    states.push_back(std::string(pod_update::StateName(pod_update::StateOf(pod))) + "/" +
                      std::string(rollout::PhaseName(p.phase)));
     if (p.phase == Phase::kCompleted) break;
     s.Apply(p);
     // The world moves on: the LB controller releases the pre-hook, kubelet restarts, the LB
     // re-registers the pod after the update.
-    if (pod_update::StateOf(pod) == "PreparingUpdate") SetLabel(pod, "lb", std::nullopt);
+    if (pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate)
+      SetLabel(pod, "lb", std::nullopt);
     s.Kubelet();
-    if (pod_update::StateOf(pod) == "Updated") SetLabel(pod, "lb", "on");
+    if (pod_update::StateOf(pod) == pod_update::PodState::kUpdated) SetLabel(pod, "lb", "on");
     now += seconds(3);
   }
   const std::vector<std::string> expected = {
@@ -929,8 +930,8 @@ TEST_CASE("a user's pause holds the update: no pod starts, pods in flight go on"
     rollout::Plan held = s.Plan();
     CHECK(Started(held).empty());
     s.Apply(held);
-    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == "Normal");
-    CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == "Normal");
+    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == pod_update::PodState::kNormal);
     CHECK(Label(*s.PodNamed("web-b"), "version") == "v1");
   }
   SUBCASE("every pod at the target: the finish leaves the Deployment paused") {

@@ -1,0 +1,33 @@
+// PodState: where a pod stands in an in-place update (DESIGN.md §4.3), Kruise's four names, stored
+// as the value of the label inplace-webhook.io/state. Pure.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+#include "lib/json.h"
+
+namespace iw::pod_update {
+
+enum class PodState {
+  kNormal,           // in service, at no step of an update (also: no label, or one not ours)
+  kPreparingUpdate,  // out of service for the change: the pre-update hook, the drain
+  kUpdating,         // the change written; the kubelet applies it
+  kUpdated,          // the change applied; the post-update hook
+};
+
+// Every state, in the order of an update.
+inline constexpr std::array<PodState, 4> kAllPodStates = {
+    PodState::kNormal, PodState::kPreparingUpdate, PodState::kUpdating, PodState::kUpdated};
+
+// The label's value for `state` ("Normal", "PreparingUpdate", "Updating", "Updated").
+std::string_view StateName(PodState state);
+
+// The state a label value names; nullopt for any other value.
+std::optional<PodState> ParseState(std::string_view value);
+
+// The pod's state label: kNormal when absent or not one of ours.
+PodState StateOf(const json::Value& pod);
+
+}  // namespace iw::pod_update
