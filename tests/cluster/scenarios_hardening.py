@@ -3,7 +3,7 @@
 - h09: the product's keys on a Deployment start no write fight: a Deployment that is not opted in but carries
   `inplace-webhook.io/abort` and `inplace-webhook.io/previous-template-hash` (which the Deployment controller copies
   to its ReplicaSet), and an opted-in one that carries `previous-template-hash` itself, get no write from the
-  controller's identity over 40 s, and nobody rewrites their ReplicaSets' metadata (the audit log says so).
+  controller's identity over 60 s, and nobody rewrites their ReplicaSets' metadata (the audit log says so).
 - h11: pod state cannot be forged (DESIGN.md §4.2): a user's `kubectl annotate pod` adding
   `inplace-webhook.io/hook-timeout` is refused; an opted-in pod created by a user with `state: Updated`,
   `update-state` and `hook-timeout` starts Normal without them and the user is warned; a pod not opted in created
@@ -18,7 +18,7 @@ import test_cluster as tc
 from kube import ABORT, ENABLED, annotations_of, check, wait_for
 
 PREVIOUS_HASH = "inplace-webhook.io/previous-template-hash"
-QUIET_SECONDS = 40
+QUIET_SECONDS = 60
 
 
 def unopted(manifest):
@@ -29,7 +29,7 @@ def unopted(manifest):
 
 
 def h09_product_keys_start_no_write_fight(s):
-    """Both Deployments settle; their ReplicaSets carry the copied keys; then for 40 s the audit log shows no write
+    """Both Deployments settle; their ReplicaSets carry the copied keys; then for 60 s the audit log shows no write
     by the controller's identity in the namespace and no metadata write to any ReplicaSet there."""
     foreign = tc.App(s, "h09", "foreign")
     foreign.setup_namespace()

@@ -134,9 +134,10 @@ def h05_policy_limits_the_controller(s):
     labels/annotations outside an update step, pod spec fields, other pod conditions, a resize outside an update
     step, a Deployment's scale, a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
     and a write RBAC grants by mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule
-    names its Lease. Against the Deployment itself (the policy with opted-in Deployments as params): a pod update
-    step's labels and annotations only at the template's values, a history ReplicaSet only with its Deployment's
-    selector, the active ReplicaSet's template only the Deployment's."""
+    names its Lease. Against the Deployment itself (the policy with the namespace's Deployments as params): a pod
+    update step's labels and annotations only at the template's values, a history ReplicaSet only with its
+    Deployment's selector, the active ReplicaSet's template only the Deployment's, and none of these on the objects
+    of a Deployment that is not opted in (an opted-in pod of one included)."""
     app = tc.App(s, "h05")
     web = tc.deployment("web", replicas=1)
     web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}  # Burstable
@@ -147,6 +148,13 @@ def h05_policy_limits_the_controller(s):
     app.kubectl("apply", "-f", "-", stdin=json.dumps(plain))
     plain_app = tc.App(s, "h05", name="plain")
     wait_for(plain_app.rollout_complete, 60, "the plain Deployment", plain_app)
+    # Not opted in, its template opted in: its pods are opted in, it is not.
+    half = tc.deployment("half", replicas=1)
+    half["metadata"]["labels"].pop(tc.ENABLED)
+    app.kubectl("apply", "-f", "-", stdin=json.dumps(half))
+    half_app = tc.App(s, "h05", name="half")
+    wait_for(half_app.rollout_complete, 60, "the half opted-in Deployment", half_app)
+    half_pod = half_app.pods()[0]["metadata"]["name"]
     # web mid-update as the loop sees it: its template carries version v2 while its pod still runs v1 (paused first,
     # so the update waits for a resume and nothing moves during the dry runs).
     s.tools.kubectl("patch", "deployment", "web", "-n", app.ns, "--type=merge", "-p", '{"spec":{"paused":true}}')
@@ -203,6 +211,11 @@ def h05_policy_limits_the_controller(s):
     not_opted_in = history_rs("web-h05b", "h05b")
     not_opted_in["spec"]["template"]["metadata"]["labels"].pop(tc.ENABLED)
     broad = history_rs("web-h05c", "h05c", select_hash=False)
+    plain_history = history_rs("plain-h05e", "h05e")  # a history ReplicaSet of plain, not opted in
+    plain_history["metadata"]["ownerReferences"][0].update(
+        {"name": "plain", "uid": s.api.get(ns_path(app.ns, "deployments", "plain", group="apps/v1"))["metadata"]["uid"]})
+    unlabelled = history_rs("web-h05f", "h05f")  # its template opted in, itself not
+    unlabelled["metadata"]["labels"].pop(tc.ENABLED)
     narrow = history_rs("web-h05d", "h05d")  # selects more narrowly than web does
     narrow["spec"]["selector"]["matchLabels"]["team"] = "h05"
     narrow["spec"]["template"]["metadata"]["labels"]["team"] = "h05"
@@ -291,6 +304,12 @@ def h05_policy_limits_the_controller(s):
          "not: example.com/x"),
         ("a history ReplicaSet selecting otherwise than its Deployment", "POST", rss, narrow, JSON,
          "selects as its Deployment web does"),
+        ("a history ReplicaSet of a Deployment not opted in", "POST", rss, plain_history, JSON,
+         "belongs to Deployment plain, which is not opted in"),
+        ("an update step on an opted-in pod of a Deployment not opted in", "PATCH", pods + "/" + half_pod,
+         step, STRATEGIC, "belongs to Deployment half, which is not opted in"),
+        ("a ReplicaSet created without the opt-in label on it (its template has it)", "POST", rss, unlabelled, JSON,
+         "is not opted in"),
         ("the active ReplicaSet's template other than its Deployment's", "PATCH", rss + "/" + rs_name,
          {"spec": {"template": {"metadata": {"labels": {"version": "v9"}}}}}, MERGE,
          "gets its Deployment web's template"),
