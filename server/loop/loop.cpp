@@ -54,10 +54,6 @@ bool HasAnnotation(const Value& o, std::string_view key) {
   return kube::AnnotationOf(o, key).has_value();
 }
 
-bool InProgress(const kube::ObjectPtr& d) {
-  return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
-}
-
 }  // namespace
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
@@ -407,7 +403,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     snapshot.now = Now();
     return snapshot;
   };
-  if (!InProgress(d)) {
+  if (!HasUpdateInProgress(d)) {
     // Ended: remove the annotation copies the Deployment controller left on its ReplicaSets.
     freshNext_.erase(key);
     lastPhase_.erase(key);

@@ -20,11 +20,11 @@ bool HasAnnotation(const Value& o, std::string_view key) {
   return kube::AnnotationOf(o, key).has_value();
 }
 
-bool InProgress(const kube::ObjectPtr& d) {
-  return d && HasAnnotation(d->Value(), keys::kInProgressAnnotation);
-}
-
 }  // namespace
+
+bool HasUpdateInProgress(const kube::ObjectPtr& deployment) {
+  return deployment && HasAnnotation(deployment->Value(), keys::kInProgressAnnotation);
+}
 
 Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue)
     : options_(std::move(options)), queue_(std::move(queue)) {
@@ -131,7 +131,7 @@ bool Watches::Synced() const {
 
 void Watches::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const {
   // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
-  if (!InProgress(now) && !InProgress(old)) return;
+  if (!HasUpdateInProgress(now) && !HasUpdateInProgress(old)) return;
   const kube::ObjectPtr& o = now ? now : old;
   queue_(WorkKind::kDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
          Steady::now() + options_.batchDelay);
@@ -143,7 +143,7 @@ void Watches::OnReplicaSet(const kube::ObjectPtr& rs) const {
   const Value& v = rs->Value();
   bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
                 HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
-  if (!wanted) wanted = InProgress(deployments_->Get(rs->Namespace(), owner));
+  if (!wanted) wanted = HasUpdateInProgress(deployments_->Get(rs->Namespace(), owner));
   if (wanted) {
     queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
            Steady::now() + options_.batchDelay);
@@ -162,7 +162,7 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
   const std::string_view ownerUid = view->controllerUid();
   if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : ReplicaSetByUid(ownerUid)) {
     std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
-    if (!owner.empty() && InProgress(deployments_->Get(rs->Namespace(), owner))) {
+    if (!owner.empty() && HasUpdateInProgress(deployments_->Get(rs->Namespace(), owner))) {
       queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
              Steady::now() + options_.batchDelay);
     }
@@ -177,7 +177,7 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
 void Watches::Resync() const {
   const auto now = Steady::now();
   for (const kube::ObjectPtr& d : deployments_->List()) {
-    if (InProgress(d))
+    if (HasUpdateInProgress(d))
       queue_(WorkKind::kDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
   }
   for (const kube::ObjectPtr& rs : replicaSets_->List()) OnReplicaSet(rs);

@@ -48,6 +48,10 @@ struct WatchesOptions {
   std::chrono::seconds watchTimeout{300};    // each informer watch lasts [t, 2t)
 };
 
+// Whether a cached Deployment carries an in-place update (the in-progress annotation); false for
+// nullptr.
+bool HasUpdateInProgress(const kube::ObjectPtr& deployment);
+
 class Watches {
  public:
   // Queues `key` of `kind`, due at `due`. Called from the informers' threads and from Resync's
