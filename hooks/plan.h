@@ -56,6 +56,9 @@ struct Action {
   double seconds = 0;
   std::string pod;      // the pod concerned, if any (logs)
   std::string summary;  // one line for the logs
+  // kPodStatusPatch of a gate change: the writer sets every condition's lastTransitionTime in
+  // `body` to the time it sends the write (pod_update::PodOp::stampTransition).
+  bool stampTransition = false;
 
   // Strategic merge for pods (containers merge by name, conditions by type) and Deployment
   // status (conditions by type), JSON merge patch for ReplicaSets and Deployments.

@@ -203,6 +203,7 @@ void AddAnnotationPatch(Step& step, std::string_view key, std::string_view value
 void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
   if (!v.hasGate || v.gate == value) return;
   AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(*v.pod, value, now));
+  step.ops.back().stampTransition = true;
 }
 
 // The pod has waited in its state longer than `timeoutSeconds`: report it once (Events first, then
@@ -1119,6 +1120,7 @@ Step Release(const Value& pod, Clock::time_point now) {
   }
   if (HasGate(pod) && GateStatus(pod) == false) {
     AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, true, now));
+    step.ops.back().stampTransition = true;
     step.summary += step.summary.empty() ? "readiness gate True again" : ", readiness gate True";
   }
   return step;

@@ -259,6 +259,10 @@ struct PodOp {
   // kPatch / kStatusPatch / kResizePatch (pods/resize): strategic merge patch, no resourceVersion
   json::Document body;
   PodEvent event;  // kEvent
+  // kStatusPatch that changes the gate: its lastTransitionTime is to be the time the write is sent,
+  // not the pass's `now`, since the drain is measured from it (DrainEnd) and a slow pass or a
+  // queue of writes ahead of it would otherwise shorten the drain.
+  bool stampTransition = false;
 };
 
 // What a pod waits on before the loop can move it on (DESIGN.md §4.3), as Decide sees it: the one

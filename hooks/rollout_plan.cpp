@@ -277,6 +277,7 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
                                : WriteKind::kPodStatusPatch;
     Action w = Write(kind, pod, std::move(op.body), step.summary);
     w.pod = podName;
+    w.stampTransition = op.stampTransition;
     if (!metricPlaced && kind == WriteKind::kPodPatch) {
       metricPlaced = true;
       if (step.started) {

@@ -5,6 +5,7 @@
 
 #include "hooks/progress.h"
 #include "lib/json.h"
+#include "lib/rfc3339.h"
 #include "server/process/log.h"
 
 namespace iw::loop {
@@ -16,6 +17,16 @@ using Clock = std::chrono::system_clock;
 using json::Value;
 
 constexpr size_t kMaxRememberedEvents = 10000;
+
+// The gate's change is stamped with the time it is sent: the drain is measured from it.
+void StampTransitions(json::Document& body, Clock::time_point now) {
+  Value* conditions = json::FindMutable(json::FindMutable(&body, "status"), "conditions");
+  if (conditions == nullptr || !conditions->IsArray()) return;
+  const std::string ts = rfc3339::Format(now);
+  for (Value& c : conditions->GetArray()) {
+    if (c.IsObject()) json::SetString(c, "lastTransitionTime", ts, body.GetAllocator());
+  }
+}
 
 }  // namespace
 
@@ -103,6 +114,7 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
       auto& alloc = a.body.GetAllocator();
       json::SetString(json::EnsureObject(a.body, "metadata", alloc), "resourceVersion", rv, alloc);
     }
+    if (a.stampTransition) StampTransitions(a.body, Clock::now());
     kube::Result r = api_.Patch(path, a.PatchType(), json::Serialize(a.body));
     const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ||
                                    a.kind == rollout::WriteKind::kDeploymentStatusPatch

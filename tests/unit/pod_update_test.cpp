@@ -215,6 +215,8 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
   REQUIRE(s.ops.size() == 3);
   CHECK(s.ops[0].kind == PodOp::Kind::kPatch);  // state first, then the gate: resumable order
   CHECK(s.ops[1].kind == PodOp::Kind::kStatusPatch);
+  CHECK(s.ops[1].stampTransition);  // the drain runs from the write, not from this pass
+  CHECK_FALSE(s.ops[0].stampTransition);
   CHECK(Reasons(s) == std::vector<std::string>{"PodPreparingUpdate"});
   CHECK(s.wakeAfter == seconds(300));
   ApplyStep(pod, s);
@@ -235,6 +237,7 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
     pod_update::Step again = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(1));
     REQUIRE(again.ops.size() == 1);
     CHECK(again.ops[0].kind == PodOp::Kind::kStatusPatch);
+    CHECK(again.ops[0].stampTransition);
   }
   SUBCASE("released: the pod write follows") {
     SetLabel(pod, "lb", std::nullopt);

@@ -2,10 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "lib/kube_objects.h"
+#include "lib/rfc3339.h"
 #include "tests/unit/fake_api.h"
 
 using namespace iw;
@@ -78,4 +80,35 @@ TEST_CASE("writer: a 409 ends the pass and expects a newer version; a refusal na
   CHECK(r.refusal == "denied by policy deny-v2");
   CHECK(r.refusalCode == 403);
   CHECK(expect.empty());
+}
+
+TEST_CASE("writer: a gate change is stamped with the time it is sent, not the time it was planned") {
+  fake::FakeApi api;
+  api.Put(kube::PodsPath("ns"),
+          R"({"metadata":{"name":"a","namespace":"ns"},"spec":{},"status":{"conditions":[
+          {"type":"inplace-webhook.io/ready","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"}]}})");
+  loop::Writer writer(api, {});
+  // Planned long ago (a slow pass, writes queued ahead of it): the drain is measured from the
+  // stored lastTransitionTime, so it must be the time the API server got the write.
+  const std::string planned = R"({"status":{"conditions":[{"type":"inplace-webhook.io/ready",
+      "status":"False","lastTransitionTime":"2020-01-01T00:00:05Z"}]}})";
+  for (bool stamp : {true, false}) {
+    CAPTURE(stamp);
+    std::vector<rollout::Action> actions;
+    actions.push_back(PodPatch("a", "", planned));
+    actions.back().kind = rollout::WriteKind::kPodStatusPatch;
+    actions.back().stampTransition = stamp;
+    const auto before = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+    REQUIRE(writer.Apply("ns/web", actions, nullptr, /*cached=*/true).ok);
+    json::Document o = api.Object(kube::PodPath("ns", "a"));
+    const json::Value& c = o["status"]["conditions"][0];
+    CHECK(json::StringOr(&c, "status") == "False");
+    const auto stored = rfc3339::Parse(json::StringOr(&c, "lastTransitionTime"));
+    REQUIRE(stored.has_value());
+    if (stamp) {
+      CHECK(*stored >= before);
+    } else {
+      CHECK(json::StringOr(&c, "lastTransitionTime") == "2020-01-01T00:00:05Z");
+    }
+  }
 }
