@@ -210,7 +210,7 @@ echo "$after" | sed 's/^/  /'
 echo "Events of the update:"
 kubectl -n "$NS" get events --sort-by=.metadata.creationTimestamp \
   -o custom-columns='TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message' |
-  awk 'NR == 1 || /InPlace|PodUpdat|PreparingUpdate|Hook|Drain|Killing|Pulled|Started/' | cut -c1-160 | sed 's/^/  /'
+  awk 'NR == 1 || /InPlace|Hook|Drain|Killing|Pulled|Started/' | cut -c1-160 | sed 's/^/  /'
 # Registered again, so that the next change waits in the hook until the user plays the load balancer.
 kubectl -n "$NS" label pods -l app=web "$HOOK_LABEL=true" --overwrite >/dev/null
 

@@ -373,12 +373,10 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   if (!resizeFirst) AddImages(d, v.changes.images);
   AddPatch(step, PodOp::Kind::kPatch, std::move(d));
   AddResize(step, v.changes);
-  AddEvent(
-      step, "Normal", "PodUpdating",
-      "updating in place to template " + target.to + ": " + DescribeChanges(v.changes) +
-          (resizeFirst && !v.changes.images.empty() ? " (images once the resize is done)" : ""));
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
-  step.summary = "pod write: " + DescribeChanges(v.changes);
+  step.summary =
+      "pod write, template " + target.to + ": " + DescribeChanges(v.changes) +
+      (resizeFirst && !v.changes.images.empty() ? " (images once the resize is done)" : "");
 }
 
 // Updating, the resize done: the images, with the baseline of the containers as they run now.
@@ -395,11 +393,8 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
   AddPatch(step, PodOp::Kind::kPatch, std::move(d));
   Changes images;
   images.images = v.changes.images;
-  AddEvent(
-      step, "Normal", "PodUpdating",
-      "resize done; updating in place to template " + target.to + ": " + DescribeChanges(images));
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
-  step.summary = "pod write after the resize: " + DescribeChanges(images);
+  step.summary = "pod write after the resize, template " + target.to + ": " + DescribeChanges(images);
 }
 
 // Updating at the target, after the write of the images: where the API server stored another
@@ -494,9 +489,7 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
     why = "draining for " + std::to_string(v.grace) + "s before the update";
     Wake(step, std::chrono::seconds(v.grace));
   }
-  AddEvent(step, "Normal", "PodPreparingUpdate",
-           "preparing in-place update to template " + target.to + ": " + why);
-  step.summary = "PreparingUpdate: " + why;
+  step.summary = "PreparingUpdate for template " + target.to + ": " + why;
 }
 
 // The update is done (or nothing is left to do): Updated while the post-update hook is not fully
@@ -514,9 +507,6 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   } else {
     message += "; pod is Normal";
   }
-  // The Event follows the state write it reports and comes before the gate write: a conflict on
-  // the gate (the kubelet wrote the status meanwhile) leaves the next pass only the gate to set.
-  AddEvent(step, "Normal", "PodUpdated", message);
   SetGate(v, step, true, now);
   if (restarted) {
     step.completed = true;
@@ -525,7 +515,8 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
       if (step.updateSeconds < 0) step.updateSeconds = 0;
     }
   }
-  step.summary = std::string(StateName(v.state)) + " -> " + std::string(StateName(next));
+  step.summary =
+      std::string(StateName(v.state)) + " -> " + std::string(StateName(next)) + ": " + message;
 }
 
 }  // namespace
@@ -1245,8 +1236,6 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
     SetGate(v, step, true, now);
     if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
       AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kNormal, now));
-      AddEvent(step, "Normal", "PodUpdated",
-               "post-update hook satisfied; pod is Normal at template " + target.to);
       EndWait(v, step, Step::Wait::kUpdated, now);
       step.summary = "Updated -> Normal";
     } else {

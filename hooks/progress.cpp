@@ -222,6 +222,23 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
   if (wantProgressing) summary += "; Progressing " + wantProgressing->reason;
   plan.actions.push_back(
       StatusPatch(d, wantOurs, ours, wantProgressing, progressing, now, std::move(summary)));
+  // Progress of a running update: one Event on the Deployment with the condition's write (at most
+  // every kMinWriteInterval), after it, so that it is made only once the report has landed; named
+  // by its text, so that a retried pass does not repeat it. The pods have no Event of their own for
+  // their ordinary steps (only where a person must act or look: a hook past its timeout, a refused
+  // write, a pod the kubelet cannot move on).
+  const bool wasRunning = ours && ours->reason != kReasonCompleted && ours->reason != kReasonAborted;
+  if (wantOurs && wantOurs->reason == kReasonProgressing && wasRunning &&
+      ProgressPart(ours->message) != ProgressPart(wantOurs->message)) {
+    Action e;
+    e.kind = rollout::WriteKind::kEvent;
+    e.ns = std::string(d.ns());
+    e.name = rollout::DedupEventName(d.name(), "progress/" + wantOurs->message);
+    e.body = rollout::MakeEvent(d.json(), "apps/v1", "Deployment", "Normal", kReasonProgressing,
+                                "in-place update: " + wantOurs->message, now, e.name);
+    e.summary = std::string(kReasonProgressing) + ": " + wantOurs->message;
+    plan.actions.push_back(std::move(e));
+  }
 }
 
 void AddEndedWithoutLoop(rollout::Plan& plan, const kube::Deployment& d, Clock::time_point now) {

@@ -9,7 +9,10 @@
 //   refused a pods/resize write, False/ProgressDeadlineExceeded on a stall,
 //   True/InPlaceUpdateCompleted at the end, False/InPlaceUpdateAborted on an abort. Its
 //   lastUpdateTime is the last progress: the moment its progress part (the text before the first
-//   "; ") last changed. That is the only state, and it lives in the cluster.
+//   "; ") last changed. That is the only state, and it lives in the cluster. Each write of it
+//   that reports progress of a running update comes with one Normal Event
+//   InPlaceUpdateProgressing on the Deployment carrying the same text (so at most one every
+//   kMinWriteInterval): the pods' ordinary steps have no Event of their own.
 // - on a stall (no progress for spec.progressDeadlineSeconds): the controller's own Progressing
 //   condition False/ProgressDeadlineExceeded, which checkPausedConditions keeps while paused, so
 //   `kubectl rollout status` fails with "exceeded its progress deadline" and Argo CD and kstatus

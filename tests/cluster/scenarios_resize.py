@@ -143,7 +143,7 @@ def v01_cpu_memory_in_place(s):
         got = expect_enforced(s, p, LARGE)
     print("    cgroup after the resize: %s" % got)
     check(active_rs_resources(app) == LARGE, "the ReplicaSet template's resources: %s" % active_rs_resources(app))
-    check([e for e in app.events_with("PodUpdated", kind="Pod")], "no PodUpdated Event")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment") >= 1, "no InPlaceUpdateCompleted Event")
     # New pods are made from the ReplicaSet's template: they get the new resources.
     app.kubectl("scale", "deploy/web", "--replicas=3")
     wait_for(app.rollout_complete, 90, "the scale-up", app)

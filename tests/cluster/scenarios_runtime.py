@@ -287,7 +287,7 @@ def r10_no_request_lost(s):
         print("  r10: failure bursts (UTC): %s" % [(time.strftime("%H:%M:%S", time.gmtime(a)) + ".%03d" % (a % 1 * 1000),
                                                      round(b - a, 2), n) for a, b, n in bursts], flush=True)
         for e in app.events():
-            if e.get("reason") in ("PodUpdating", "PodUpdated", "PodPreparingUpdate", "Killing", "Started"):
+            if e.get("reason") in ("InPlaceUpdateProgressing", "Killing", "Started"):
                 print("    %s %s %s %s" % (e.get("lastTimestamp"), e["involvedObject"]["name"][-5:], e["reason"],
                                           (e.get("message") or "")[:60]), flush=True)
     uids = {p["metadata"]["uid"] for p in app.pods()}

@@ -197,8 +197,9 @@ TEST_CASE("loop: a 3-pod Deployment is updated in place, one pod at a time") {
   c.CheckDone();
   const auto reasons = c.EventReasons();
   CHECK(reasons.at("InPlaceUpdateStarted") == 1);
-  CHECK(reasons.at("PodUpdating") == 3);
-  CHECK(reasons.at("PodUpdated") == 3);
+  // The pods' ordinary steps make no Event (progress is told on the Deployment with its report,
+  // at most every 2 s: none in a run this fast, progress_test shows them).
+  CHECK(c.EventReasons("Pod").empty());
   CHECK(reasons.at("InPlaceUpdateCompleted") == 1);
   CHECK(reasons.count("InPlaceUpdateAborted") == 0);
   CHECK(metrics.Value(rollout::Metric::kRolloutStarted) == 1);
@@ -236,10 +237,7 @@ TEST_CASE("loop: hooks, readiness gate and drain; resumes with a new loop every 
     CHECK(pod_update::GateStatus(c.Pod(name)) == true);
     CHECK(Label(c.Pod(name), "lb") == "on");  // re-registered by the LB, not re-armed by us
   }
-  const auto reasons = c.EventReasons("Pod");
-  CHECK(reasons.at("PodPreparingUpdate") == 3);
-  CHECK(reasons.at("PodUpdating") == 3);
-  CHECK(reasons.at("PodUpdated") == 6);  // done (waiting for the post hook), then Normal
+  CHECK(c.EventReasons("Pod").empty());  // the pods' ordinary steps make no Event
   CHECK(c.EventReasons("Deployment").at("InPlaceUpdateStarted") == 1);  // not repeated by restarts
 }
 

@@ -131,8 +131,7 @@ TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kub
   json::Document pod = env.NewPod();
   pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
   CHECK(s.started);
-  REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch,
-                                               PodOp::Kind::kEvent});
+  REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch});
   CHECK_FALSE(s.ops[0].body.HasMember("spec"));  // no image with the resize pending
   CHECK(json::Serialize(s.ops[1].body) ==
         R"({"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m",)"
@@ -190,17 +189,16 @@ TEST_CASE("resize and image: the image is written only after the resize is done"
   ResizeEnv env(true);
   json::Document pod = env.NewPod();
   pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
-  REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch,
-                                               PodOp::Kind::kEvent});
+  REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch});
   CHECK_FALSE(s.ops[0].body.HasMember("spec"));
-  CHECK(s.ops[2].event.message.find("images once the resize is done") != std::string::npos);
+  CHECK(s.summary.find("images once the resize is done") != std::string::npos);
   Apply(pod, s);
   CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)).ops.empty());
 
   // RestartContainer policy: the kubelet restarts the container for the resize.
   KubeletResized(pod, /*restart=*/true);
   pod_update::Step images = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
-  REQUIRE(Kinds(images) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kEvent});
+  REQUIRE(Kinds(images) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch});
   CHECK(json::Serialize(images.ops[0].body["spec"]) ==
         R"({"containers":[{"name":"app","image":"nginx:1.27"}]})");
   Apply(pod, images);

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "hooks/admission.h"
@@ -220,11 +221,29 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
       CHECK(Field(ours, "lastUpdateTime") ==
             (c.lastUpdate == "now" ? rfc3339::Format(kNow) : c.lastUpdate));
     }
-    for (const rollout::Action& a : p.actions) {
+    // Progress of a running update (not its first report, nor its end) comes with one Event on
+    // the Deployment, after the report and with its text.
+    const std::set<std::string> withEvent = {"progress changed, 5 s after the last write: written",
+                                             "progress after a refusal: back to progressing at once",
+                                             "progress after our stall: Progressing back to DeploymentPaused"};
+    int events = 0;
+    for (size_t i = 0; i < p.actions.size(); ++i) {
+      const rollout::Action& a = p.actions[i];
       CHECK(a.resourceVersion.empty());
+      if (a.kind == rollout::WriteKind::kEvent) {
+        ++events;
+        CHECK(i == p.actions.size() - 1);
+        CHECK(json::StringOr(&a.body, "reason") == "InPlaceUpdateProgressing");
+        CHECK(json::StringOr(&a.body, "type") == "Normal");
+        CHECK(json::StringOr(json::Find(&a.body, "involvedObject"), "kind") == "Deployment");
+        CHECK(json::StringOr(&a.body, "message") == "in-place update: " + Field(ours, "message"));
+        CHECK(a.name == rollout::DedupEventName("web", "progress/" + Field(ours, "message")));
+        continue;
+      }
       CHECK(a.Path() == "/apis/apps/v1/namespaces/ns/deployments/web/status");
       CHECK(a.PatchType() == kube::PatchType::kStrategicMerge);
     }
+    CHECK(events == (withEvent.contains(c.name) ? 1 : 0));
   }
 }
 

@@ -232,7 +232,7 @@ TEST_CASE("the first pass announces the update and starts the first pod by name"
   Scenario s;
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kUpdating);
-  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted", "PodUpdating"});
+  CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted"});  // no Event per pod
   CHECK(Started(p) == std::vector<std::string>{"web-a"});
   const rollout::Action& started = p.actions[0];
   CHECK(started.name ==
@@ -300,7 +300,7 @@ TEST_CASE("unavailable pods count against the budget; pods in an update hold the
     SetLabel(*s.PodNamed("web-a"), "lb", std::nullopt);  // released
     rollout::Plan p = s.Plan();
     // (InPlaceUpdateStarted is repeated under its fixed name until a pod reaches the target.)
-    CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted", "PodUpdating"});
+    CHECK(Reasons(p) == std::vector<std::string>{"InPlaceUpdateStarted"});  // no Event per pod
   }
 }
 
