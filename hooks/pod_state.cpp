@@ -26,8 +26,25 @@ std::optional<PodState> ParseState(std::string_view value) {
   return std::nullopt;
 }
 
-PodState StateOf(const json::Value& pod) {
+PodState LabelStateOf(const json::Value& pod) {
   return ParseState(kube::LabelOf(pod, keys::kStateLabel).value_or("")).value_or(PodState::kNormal);
+}
+
+std::optional<bool> GateStatus(const json::Value& pod) {
+  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->IsArray()) return std::nullopt;
+  for (const json::Value& c : conditions->GetArray()) {
+    if (json::StringOr(&c, "type") == keys::kReadyCondition) {
+      return json::StringOr(&c, "status") == "True";
+    }
+  }
+  return std::nullopt;
+}
+
+PodState StateOf(const json::Value& pod) {
+  const PodState labelled = LabelStateOf(pod);
+  if (labelled == PodState::kNormal && GateStatus(pod) == false) return PodState::kPreparingUpdate;
+  return labelled;
 }
 
 }  // namespace iw::pod_update

@@ -28,6 +28,17 @@ std::string_view StateName(PodState state);
 std::optional<PodState> ParseState(std::string_view value);
 
 // The pod's state label: kNormal when absent or not one of ours.
+PodState LabelStateOf(const json::Value& pod);
+
+// The status of the pod's readiness-gate condition (keys::kReadyCondition); nullopt when absent.
+std::optional<bool> GateStatus(const json::Value& pod);
+
+// Where the pod stands: its state label, except that a pod labelled Normal whose readiness gate is
+// False is draining before its pod write, kPreparingUpdate. Without a pre-update hook the loop
+// starts a drain with the gate write alone (DESIGN.md §4.3: the state label is written only where a
+// hook needs it), so that the gate is the one record of the drain; nothing else leaves a Normal pod
+// with its gate False for longer than a pass (a step that makes the pod Normal sets the gate True
+// in the same pass).
 PodState StateOf(const json::Value& pod);
 
 }  // namespace iw::pod_update

@@ -477,8 +477,15 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
     Write(target, rules, v, step, now);
     return;
   }
-  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kPreparingUpdate, now));
   const bool gateFalse = v.preHooked ? rules.pre->markPodNotReady : v.drainNeeded;
+  // Without a pre-update hook, a drain of a Normal pod starts with the gate write alone: a Normal
+  // pod with its gate False reads as PreparingUpdate (StateOf), one pod write fewer per pod. The
+  // label is written where a hook needs it (its handlers watch for PreparingUpdate).
+  const bool gateOnly = rules.pre == nullptr && gateFalse && v.hasGate && v.gate != false &&
+                        LabelStateOf(*v.pod) == PodState::kNormal;
+  if (!gateOnly) {
+    AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kPreparingUpdate, now));
+  }
   if (gateFalse) SetGate(v, step, false, now);
   std::string why;
   if (v.preHooked) {
@@ -498,7 +505,10 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
               Clock::time_point now, bool restarted) {
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
   const PodState next = hold ? PodState::kUpdated : PodState::kNormal;
-  AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, next, now));
+  // (A pod labelled Normal whose drain is cut short by a re-target needs only its gate back.)
+  if (LabelStateOf(*v.pod) != next || PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation)) {
+    AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, next, now));
+  }
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
   if (hold) {
@@ -1001,11 +1011,6 @@ bool HasGate(const json::Value& pod) {
                    keys::kReadyCondition) != nullptr;
 }
 
-std::optional<bool> GateStatus(const json::Value& pod) {
-  const Value* c = Condition(pod, keys::kReadyCondition);
-  if (c == nullptr) return std::nullopt;
-  return json::StringOr(c, "status") == "True";
-}
 
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);
@@ -1104,7 +1109,7 @@ bool WantsStart(const Target& target, const json::Value& pod) {
 
 Step Release(const Value& pod, Clock::time_point now) {
   Step step;
-  const PodState state = StateOf(pod);
+  const PodState state = LabelStateOf(pod);
   if (state != PodState::kNormal) {
     AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, PodState::kNormal, now));
     step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";

@@ -16,6 +16,9 @@
 // stored another image than the one written (a registry mirror, a digest pin), one more pod patch
 // records it in the update-state (DESIGN.md §8.2): at most one more write per pod.
 //
+// Without a pre-update hook configured, Normal → PreparingUpdate is the gate's write to False alone
+// (the label stays Normal; StateOf reads such a pod as PreparingUpdate): one pod write fewer.
+//
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
 // restarted loop continues where the last one stopped. Each decision yields at most one pod patch
@@ -232,10 +235,9 @@ json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resour
 // clearing a hook-timeout marker of the state it leaves.
 json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_point now);
 
-// The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it, and the
-// status of its condition (nullopt when the condition is absent).
+// The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it (the
+// status of its condition: GateStatus, in pod_state.h).
 bool HasGate(const json::Value& pod);
-std::optional<bool> GateStatus(const json::Value& pod);
 // A strategic merge patch for pods/status that sets the gate condition to `value`, and nothing
 // else: Ready is the kubelet's, which recomputes it from the gates as soon as it sees the change
 // (kubelet HandlePodReconcile, NeedToReconcilePodReadiness) and would re-publish its own cached

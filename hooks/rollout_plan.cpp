@@ -278,7 +278,8 @@ void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod,
     Action w = Write(kind, pod, std::move(op.body), step.summary);
     w.pod = podName;
     w.stampTransition = op.stampTransition;
-    if (!metricPlaced && kind == WriteKind::kPodPatch) {
+    // (On the step's first write but a resize: a drain without a hook starts with the gate's.)
+    if (!metricPlaced && kind != WriteKind::kPodResizePatch) {
       metricPlaced = true;
       if (step.started) {
         w.metric = Metric::kPodUpdateStarted;

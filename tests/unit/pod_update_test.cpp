@@ -986,8 +986,8 @@ TEST_CASE(
   // A mutating webhook on pods (a registry mirror, a digest pin) rewrites every image the loop
   // writes; the template keeps the image it names. Each case plays the loop pass by pass (2 s
   // apart) with that webhook and a kubelet, from Normal, and counts the loop's pod patches (not
-  // pods/status): 3 without a rewrite (PreparingUpdate, the write, Normal), one more with one
-  // (the update-state records the stored image). The code before wrote the image again at every
+  // pods/status): 2 without a rewrite (the write, Normal; the drain starts with the gate write
+  // alone), one more with one (the update-state records the stored image). The code before wrote the image again at every
   // pass and never completed.
   const std::string digestA(kDigestA);
   const std::string digestB = "sha256:" + std::string(64, 'b');
@@ -1019,7 +1019,7 @@ TEST_CASE(
        "nginx:1.25",
        {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestB, ""},
        true,
-       3,
+       2,
        "",
        ""},
       {"a registry mirror",
@@ -1027,7 +1027,7 @@ TEST_CASE(
        "mirror.local/nginx:1.25",
        {mirrored, "mirror.local/nginx@" + digestB, ""},
        true,
-       4,
+       3,
        mirrored,
        ""},
       {"a digest pin the kubelet runs",
@@ -1035,7 +1035,7 @@ TEST_CASE(
        "nginx:1.25",
        {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestA, ""},
        true,
-       4,
+       3,
        pinned,
        ""},
       {"a digest pin, the kubelet reports other bits: never done by imageID alone",
@@ -1043,7 +1043,7 @@ TEST_CASE(
        "nginx:1.25",
        {"docker.io/library/nginx:1.27", "docker.io/library/nginx@" + digestB, ""},
        false,
-       3,
+       2,
        pinned,
        ""},
       {"a mirror the kubelet cannot pull: it waits, naming the pod, asked and got",
@@ -1051,7 +1051,7 @@ TEST_CASE(
        "mirror.local/nginx:1.25",
        {"", "", "ImagePullBackOff"},
        false,
-       3,
+       2,
        mirrored,
        "pod web-a container app: asked for image nginx:1.27, the API server stored "
        "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet cannot pull "
@@ -1061,7 +1061,7 @@ TEST_CASE(
        "mirror.local/nginx:1.25",
        {"", "", "CrashLoopBackOff"},
        false,
-       3,
+       2,
        mirrored,
        "pod web-a container app: asked for image nginx:1.27, the API server stored "
        "mirror.local/nginx:1.27 (rewritten by admission), which the kubelet has not started "
@@ -1071,7 +1071,7 @@ TEST_CASE(
        "mirror.local/nginx:1.25",
        {"", "", "ContainerCreating"},
        false,
-       3,
+       2,
        mirrored,
        ""},
       {"an image the kubelet cannot pull, not rewritten",
@@ -1079,7 +1079,7 @@ TEST_CASE(
        "nginx:1.25",
        {"", "", "ErrImagePull"},
        false,
-       2,
+       1,
        "",
        "pod web-a container app: the kubelet cannot pull image nginx:1.27 (ErrImagePull)"},
       {"rewritten to the image the pod already runs (a pod made from the target): no restart",
@@ -1087,13 +1087,13 @@ TEST_CASE(
        mirrored,
        {"", "", ""},
        true,
-       4,
+       3,
        mirrored,
        ""},
   };
   for (const Case& c : cases) {
     INFO(std::string(c.what));
-    Env env(true);  // the gate and the default drain: PreparingUpdate first
+    Env env(true);  // the gate and the default drain: the gate False first
     json::Document pod = env.NewPod();
     SetSpecImage(pod, "app", c.podImage);
     Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
@@ -1263,5 +1263,60 @@ TEST_CASE("why a changed container does not run its new image, in the kubelet's 
       CHECK(t->image == c.spec);
       CHECK(t->detail == "m");
     }
+  }
+}
+
+TEST_CASE("without a pre-update hook a drain starts with the gate write alone") {
+  Env env(true);  // the gate and the default drain, no hook
+  json::Document pod = env.NewPod();
+  SetCondition(pod, keys::kReadyCondition, "True");
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
+  CHECK(s.started);
+  REQUIRE(s.ops.size() == 1);  // no state write: the gate is the drain's one record
+  CHECK(s.ops[0].kind == PodOp::Kind::kStatusPatch);
+  CHECK(s.ops[0].stampTransition);
+  ApplyStep(pod, s);
+  CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kNormal);
+  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate);
+  CHECK_FALSE(pod_update::WantsStart(env.t, pod));  // in the update: it needs no turn again
+
+  // A pass during the drain (a restarted loop included: all it needs is in the pod) waits.
+  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1));
+  CHECK(wait.ops.empty());
+  CHECK(wait.wait.on == pod_update::PodWait::On::kDrain);
+  CHECK(wait.wait.until == T0() + seconds(pod_update::kDefaultDrainSeconds + 1));
+
+  SUBCASE("past the drain: the pod write") {
+    pod_update::Step write = pod_update::Decide(
+        env.t, env.rules, pod, false, T0() + seconds(pod_update::kDefaultDrainSeconds + 1));
+    REQUIRE(Ops(write, PodOp::Kind::kPatch).size() == 1);
+    CHECK(Ops(write, PodOp::Kind::kStatusPatch).empty());
+    ApplyStep(pod, write);
+    CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kUpdating);
+    CHECK(SpecImage(pod, "app") == "nginx:1.27");
+  }
+  SUBCASE("an abort: only the gate back") {
+    pod_update::Step r = pod_update::Release(pod, T0() + seconds(1));
+    REQUIRE(r.ops.size() == 1);
+    CHECK(r.ops[0].kind == PodOp::Kind::kStatusPatch);
+    ApplyStep(pod, r);
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+  }
+  SUBCASE("re-targeted back while draining: only the gate back") {
+    auto back = pod_update::MakeTarget(Parse(env.target), Parse(env.base), env.settings.policy,
+                                       Hash(env.target), Hash(env.base));
+    REQUIRE(back.ok());
+    pod_update::Step r = pod_update::Decide(*back, env.rules, pod, false, T0() + seconds(1));
+    REQUIRE(r.ops.size() == 1);
+    CHECK(r.ops[0].kind == PodOp::Kind::kStatusPatch);
+  }
+  SUBCASE("with a pre-update hook configured the label is written (its handlers watch it)") {
+    Env hooked(true, R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})");
+    json::Document p = hooked.NewPod();
+    SetCondition(p, keys::kReadyCondition, "True");  // the hook not armed: a drain all the same
+    pod_update::Step h = pod_update::Decide(hooked.t, hooked.rules, p, true, T0());
+    CHECK(Ops(h, PodOp::Kind::kPatch).size() == 1);
+    ApplyStep(p, h);
+    CHECK(pod_update::LabelStateOf(p) == pod_update::PodState::kPreparingUpdate);
   }
 }

@@ -169,8 +169,8 @@ std::vector<std::string> Reasons(const rollout::Plan& p) {
 // Pods whose update this plan starts (a write or PreparingUpdate leaving Normal).
 std::vector<std::string> Started(const rollout::Plan& p) {
   std::vector<std::string> out;
-  for (const auto* a : Of(p, WriteKind::kPodPatch)) {
-    if (a->metric == rollout::Metric::kPodUpdateStarted) out.push_back(a->name);
+  for (const auto& a : p.actions) {  // a pod patch, or the gate's write that starts a drain
+    if (a.metric == rollout::Metric::kPodUpdateStarted) out.push_back(a.name);
   }
   return out;
 }
@@ -366,15 +366,17 @@ TEST_CASE("pods being deleted or finished are ignored") {
 TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight back to Normal") {
   Scenario s(3, /*gate=*/true);
   s.spec.policy = R"({"gracePeriodSeconds":30})";
-  s.Apply(s.Plan());  // web-a is PreparingUpdate, draining with its gate False
+  s.Apply(s.Plan());  // web-a is PreparingUpdate, draining: its gate False, its label still Normal
   REQUIRE(pod_update::GateStatus(*s.PodNamed("web-a")) == false);
+  REQUIRE(pod_update::LabelStateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
+  REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kPreparingUpdate);
   s.spec.abort = "true";
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kAborted);
-  // First the pod (a failed Deployment patch leaves the update to retry this), then the end.
-  REQUIRE(p.actions.size() == 4);
-  CHECK(p.actions[0].kind == WriteKind::kPodPatch);
-  CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
+  // First the pod (a failed Deployment patch leaves the update to retry this), then the end; the
+  // pod needs only its gate back.
+  REQUIRE(p.actions.size() == 3);
+  CHECK(p.actions[0].kind == WriteKind::kPodStatusPatch);
   SUBCASE("the pod in flight is in service again, its content as it was") {
     s.Apply(p);
     CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
@@ -417,10 +419,9 @@ TEST_CASE("an update the webhook ended without the loop: its pods out of service
   s.spec.abort = "true";
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kIdle);
-  REQUIRE(p.actions.size() == 2);
-  CHECK(p.actions[0].kind == WriteKind::kPodPatch);
+  REQUIRE(p.actions.size() == 1);  // its label is still Normal: the gate alone
+  CHECK(p.actions[0].kind == WriteKind::kPodStatusPatch);
   CHECK(p.actions[0].pod == "web-a");
-  CHECK(p.actions[1].kind == WriteKind::kPodStatusPatch);
   s.Apply(p);
   CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
   CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
