@@ -140,11 +140,12 @@ soak: deps
 	@cmake --build build-release -j $(JOBS) --target inplace-webhook
 	@python3 tests/bench/soak.py build-release/inplace-webhook . build-release/soak --minutes $(SOAK_MINUTES)
 
-# The in-place update of a 1,000-pod Deployment next to a native rolling update, on the real control plane with
-# simulated nodes (as root); the table goes to README "Performance". BENCH_CLUSTER_ARGS passes options to
+# The in-place update of a 1,000-pod Deployment (default drain, then the drain off) next to a native rolling update,
+# on the real control plane with simulated nodes (as root); it prints the table README "Performance" shows (and
+# writes it to build-release/cluster-bench.md; ctest readme_tables checks the two agree). BENCH_CLUSTER_ARGS passes options to
 # tests/bench/cluster_bench.py: `--scale-up-during 50` scales the Deployment up by 50 (scale subresource) during the
 # in-place update and reports each new pod's time from creation to its readiness gate True (p50, p99, max);
-# `--skip-native` runs the in-place half only; `--replicas N`.
+# `--skip-native` and `--skip-no-drain` leave out those cases; `--replicas N`.
 BENCH_CLUSTER_ARGS ?=
 bench-cluster: upstream
 	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null

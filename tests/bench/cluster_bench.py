@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Scale on the real control plane: a 1,000-pod Deployment (maxUnavailable 25%) updated in place by the product,
-side by side with a native rolling update of the same Deployment spec (not opted in), on the same cluster: upstream
+"""Scale on the real control plane: a 1,000-pod Deployment (maxUnavailable 25%) updated in place by the product with
+its default drain, again with the drain off (policy gracePeriodSeconds 0), and side by side a native rolling update of
+the same Deployment spec (not opted in), on the same cluster: upstream
 kube-apiserver, controller manager and scheduler, with the pods on simulated nodes (tests/cluster/node_sim.py
 plays their kubelets' API traffic). Reports wall time, API requests by verb and resource from kube-apiserver's
 own /metrics (apiserver_request_total: every client, the controllers and the node simulator included), container
-restarts, and pod creations and deletions.
+restarts, pod creations and deletions, and the product's own writes from the API server's audit log. Prints the
+table README.md shows (--table FILE also writes it), headed by the date, commit and Kubernetes version of the run.
 
     python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
-        [--replicas 1000] [--scale-up-during N] [--skip-native] [--out FILE.json]
+        [--replicas 1000] [--scale-up-during N] [--skip-native] [--skip-no-drain] [--out FILE.json] [--table FILE.md]
 
 --scale-up-during N: once the in-place update has started, the Deployment is scaled up by N through the scale
 subresource (as an HPA writes it); for each new pod, the time from its creation (the ADDED event of a pod watch, and
@@ -22,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -31,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kube import READY_GATE, ClusterEnv, annotations_of, condition, ns_path, rfc3339_micro, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
 from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
-from test_cluster import RELEASE_NS, V2, App, Suite, deployment  # noqa: E402
+from test_cluster import CONTROLLER_USER, RELEASE_NS, V2, App, Suite, deployment  # noqa: E402
 
 
 def request_counts(s):
@@ -48,8 +51,9 @@ def delta(after, before):
     return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
 
-def bench_deployment(name, replicas, opted_in):
-    d = deployment(name, replicas=replicas, max_unavailable="25%", max_surge="25%")
+def bench_deployment(name, replicas, opted_in, drain=True):
+    d = deployment(name, replicas=replicas, max_unavailable="25%", max_surge="25%",
+                   policy=None if drain else {"gracePeriodSeconds": 0})
     spec = d["spec"]["template"]["spec"]
     spec["containers"] = [spec["containers"][0]]  # one container: the one whose image changes
     spec["containers"][0].pop("readinessProbe")   # the simulated kubelet reports Ready itself
@@ -186,26 +190,55 @@ def run_case(s, app, replicas, in_place, scale_up=0):
         # The product's own view of the same gates (those of the scale-up: the delta over the update).
         gates_after = gate_histogram(s)
         extra["scale_up_gate_metric"] = {k: round(v - gates_before.get(k, 0), 3) for k, v in gates_after.items()}
+    # The product's own writes, from the API server's audit log (its controller's service account; pods, their
+    # status and resize, Deployments, ReplicaSets: every object it writes but Events and its Lease).
+    own = [e for e in s.audit.writes(t0, user=CONTROLLER_USER) if e["objectRef"].get("resource") != "leases"]
     return {**extra, "wall_seconds": round(wall, 1), "requests": counts,
+            "product_writes": len(own), "product_writes_per_pod": round(len(own) / max(replicas, 1), 2),
             "total_requests": int(sum(counts.values())),
             "pod_creations": int(counts.get(("POST", "pods"), 0)),
             "pod_deletions": int(counts.get(("DELETE", "pods"), 0)),
             "container_restarts": restarts, "pods_kept": kept}
 
 
-def table(results):
-    keys = sorted(set(results["in_place"]["requests"]) | set(results["native"]["requests"]),
-                  key=lambda k: -(results["in_place"]["requests"].get(k, 0) + results["native"]["requests"].get(k, 0)))
-    rows = ["| | in place | native rolling update |", "|---|---:|---:|"]
-    for label, key in (("wall time (s)", "wall_seconds"), ("API requests, all clients", "total_requests"),
-                       ("pods kept (same UID)", "pods_kept"), ("pod creations", "pod_creations"),
-                       ("pod deletions", "pod_deletions"), ("container restarts", "container_restarts")):
-        rows.append("| %s | %s | %s |" % (label, results["in_place"][key], results["native"][key]))
+# The cases of a run, in the table's column order: (key, column heading, opted in, drain on).
+CASES = (("in_place", "in place", True, True), ("in_place_no_drain", "in place, drain off", True, False),
+         ("native", "native rolling update", False, True))
+# The table's fixed rows: (label, key of a case's results); then one row per `VERB resource` with at least 10
+# requests in some case, the busiest first. README.md's rollout table is this table as a run printed it
+# (tests/bench/test_readme_tables.py checks that the two keep the same shape).
+ROWS = (("wall time (s)", "wall_seconds"), ("API requests, all clients", "total_requests"),
+        ("the product's writes (audit log)", "product_writes"), ("the product's writes per pod", "product_writes_per_pod"),
+        ("pods kept (same UID)", "pods_kept"), ("pod creations", "pod_creations"),
+        ("pod deletions", "pod_deletions"), ("container restarts", "container_restarts"))
+CAPTION = "`make bench-cluster`, %s, commit %s, Kubernetes %s, %d CPUs, %d pods per Deployment"
+
+
+def heading(replicas):
+    return "| %s pods, image change | %s |" % ("{:,}".format(replicas), " | ".join(c[1] for c in CASES))
+
+
+def table(results, replicas, caption):
+    cases = [c[0] for c in CASES]
+    keys = sorted({k for c in cases if c in results for k in results[c]["requests"]},
+                  key=lambda k: (-sum(results[c]["requests"].get(k, 0) for c in cases if c in results), k))
+    cell = lambda c, key: str(results[c][key]) if c in results else "–"  # noqa: E731
+    rows = [caption, "", heading(replicas), "|---|" + "---:|" * len(cases)]
+    for label, key in ROWS:
+        rows.append("| %s | %s |" % (label, " | ".join(cell(c, key) for c in cases)))
     for k in keys:
-        a, b = results["in_place"]["requests"].get(k, 0), results["native"]["requests"].get(k, 0)
-        if a + b >= 10:
-            rows.append("| `%s %s` | %d | %d |" % (k[0], k[1], a, b))
+        counts = [results[c]["requests"].get(k, 0) if c in results else 0 for c in cases]
+        if max(counts) >= 10:
+            rows.append("| `%s %s` | %s |" % (k[0], k[1], " | ".join(
+                str(int(n)) if c in results else "–" for n, c in zip(counts, cases))))
     return "\n".join(rows)
+
+
+def caption_of(s, replicas):
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    version = json.loads(s.tools.kubectl("version", "-o", "json").stdout).get("serverVersion", {}).get("gitVersion", "?")
+    return CAPTION % (time.strftime("%Y-%m-%d", time.gmtime()), commit, version, os.cpu_count() or 0, replicas)
 
 
 def main():
@@ -216,29 +249,37 @@ def main():
     p.add_argument("--replicas", type=int, default=1000)
     p.add_argument("--scale-up-during", type=int, default=0, metavar="N")
     p.add_argument("--skip-native", action="store_true")
+    p.add_argument("--skip-no-drain", action="store_true", help="leave out the in-place case with the drain off")
+    p.add_argument("--table", help="also write the Markdown table (as README.md shows it) to this file")
     p.add_argument("--out")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
     s.install(upgrade=True)  # or a release already there
-    nodes = max(2, (args.replicas * 5 // 4 + 199) // 200)
+    # Room for a case's pods beside the previous case's, still terminating (its namespace is deleted without waiting).
+    nodes = max(2, (args.replicas * 9 // 4 + 199) // 200)
     sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
     results = {}
     try:
-        for case, opted_in in (("in_place", True),) + (() if args.skip_native else (("native", False),)):
+        for case, _, opted_in, drain in CASES:
+            if (case == "native" and args.skip_native) or (case == "in_place_no_drain" and args.skip_no_drain):
+                continue
             app = App(s, "bench-" + case.replace("_", "-"), name="bench")
             t = time.time()
-            app.create(bench_deployment("bench", args.replicas, opted_in), timeout=900)
+            app.create(bench_deployment("bench", args.replicas, opted_in, drain), timeout=900)
             print("%s: %d pods created and Ready in %.0f s" % (case, args.replicas, time.time() - t), flush=True)
             results[case] = run_case(s, app, args.replicas, in_place=opted_in,
-                                     scale_up=args.scale_up_during if opted_in else 0)
+                                     scale_up=args.scale_up_during if case == "in_place" else 0)
             print("%s: %s" % (case, {k: v for k, v in results[case].items() if k != "requests"}), flush=True)
             s.tools.kubectl("delete", "namespace", app.ns, "--wait=false")
     finally:
         sim.stop()
     if sim.errors:
         print("node simulator errors (%d), first: %s" % (len(sim.errors), sim.errors[:5]))
-    if "native" in results:
-        print(table(results))
+    text = table(results, args.replicas, caption_of(s, args.replicas))
+    print(text)
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(text + "\n")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({c: dict(r, requests={" ".join(k): v for k, v in r["requests"].items()})

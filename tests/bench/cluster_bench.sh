@@ -11,4 +11,4 @@ source "$repo/cluster/lib.sh"
 "$CLUSTER_ROOT/start.sh" "$build" >/dev/null
 trap '"$CLUSTER_ROOT/down.sh"' EXIT
 python3 "$repo/tests/bench/cluster_bench.py" "$RUN" "$repo" --image "$(product_image "$build/inplace-webhook")" \
-  --out "$build/cluster-bench.json" "$@"
+  --out "$build/cluster-bench.json" --table "$build/cluster-bench.md" "$@"

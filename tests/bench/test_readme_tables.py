@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""README.md's rollout table is `make bench-cluster`'s table as a run printed it: the same caption (date, commit,
+Kubernetes version, CPUs, pods), the same columns and fixed rows in the same order, request rows as the bench writes
+them. Fails when the README's table and the bench's output format drift apart (a row renamed, a case added, a
+table typed by hand).
+
+    python3 tests/bench/test_readme_tables.py SOURCE_DIR
+"""
+
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
+sys.path.insert(0, HERE)
+
+BEGIN, END = "<!-- bench-cluster table: begin -->", "<!-- bench-cluster table: end -->"
+
+
+def main():
+    import cluster_bench as bench  # the bench's own format: CASES, ROWS, CAPTION, heading, table
+
+    source = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..")
+    text = open(os.path.join(source, "README.md"), encoding="utf-8").read()
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+
+    check(text.count(BEGIN) == 1 and text.count(END) == 1, "README.md has one %s ... %s block" % (BEGIN, END))
+    if failures:
+        return report(failures)
+    lines = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip("\n").split("\n")
+
+    caption = re.escape(bench.CAPTION).replace("%s", "(.+?)").replace("%d", r"(\d+)")
+    m = re.fullmatch(caption, lines[0])
+    check(m is not None, "the first line is the bench's caption (%r), got %r" % (bench.CAPTION, lines[0]))
+    if m is None:
+        return report(failures)
+    date, commit, version, _cpus, replicas = m.groups()
+    check(re.fullmatch(r"\d{4}-\d\d-\d\d", date) is not None, "caption date %r" % date)
+    check(re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None, "caption commit %r" % commit)
+    check(re.fullmatch(r"v\d+\.\d+\.\d+.*", version) is not None, "caption Kubernetes version %r" % version)
+
+    # The same table, rebuilt by the bench from the README's own figures, must be the README's table.
+    ncases = len(bench.CASES)
+    check(lines[1] == "" and lines[2] == bench.heading(int(replicas)), "the heading: %r, not %r"
+          % (lines[2], bench.heading(int(replicas))))
+    check(lines[3] == "|---|" + "---:|" * ncases, "the alignment row %r" % lines[3])
+    rows = lines[4:]
+    results = {c[0]: {"requests": {}} for c in bench.CASES}
+    for i, (label, key) in enumerate(bench.ROWS):
+        cells = [c.strip() for c in rows[i].strip("|").split("|")] if i < len(rows) else []
+        check(len(cells) == ncases + 1 and cells[0] == label, "fixed row %d is %r, the bench writes %r with %d cells"
+              % (i, rows[i] if i < len(rows) else None, label, ncases))
+        for case, cell in zip(bench.CASES, cells[1:]):
+            results[case[0]][key] = cell
+    for row in rows[len(bench.ROWS):]:
+        m = re.fullmatch(r"\| `(\S+) (\S+)` \|" + r" (\d+) \|" * ncases, row)
+        check(m is not None, "request row %r is not the bench's `VERB resource` | counts" % row)
+        if m:
+            for case, n in zip(bench.CASES, m.groups()[2:]):
+                results[case[0]]["requests"][(m.group(1), m.group(2))] = int(n)
+    if not failures:
+        rebuilt = bench.table(results, int(replicas), lines[0])
+        check(rebuilt == "\n".join(lines), "the bench would print this table differently (row order: busiest "
+              "first):\n%s" % rebuilt)
+    return report(failures)
+
+
+def report(failures):
+    for f in failures:
+        print("FAIL: " + f)
+    print("readme tables: %s" % ("ok" if not failures else "%d failures" % len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
