@@ -143,7 +143,9 @@ class Loop:
             [binary, "serve", "--bind-address", "127.0.0.1", "--port", str(self.port),
              "--probe-port", str(self.probe_port), "--tls-cert-file", os.path.join(cert_dir, "tls.crt"),
              "--tls-private-key-file", os.path.join(cert_dir, "tls.key"), "--log-format", "json",
-             "--shutdown-delay-seconds", "0", "--api-server", api_url, "--leader-elect", "false"],
+             "--shutdown-delay-seconds", "0", "--api-server", api_url, "--leader-elect", "false",
+             # The test API server here has no authentication: the loop's identity is anonymous.
+             "--controller-user", "system:anonymous"],
             stdout=self.log, stderr=self.log)
         self.ssl = ssl.create_default_context(cafile=os.path.join(cert_dir, "ca.crt"))
         wait_until("the webhook's /readyz", self._ready, 30)
@@ -431,9 +433,11 @@ def run_update(api, loop, ns, pods, hooks, image="nginx:1.27"):
         if hooks and labels.get("lb") != "on":
             problems.append(f"pod {p['metadata']['name']} is not registered with the LB")
             break
+    # One ReplicaSet with pods (the finish keeps the old template as a zero-replica history ReplicaSet, for
+    # `kubectl rollout history` and undo).
     rs = api.get(f"/apis/apps/v1/namespaces/{ns}/replicasets")["items"]
-    if len(rs) != 1:
-        problems.append(f"{len(rs)} ReplicaSets")
+    if len([r for r in rs if r["spec"].get("replicas", 0) > 0]) != 1 or len(rs) > 2:
+        problems.append(f"{len(rs)} ReplicaSets: {[(r['metadata']['name'], r['spec'].get('replicas')) for r in rs]}")
     if problems:
         raise RuntimeError(f"the update was not done in place: {problems}")
 
