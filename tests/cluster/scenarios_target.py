@@ -33,9 +33,13 @@ def r11_unlabelled_pod_reaches_the_target(s):
     check(ENABLED not in labels_of(next(p for p in app.pods() if p["metadata"]["name"] == odd)), "label kept")
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
     tc.expect_in_progress(app)
-    draining = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"
-                                      and tc.condition(p, tc.READY_GATE) == "False"), None), 60,
-                        "a pod draining", app)["metadata"]["name"]
+    # Draining: its gate False. Without a pre-update hook the gate's write alone starts the drain, and the pod's
+    # state label stays Normal until the pod write (DESIGN.md §4.3).
+    draining_pod = wait_for(lambda: next((p for p in app.pods() if tc.condition(p, tc.READY_GATE) == "False"), None),
+                            60, "a pod draining", app)
+    draining = draining_pod["metadata"]["name"]
+    check(state_of(draining_pod) in ("Normal", "Updating"), "draining pod %s has state label %s, not Normal (the drain "
+          "without a hook writes only the gate)" % (draining, state_of(draining_pod)))
     out = s.tools.kubectl("label", "pod", draining, "-n", app.ns, ENABLED + "-", check_rc=False)
     check(out.returncode != 0 and "is in an in-place update or out of service for one" in out.stderr,
           "removing the opt-in label of draining pod %s was not refused by the policy: %s %s"
@@ -68,7 +72,7 @@ def r11b_abort_releases_pods_and_waits_for_a_revert(s):
     app = tc.App(s, "r11b")
     before = snapshot(app.create(tc.deployment("web", replicas=3, gate=True, policy=GATE_POLICY)))
     app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
-    draining = wait_for(lambda: next((p for p in app.pods() if state_of(p) == "PreparingUpdate"
+    draining = wait_for(lambda: next((p for p in app.pods() if tc.condition(p, tc.READY_GATE) == "False"
                                       and not is_ready(p)), None), 30, "a pod draining", app)["metadata"]["name"]
     app.kubectl("annotate", "deploy/web", ABORT + "=true")
     wait_for(lambda: IN_PROGRESS not in annotations_of(app.deployment()), 30, "the abort", app)
