@@ -228,7 +228,9 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
   // their ordinary steps (only where a person must act or look: a hook past its timeout, a refused
   // write, a pod the kubelet cannot move on).
   const bool wasRunning = ours && ours->reason != kReasonCompleted && ours->reason != kReasonAborted;
-  if (wantOurs && wantOurs->reason == kReasonProgressing && wasRunning &&
+  // (Every pod at the target: the finish's InPlaceUpdateCompleted tells it.)
+  const bool allThere = plan.podsAtTarget >= 0 && plan.podsAtTarget == plan.podsTotal;
+  if (wantOurs && wantOurs->reason == kReasonProgressing && wasRunning && !allThere &&
       ProgressPart(ours->message) != ProgressPart(wantOurs->message)) {
     Action e;
     e.kind = rollout::WriteKind::kEvent;

@@ -117,6 +117,9 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
          return Updating(1, 3, {{"Updating", 1}});
        },
        "True InPlaceUpdateProgressing", "-", "now"},
+      {"every pod at the target: reported, no Event (the finish's Completed tells it)",
+       "[" + Ours("True", "InPlaceUpdateProgressing", p13, t5) + "]", [] { return Updating(3, 3); },
+       "True InPlaceUpdateProgressing", "-", "now"},
       {"progress changed within 2 s: throttled",
        "[" + Ours("True", "InPlaceUpdateProgressing", p13, t0) + "]",
        [] {
