@@ -394,7 +394,8 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
   Changes images;
   images.images = v.changes.images;
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
-  step.summary = "pod write after the resize, template " + target.to + ": " + DescribeChanges(images);
+  step.summary =
+      "pod write after the resize, template " + target.to + ": " + DescribeChanges(images);
 }
 
 // Updating at the target, after the write of the images: where the API server stored another
@@ -1010,7 +1011,6 @@ bool HasGate(const json::Value& pod) {
   return FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
                    keys::kReadyCondition) != nullptr;
 }
-
 
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);

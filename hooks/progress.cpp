@@ -227,7 +227,8 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
   // by its text, so that a retried pass does not repeat it. The pods have no Event of their own for
   // their ordinary steps (only where a person must act or look: a hook past its timeout, a refused
   // write, a pod the kubelet cannot move on).
-  const bool wasRunning = ours && ours->reason != kReasonCompleted && ours->reason != kReasonAborted;
+  const bool wasRunning =
+      ours && ours->reason != kReasonCompleted && ours->reason != kReasonAborted;
   // (Every pod at the target: the finish's InPlaceUpdateCompleted tells it.)
   const bool allThere = plan.podsAtTarget >= 0 && plan.podsAtTarget == plan.podsTotal;
   if (wantOurs && wantOurs->reason == kReasonProgressing && wasRunning && !allThere &&

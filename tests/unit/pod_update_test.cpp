@@ -242,7 +242,7 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
   SUBCASE("released: the pod write follows") {
     SetLabel(pod, "lb", std::nullopt);
     pod_update::Step w = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(20));
-    CHECK_FALSE(w.started);  // it started when it left Normal
+    CHECK_FALSE(w.started);     // it started when it left Normal
     CHECK(Reasons(w).empty());  // an ordinary step: no Event
     ApplyStep(pod, w);
     CHECK(State(pod) == "Updating");
@@ -987,8 +987,8 @@ TEST_CASE(
   // writes; the template keeps the image it names. Each case plays the loop pass by pass (2 s
   // apart) with that webhook and a kubelet, from Normal, and counts the loop's pod patches (not
   // pods/status): 2 without a rewrite (the write, Normal; the drain starts with the gate write
-  // alone), one more with one (the update-state records the stored image). The code before wrote the image again at every
-  // pass and never completed.
+  // alone), one more with one (the update-state records the stored image). The code before wrote
+  // the image again at every pass and never completed.
   const std::string digestA(kDigestA);
   const std::string digestB = "sha256:" + std::string(64, 'b');
   const std::string mirrored = "mirror.local/nginx:1.27";

@@ -226,9 +226,10 @@ TEST_CASE("the progress condition and Progressing, pass by pass") {
     }
     // Progress of a running update (not its first report, nor its end) comes with one Event on
     // the Deployment, after the report and with its text.
-    const std::set<std::string> withEvent = {"progress changed, 5 s after the last write: written",
-                                             "progress after a refusal: back to progressing at once",
-                                             "progress after our stall: Progressing back to DeploymentPaused"};
+    const std::set<std::string> withEvent = {
+        "progress changed, 5 s after the last write: written",
+        "progress after a refusal: back to progressing at once",
+        "progress after our stall: Progressing back to DeploymentPaused"};
     int events = 0;
     for (size_t i = 0; i < p.actions.size(); ++i) {
       const rollout::Action& a = p.actions[i];

@@ -82,7 +82,8 @@ TEST_CASE("writer: a 409 ends the pass and expects a newer version; a refusal na
   CHECK(expect.empty());
 }
 
-TEST_CASE("writer: a gate change is stamped with the time it is sent, not the time it was planned") {
+TEST_CASE(
+    "writer: a gate change is stamped with the time it is sent, not the time it was planned") {
   fake::FakeApi api;
   api.Put(kube::PodsPath("ns"),
           R"({"metadata":{"name":"a","namespace":"ns"},"spec":{},"status":{"conditions":[
