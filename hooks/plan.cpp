@@ -111,6 +111,20 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
   return e;
 }
 
+Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion,
+                   std::string_view kind, std::string_view type, std::string_view reason,
+                   std::string_view message, Clock::time_point now, std::string name,
+                   Metric metric) {
+  Action act;
+  act.kind = WriteKind::kEvent;
+  act.ns = std::string(involved.ns());
+  act.name = name;
+  act.body = MakeEvent(involved.json(), apiVersion, kind, type, reason, message, now, name);
+  act.metric = metric;
+  act.summary = std::string(reason) + ": " + std::string(message);
+  return act;
+}
+
 std::string DedupEventName(std::string_view involvedName, std::string_view key) {
   char hex[17];
   std::snprintf(

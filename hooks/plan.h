@@ -13,6 +13,7 @@
 
 #include "hooks/kube_api.h"
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::rollout {
 
@@ -107,6 +108,13 @@ struct Plan {
 json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,
                          std::string_view kind, std::string_view type, std::string_view reason,
                          std::string_view message, Clock::time_point now, std::string_view name);
+
+// The action that creates MakeEvent's Event (kEvent, its namespace and name, `metric` counted when
+// it is made, a summary for the logs).
+Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion,
+                   std::string_view kind, std::string_view type, std::string_view reason,
+                   std::string_view message, Clock::time_point now, std::string name,
+                   Metric metric = Metric::kNone);
 
 // A deterministic Event name for `involvedName` and `key`: `<name>.<16 hex digits>`, at most 253
 // characters, so creating the same Event twice fails with AlreadyExists.

@@ -31,14 +31,9 @@ PodState LabelStateOf(const json::Value& pod) {
 }
 
 std::optional<bool> GateStatus(const json::Value& pod) {
-  const json::Value* conditions = json::Path(&pod, {"status", "conditions"});
-  if (conditions == nullptr || !conditions->IsArray()) return std::nullopt;
-  for (const json::Value& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") == keys::kReadyCondition) {
-      return json::StringOr(&c, "status") == "True";
-    }
-  }
-  return std::nullopt;
+  const json::Value* c = kube::ConditionOf(pod, keys::kReadyCondition);
+  if (c == nullptr) return std::nullopt;
+  return json::StringOr(c, "status") == "True";
 }
 
 PodState StateOf(const json::Value& pod) {

@@ -200,10 +200,15 @@ void AddAnnotationPatch(Step& step, std::string_view key, std::string_view value
   AddPatch(step, PodOp::Kind::kPatch, std::move(d));
 }
 
+// A change of the gate to `value`, stamped when the writer sends it (PodOp::stampTransition).
+void AddGateChange(Step& step, const Value& pod, bool value, Clock::time_point now) {
+  AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, value, now));
+  step.ops.back().stampTransition = true;
+}
+
 void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
   if (!v.hasGate || v.gate == value) return;
-  AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(*v.pod, value, now));
-  step.ops.back().stampTransition = true;
+  AddGateChange(step, *v.pod, value, now);
 }
 
 // The pod has waited in its state longer than `timeoutSeconds`: report it once (Events first, then
@@ -481,9 +486,11 @@ void Begin(const Target& target, const Rules& rules, const View& v, Step& step,
   const bool gateFalse = v.preHooked ? rules.pre->markPodNotReady : v.drainNeeded;
   // Without a pre-update hook, a drain of a Normal pod starts with the gate write alone: a Normal
   // pod with its gate False reads as PreparingUpdate (StateOf), one pod write fewer per pod. The
-  // label is written where a hook needs it (its handlers watch for PreparingUpdate).
-  const bool gateOnly = rules.pre == nullptr && gateFalse && v.hasGate && v.gate != false &&
-                        LabelStateOf(*v.pod) == PodState::kNormal;
+  // label is written where a hook needs it (its handlers watch for PreparingUpdate). (Without a
+  // hook, gateFalse is drainNeeded, so the pod has the gate; labelled Normal here, its gate is not
+  // False, else it would read as PreparingUpdate and not begin.)
+  const bool gateOnly =
+      rules.pre == nullptr && gateFalse && LabelStateOf(*v.pod) == PodState::kNormal;
   if (!gateOnly) {
     AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kPreparingUpdate, now));
   }
@@ -1115,8 +1122,7 @@ Step Release(const Value& pod, Clock::time_point now) {
     step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";
   }
   if (HasGate(pod) && GateStatus(pod) == false) {
-    AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, true, now));
-    step.ops.back().stampTransition = true;
+    AddGateChange(step, pod, true, now);
     step.summary += step.summary.empty() ? "readiness gate True again" : ", readiness gate True";
   }
   return step;

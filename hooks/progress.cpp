@@ -233,14 +233,10 @@ void AddProgress(rollout::Plan& plan, const kube::Deployment& d, Clock::time_poi
   const bool allThere = plan.podsAtTarget >= 0 && plan.podsAtTarget == plan.podsTotal;
   if (wantOurs && wantOurs->reason == kReasonProgressing && wasRunning && !allThere &&
       ProgressPart(ours->message) != ProgressPart(wantOurs->message)) {
-    Action e;
-    e.kind = rollout::WriteKind::kEvent;
-    e.ns = std::string(d.ns());
-    e.name = rollout::DedupEventName(d.name(), "progress/" + wantOurs->message);
-    e.body = rollout::MakeEvent(d.json(), "apps/v1", "Deployment", "Normal", kReasonProgressing,
-                                "in-place update: " + wantOurs->message, now, e.name);
-    e.summary = std::string(kReasonProgressing) + ": " + wantOurs->message;
-    plan.actions.push_back(std::move(e));
+    plan.actions.push_back(
+        rollout::EventAction(d, "apps/v1", "Deployment", "Normal", kReasonProgressing,
+                             "in-place update: " + wantOurs->message, now,
+                             rollout::DedupEventName(d.name(), "progress/" + wantOurs->message)));
   }
 }
 
@@ -316,12 +312,8 @@ std::vector<Action> PlanRefusal(const kube::Deployment& d, const kube::Pod* pod,
       (resize ? "resize-refused/" : "refused/") + std::string(podName) + "/" + std::string(message);
   auto event = [&](const kube::ObjectView& involved, std::string_view apiVersion,
                    std::string_view kind) {
-    Action e;
-    e.kind = rollout::WriteKind::kEvent;
-    e.ns = std::string(involved.ns());
-    e.name = rollout::DedupEventName(involved.name(), key);
-    e.body = rollout::MakeEvent(involved.json(), apiVersion, kind, "Warning", reason, eventText,
-                                now, e.name);
+    Action e = rollout::EventAction(involved, apiVersion, kind, "Warning", reason, eventText, now,
+                                    rollout::DedupEventName(involved.name(), key));
     e.pod = std::string(podName);
     e.summary = std::string(reason) + ": " + text;
     out.push_back(std::move(e));

@@ -104,20 +104,6 @@ Value MergeDiff(const Value& from, const Value& to, Allocator& a) {
   return out;
 }
 
-Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion,
-                   std::string_view kind, std::string_view type, std::string_view reason,
-                   std::string_view message, Clock::time_point now, std::string name,
-                   Metric metric = Metric::kNone) {
-  Action act;
-  act.kind = WriteKind::kEvent;
-  act.ns = std::string(involved.ns());
-  act.name = name;
-  act.body = MakeEvent(involved.json(), apiVersion, kind, type, reason, message, now, name);
-  act.metric = metric;
-  act.summary = std::string(reason) + ": " + std::string(message);
-  return act;
-}
-
 Action DeploymentEvent(const kube::Deployment& d, std::string_view type, std::string_view reason,
                        std::string_view message, Clock::time_point now, std::string name = {},
                        Metric metric = Metric::kNone) {
