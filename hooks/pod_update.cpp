@@ -211,6 +211,28 @@ void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
   AddGateChange(step, *v.pod, value, now);
 }
 
+// Moves the pod to `state` (where its label says otherwise, or a hook-timeout marker is to be
+// cleared) and, with `gate`, sets the gate to it (where the pod declares it and it differs). Both
+// at once are one pods/status write: the API server keeps the labels and annotations of a
+// pods/status write (its reset fields are the spec, deletionTimestamp and ownerReferences, 1.30 to
+// 1.37), so a return to Normal that the gate's return to True goes with costs no pod write of its
+// own (DESIGN.md §4.3).
+void SetStateAndGate(Step& step, const Value& pod, PodState state, std::optional<bool> gate,
+                     Clock::time_point now) {
+  const bool writeState =
+      LabelStateOf(pod) != state || PodAnnotation(pod, keys::kHookTimeoutAnnotation);
+  const bool writeGate = gate && HasGate(pod) && GateStatus(pod) != *gate;
+  if (!writeGate) {
+    if (writeState) AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, state, now));
+    return;
+  }
+  AddGateChange(step, pod, *gate, now);
+  if (!writeState) return;
+  json::Document& body = step.ops.back().body;
+  json::Document meta = StatePatch(pod, state, now);
+  body.AddMember("metadata", Value(meta["metadata"], body.GetAllocator()), body.GetAllocator());
+}
+
 // The pod has waited in its state longer than `timeoutSeconds`: report it once (Events first, then
 // the marker annotation, so a failed marker write only repeats Events that are deduplicated).
 void CheckTimeout(const View& v, Step& step, std::optional<long long> timeoutSeconds,
@@ -514,9 +536,7 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
   const PodState next = hold ? PodState::kUpdated : PodState::kNormal;
   // (A pod labelled Normal whose drain is cut short by a re-target needs only its gate back.)
-  if (LabelStateOf(*v.pod) != next || PodAnnotation(*v.pod, keys::kHookTimeoutAnnotation)) {
-    AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, next, now));
-  }
+  SetStateAndGate(step, *v.pod, next, true, now);
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
   if (hold) {
@@ -525,7 +545,6 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   } else {
     message += "; pod is Normal";
   }
-  SetGate(v, step, true, now);
   if (restarted) {
     step.completed = true;
     if (auto t = rfc3339::Parse(v.updateState->updateTimestamp)) {
@@ -1117,12 +1136,12 @@ bool WantsStart(const Target& target, const json::Value& pod) {
 Step Release(const Value& pod, Clock::time_point now) {
   Step step;
   const PodState state = LabelStateOf(pod);
+  const bool gateFalse = HasGate(pod) && GateStatus(pod) == false;
+  SetStateAndGate(step, pod, PodState::kNormal, true, now);
   if (state != PodState::kNormal) {
-    AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, PodState::kNormal, now));
     step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";
   }
-  if (HasGate(pod) && GateStatus(pod) == false) {
-    AddGateChange(step, pod, true, now);
+  if (gateFalse) {
     step.summary += step.summary.empty() ? "readiness gate True again" : ", readiness gate True";
   }
   return step;
@@ -1244,12 +1263,12 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
 
   // Updated: waiting for the post-update hook.
   if (v.atTarget) {
-    SetGate(v, step, true, now);
     if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
-      AddPatch(step, PodOp::Kind::kPatch, StatePatch(*v.pod, PodState::kNormal, now));
+      SetStateAndGate(step, pod, PodState::kNormal, true, now);
       EndWait(v, step, Step::Wait::kUpdated, now);
       step.summary = "Updated -> Normal";
     } else {
+      SetGate(v, step, true, now);
       WaitOn(v, step, PodWait::On::kPostHook, lifecycle::DescribeHandlers(*rules.post, pod, false),
              rules.post->timeoutSeconds);
       CheckTimeout(v, step, rules.post->timeoutSeconds,

@@ -17,7 +17,10 @@
 // records it in the update-state (DESIGN.md §8.2): at most one more write per pod.
 //
 // Without a pre-update hook configured, Normal → PreparingUpdate is the gate's write to False alone
-// (the label stays Normal; StateOf reads such a pod as PreparingUpdate): one pod write fewer.
+// (the label stays Normal; StateOf reads such a pod as PreparingUpdate): one pod write fewer. A
+// state change that goes with the gate's return to True is written in that same pods/status write
+// (the API server keeps a pods/status write's labels and annotations): with the drain, a pod costs
+// the gate False, the pod write and one write back.
 //
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
