@@ -1082,6 +1082,8 @@ std::string_view WaitName(PodWait::On on) {
       return "restart";
     case PodWait::On::kImage:
       return "image";
+    case PodWait::On::kStep:
+      return "step";
     case PodWait::On::kPostHook:
       return "post_update_hook";
   }
@@ -1122,6 +1124,8 @@ std::string Describe(const PodWait& wait, Clock::time_point now) {
              late();
     case PodWait::On::kImage:
       return wait.detail + late();
+    case PodWait::On::kStep:
+      return "the rest of its step, to go back in service together";
     case PodWait::On::kPostHook:
       return with("post-update hook", wait.detail) + late();
   }
@@ -1147,8 +1151,20 @@ Step Release(const Value& pod, Clock::time_point now) {
   return step;
 }
 
+bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod) {
+  const PodState state = StateOf(pod);
+  if (state == PodState::kPreparingUpdate) {
+    return !(rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod));
+  }
+  if (state != PodState::kUpdating) return false;
+  const std::optional<UpdateState> us = ReadUpdateState(pod);
+  if (!us || us->revision != target.to || !ComputeChanges(target, pod).Empty()) return false;
+  if (ResizeStatus(pod, *us).phase != ResizeProgress::Phase::kDone) return false;
+  return !UpdateCompleted(pod, *us) && !FindImageTrouble(pod, *us);
+}
+
 Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
-            Clock::time_point now) {
+            Clock::time_point now, bool stepBusy) {
   Step step;
   const View v = Look(target, rules, pod);
 
@@ -1229,6 +1245,17 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
         return step;
       }
       if (UpdateCompleted(pod, *v.updateState)) {
+        // Back in service with the rest of its step, where its return is a readiness change.
+        const std::optional<Clock::time_point> written =
+            rfc3339::Parse(v.updateState->updateTimestamp);
+        if (stepBusy && v.hasGate && v.gate == false && written &&
+            now < *written + std::chrono::seconds(kStepReturnSeconds)) {
+          step.wait.on = PodWait::On::kStep;
+          step.wait.since = written;
+          step.wait.until = *written + std::chrono::seconds(kStepReturnSeconds);
+          Wake(step, *step.wait.until - now);
+          return step;
+        }
         Complete(target, rules, v, step, now, /*restarted=*/true);
         return step;
       }

@@ -285,6 +285,7 @@ struct PodWait {
     kResize,       // Updating: the kubelet's resize (`detail`: what the kubelet reports)
     kRestart,      // Updating: the kubelet's restart of the changed containers (`detail`: names)
     kImage,        // Updating: an image the kubelet does not run (`detail`: which, and why)
+    kStep,         // Updating, done: the rest of its step, to go back in service with it
     kPostHook,     // Updated: the post-update hook (`detail`: its handlers still missing); last
   };
   On on = On::kNothing;
@@ -294,15 +295,15 @@ struct PodWait {
 };
 
 // Every wait but kNothing, in the order an update meets them (for renderers that list each one).
-inline constexpr std::array<PodWait::On, 9> kAllWaits = {
-    PodWait::On::kTurn,    PodWait::On::kPreHook,     PodWait::On::kGateFalse,
-    PodWait::On::kDrain,   PodWait::On::kResizeWrite, PodWait::On::kResize,
-    PodWait::On::kRestart, PodWait::On::kImage,       PodWait::On::kPostHook};
+inline constexpr std::array<PodWait::On, 10> kAllWaits = {
+    PodWait::On::kTurn,        PodWait::On::kPreHook, PodWait::On::kGateFalse, PodWait::On::kDrain,
+    PodWait::On::kResizeWrite, PodWait::On::kResize,  PodWait::On::kRestart,   PodWait::On::kImage,
+    PodWait::On::kStep,        PodWait::On::kPostHook};
 static_assert(kAllWaits.size() == static_cast<size_t>(PodWait::On::kPostHook),
               "kAllWaits lists every PodWait::On after kNothing");
 
 // The wait's name for metrics and logs: "turn", "pre_update_hook", "drain_gate", "drain",
-// "resize_write", "resize", "restart", "image", "post_update_hook"; "" for kNothing.
+// "resize_write", "resize", "restart", "image", "step", "post_update_hook"; "" for kNothing.
 std::string_view WaitName(PodWait::On on);
 
 // The wait in one line, e.g. "pre-update hook: label lb=on (past its 600s timeout)", "drain grace
@@ -344,8 +345,25 @@ Step Release(const json::Value& pod, Clock::time_point now);
 // Whether the pod would start an update now if the budget allows (Normal and not at target).
 bool WantsStart(const Target& target, const json::Value& pod);
 
+// Whether `pod` is on its way through the update's current step and not back yet, so that a pod of
+// the same step whose change is done waits for it (Decide's `stepBusy`): draining before its write
+// (PreparingUpdate, not held by the pre-update hook), or written at the target and restarting
+// (Updating, not done, with no image trouble and no resize pending). A pod held by a hook or by a
+// trouble the user must fix holds no other pod.
+bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod);
+
+// How long a pod whose change is done waits for the rest of its step before it goes back in
+// service alone: from its pod write. A step's writes leave at the loop's client rate (50 a second
+// by default, a 250-pod step in about 5 s) and the kubelet restarts a container in a second or
+// two; a pod whose image pulls for longer does not keep the others out of service.
+inline constexpr long long kStepReturnSeconds = 10;
+
 // The next step for `pod`. `mayStart` grants the budget to a pod for which WantsStart is true.
+// `stepBusy`: another pod of the update is OnItsWay; a pod whose change is done, and whose return
+// sets its gate True, then waits (PodWait::On::kStep) up to kStepReturnSeconds after its pod write,
+// so that the step's pods go back in service together: the ReplicaSet and Deployment controllers
+// see one burst of readiness changes per step, not one per pod (DESIGN.md §4a "Steps").
 Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
-            Clock::time_point now);
+            Clock::time_point now, bool stepBusy = false);
 
 }  // namespace iw::pod_update

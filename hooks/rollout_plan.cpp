@@ -692,10 +692,14 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   // §8.4). A pod that is Ready but not yet available wakes the loop when it becomes so.
   const int minReady = run.d.minReadySeconds();
   auto available = [&](const kube::Pod& pod) { return budget::IsAvailable(pod, minReady, now); };
-  int unavailable = 0, inFlight = 0;
+  int unavailable = 0, inFlight = 0, onTheirWay = 0;
+  std::vector<char> onItsWay;  // per pod, in the order of `pods`
+  onItsWay.reserve(pods.size());
   for (const kube::Pod* pod : pods) {
     if (!available(*pod)) ++unavailable;
     if (pod_update::StateOf(pod->json()) != pod_update::PodState::kNormal) ++inFlight;
+    onItsWay.push_back(pod_update::OnItsWay(target, rules, pod->json()) ? 1 : 0);
+    onTheirWay += onItsWay.back();
     if (auto at = budget::AvailableAt(*pod, minReady); at && *at > now) {
       if (!p.requeueAfter || *at - now < *p.requeueAfter) p.requeueAfter = *at - now;
     }
@@ -708,7 +712,8 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   int atTarget = 0;
   std::vector<std::string_view> leftOut;
   std::string firstWait;  // the first pod held by something other than its turn, in words
-  for (const kube::Pod* pod : pods) {
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const kube::Pod* pod = pods[i];
     const json::Value& podJson = pod->json();
     if (NotOptedIn(*pod) && !pod_update::AtTarget(target, podJson)) {
       ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
@@ -718,7 +723,9 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
     }
     const bool mayStart =
         pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
-    pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now);
+    // A pod whose change is done goes back in service with the rest of its step (DESIGN.md §4a).
+    const bool stepBusy = onTheirWay > onItsWay[i];
+    pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now, stepBusy);
     ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
     if (std::string_view wait = pod_update::WaitName(step.wait.on); !wait.empty()) {
       ++p.podsByWait[std::string(wait)];

@@ -166,7 +166,7 @@ void LoopMetrics::Render(std::string& out) const {
   out +=
       "# HELP inplace_webhook_pods_waiting Pods of in-progress Deployments by what the loop waits "
       "on before it moves them on (pod_update::PodWait): turn, pre_update_hook, drain_gate, "
-      "drain, resize_write, resize, restart, image, post_update_hook.\n";
+      "drain, resize_write, resize, restart, image, step, post_update_hook.\n";
   out += "# TYPE inplace_webhook_pods_waiting gauge\n";
   std::map<std::string, int> waits = PodsByWait();
   for (pod_update::PodWait::On on : pod_update::kAllWaits) {

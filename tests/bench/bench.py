@@ -7,7 +7,8 @@ fixed AdmissionReview over TLS on the same machine in the same run.
 For each review (5 KB Pod CREATE, 9 KB Deployment UPDATE on the in-place path, 256 KB Pod CREATE) and
 each connection count: requests/s, p50/p99/p99.9 latency, errors, server CPU time per request (utime +
 stime from /proc, all of the server's processes), and RSS idle and at peak under load. Our figures are
-also given as ratios to nginx's. Writes OUT_DIR/results.md and OUT_DIR/results.json.
+also given as ratios to nginx's. Writes OUT_DIR/results.md (the table README.md shows, with the date and the
+commit) and OUT_DIR/results.json.
 """
 import argparse
 import json
@@ -27,6 +28,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 REVIEWS = [("pod-5k", "/mutate/pods", "Pod CREATE ~5 KB"),
            ("deploy-9k", "/mutate/deployments", "Deployment UPDATE ~9 KB (in-place path)"),
            ("pod-256k", "/mutate/pods", "Pod CREATE ~256 KB")]
+CONNECTIONS = (1, 8, 64)
 
 
 def cpu_seconds(pids):
@@ -162,7 +164,7 @@ def main():
     ap.add_argument("cert_dir")
     ap.add_argument("out")
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--connections", default="1,8,64")
+    ap.add_argument("--connections", default=",".join(map(str, CONNECTIONS)))
     a = ap.parse_args()
     conns = [int(c) for c in a.connections.split(",")]
     os.makedirs(a.out, exist_ok=True)
@@ -179,7 +181,9 @@ def main():
     results = {"machine": {"cpus": os.cpu_count(), "kernel": os.uname().release,
                            "model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                                           if l.startswith("model name")), "?")},
-               "seconds": a.seconds, "cells": []}
+               "seconds": a.seconds, "cells": [], "date": time.strftime("%Y-%m-%d", time.gmtime()),
+               "commit": subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip() or "unknown"}
     try:
         # Each review must be answered correctly before it is measured.
         for name, path, _ in REVIEWS:
@@ -212,18 +216,32 @@ def main():
     print(md)
 
 
-def render(r):
+# README.md's webhook table is render()'s output as a run printed it (tests/bench/test_readme_tables.py checks that
+# the two keep the same shape): the caption, the RSS line, then one row per review and connection count.
+CAPTION = "`make bench`, %s, commit %s, %s, %d CPUs, Linux %s; %d s per cell, wrk on the same machine"
+RSS_LINE = "RSS idle: inplace-webhook %.1f MiB, nginx (master + 2 workers) %.1f MiB."
+HEADER = ("| review | conns | req/s | p50 ms | p99 ms | p99.9 ms | errors | CPU µs/req | CPU × nginx | req/s × nginx "
+          "| peak RSS MiB | nginx req/s | nginx CPU µs/req |")
+ALIGN = "|---|" + "---|" * 12
+
+
+def caption_of(r):
     m = r["machine"]
-    lines = [f"Machine: {m['model']}, {m['cpus']} CPUs, Linux {m['kernel']}; {r['seconds']} s per cell, wrk on the same machine.",
-             f"RSS idle: inplace-webhook {r['rss_idle_kib']['inplace-webhook']/1024:.1f} MiB, nginx (master + 2 workers) {r['rss_idle_kib']['nginx']/1024:.1f} MiB.",
-             "",
-             "| review | conns | req/s | p50 ms | p99 ms | p99.9 ms | errors | CPU µs/req | CPU × nginx | req/s × nginx | peak RSS MiB | nginx req/s | nginx CPU µs/req |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in r["cells"]:
-        o, n = c["ours"], c["nginx"]
-        lines.append(f"| {c['label']} | {c['connections']} | {o['rps']:.0f} | {o['p50_us']/1000:.2f} | {o['p99_us']/1000:.2f} | "
-                     f"{o['p999_us']/1000:.2f} | {o['error_count']} | {o['cpu_us_per_req']:.1f} | {c['cpu_ratio']:.2f} | "
-                     f"{c['rps_ratio']:.2f} | {o['rss_peak_kib']/1024:.1f} | {n['rps']:.0f} | {n['cpu_us_per_req']:.1f} |")
+    return CAPTION % (r["date"], r["commit"], m["model"], m["cpus"], m["kernel"], r["seconds"])
+
+
+def row(c):
+    o, n = c["ours"], c["nginx"]
+    return (f"| {c['label']} | {c['connections']} | {o['rps']:.0f} | {o['p50_us']/1000:.2f} | {o['p99_us']/1000:.2f} | "
+            f"{o['p999_us']/1000:.2f} | {o['error_count']} | {o['cpu_us_per_req']:.1f} | {c['cpu_ratio']:.2f} | "
+            f"{c['rps_ratio']:.2f} | {o['rss_peak_kib']/1024:.1f} | {n['rps']:.0f} | {n['cpu_us_per_req']:.1f} |")
+
+
+def render(r):
+    lines = [caption_of(r), "",
+             RSS_LINE % (r['rss_idle_kib']['inplace-webhook'] / 1024, r['rss_idle_kib']['nginx'] / 1024), "",
+             HEADER, ALIGN]
+    lines += [row(c) for c in r["cells"]]
     return "\n".join(lines) + "\n"
 
 

@@ -259,6 +259,7 @@ def main():
     nodes = max(2, (args.replicas * 9 // 4 + 199) // 200)
     sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
     results = {}
+    previous = None
     try:
         for case, _, opted_in, drain in CASES:
             if (case == "native" and args.skip_native) or (case == "in_place_no_drain" and args.skip_no_drain):
@@ -267,10 +268,16 @@ def main():
             t = time.time()
             app.create(bench_deployment("bench", args.replicas, opted_in, drain), timeout=900)
             print("%s: %d pods created and Ready in %.0f s" % (case, args.replicas, time.time() - t), flush=True)
+            if previous:  # the previous case's pods deleted before this case counts requests (cluster-wide)
+                t = time.time()
+                wait_for(lambda: s.tools.kubectl("get", "namespace", previous, check_rc=False).returncode != 0,
+                         900, "namespace %s to be deleted" % previous, interval=2.0)
+                print("%s: namespace %s gone after %.0f s more" % (case, previous, time.time() - t), flush=True)
             results[case] = run_case(s, app, args.replicas, in_place=opted_in,
                                      scale_up=args.scale_up_during if case == "in_place" else 0)
             print("%s: %s" % (case, {k: v for k, v in results[case].items() if k != "requests"}), flush=True)
             s.tools.kubectl("delete", "namespace", app.ns, "--wait=false")
+            previous = app.ns
     finally:
         sim.stop()
     if sim.errors:

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """README.md's rollout table is `make bench-cluster`'s table as a run printed it: the same caption (date, commit,
 Kubernetes version, CPUs, pods), the same columns and fixed rows in the same order, request rows as the bench writes
-them. Fails when the README's table and the bench's output format drift apart (a row renamed, a case added, a
-table typed by hand).
+them. Its webhook table is `make bench`'s (tests/bench/bench.py) as a run printed it: the caption (date, commit,
+machine, seconds per cell), the RSS line, the columns, one row per review and connection count in the bench's
+order, each cell as the bench formats it. Fails when a README table and its bench's output format drift apart (a
+row renamed, a case added, a table typed by hand).
 
     python3 tests/bench/test_readme_tables.py SOURCE_DIR
 """
@@ -17,6 +19,49 @@ sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 sys.path.insert(0, HERE)
 
 BEGIN, END = "<!-- bench-cluster table: begin -->", "<!-- bench-cluster table: end -->"
+WEBHOOK_BEGIN, WEBHOOK_END = "<!-- bench table: begin -->", "<!-- bench table: end -->"
+
+
+def check_webhook_table(text, check):
+    """The `make bench` block: each row parsed back into the bench's cell and rendered again must be the row."""
+    import bench  # the bench's own format: CAPTION, RSS_LINE, HEADER, ALIGN, REVIEWS, CONNECTIONS, row
+
+    check(text.count(WEBHOOK_BEGIN) == 1 and text.count(WEBHOOK_END) == 1,
+          "README.md has one %s ... %s block" % (WEBHOOK_BEGIN, WEBHOOK_END))
+    if text.count(WEBHOOK_BEGIN) != 1 or text.count(WEBHOOK_END) != 1:
+        return
+    lines = text[text.index(WEBHOOK_BEGIN) + len(WEBHOOK_BEGIN):text.index(WEBHOOK_END)].strip("\n").split("\n")
+    caption = re.escape(bench.CAPTION).replace("%s", "(.+?)").replace("%d", r"(\d+)")
+    m = re.fullmatch(caption, lines[0])
+    check(m is not None, "the webhook table's first line is the bench's caption (%r), got %r" % (bench.CAPTION, lines[0]))
+    if m is None:
+        return
+    date, commit = m.group(1), m.group(2)
+    check(re.fullmatch(r"\d{4}-\d\d-\d\d", date) is not None, "webhook caption date %r" % date)
+    check(re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None, "webhook caption commit %r" % commit)
+    rss = re.escape(bench.RSS_LINE).replace("%\\.1f", r"(\d+\.\d)")
+    check(len(lines) > 5 and lines[1] == "" and re.fullmatch(rss, lines[2]) is not None and lines[3] == "",
+          "then a blank line, the bench's RSS line and a blank line, got %r" % lines[1:4])
+    check(len(lines) > 5 and lines[4] == bench.HEADER and lines[5] == bench.ALIGN,
+          "the webhook table's header and alignment rows are the bench's, got %r" % lines[4:6])
+    rows = lines[6:]
+    want = [(label, c) for _name, _path, label in bench.REVIEWS for c in bench.CONNECTIONS]
+    check(len(rows) == len(want), "%d webhook rows (each review at %s connections), got %d"
+          % (len(want), bench.CONNECTIONS, len(rows)))
+    for line, (label, conns) in zip(rows, want):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        try:
+            f = [float(x) for x in cells[2:]]
+            cell = {"label": cells[0], "connections": int(cells[1]), "cpu_ratio": f[6], "rps_ratio": f[7],
+                    "ours": {"rps": f[0], "p50_us": f[1] * 1000, "p99_us": f[2] * 1000, "p999_us": f[3] * 1000,
+                             "error_count": int(f[4]), "cpu_us_per_req": f[5], "rss_peak_kib": f[8] * 1024},
+                    "nginx": {"rps": f[9], "cpu_us_per_req": f[10]}}
+        except (ValueError, IndexError):
+            check(False, "webhook row %r: 13 cells, numbers after the first" % line)
+            continue
+        check(cell["label"] == label and cell["connections"] == conns,
+              "webhook row %r is for %r at %d connections" % (line, label, conns))
+        check(bench.row(cell) == line, "the bench would print webhook row %r as %r" % (line, bench.row(cell)))
 
 
 def main():
@@ -30,6 +75,7 @@ def main():
         if not ok:
             failures.append(what)
 
+    check_webhook_table(text, check)
     check(text.count(BEGIN) == 1 and text.count(END) == 1, "README.md has one %s ... %s block" % (BEGIN, END))
     if failures:
         return report(failures)

@@ -1372,3 +1372,69 @@ TEST_CASE("what one pod's update costs: pod writes and gate writes, played with 
     CHECK(statusPatches == c.statusPatches);
   }
 }
+
+TEST_CASE("a step goes back in service together: a done pod waits for the rest of its step") {
+  // The default drain: gate False, 4 s, the pod write; the kubelet restarts the container later.
+  Env env(true);
+  json::Document pod = env.NewPod();
+  Report(pod, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));  // gate True
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pod));                // Normal
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));   // gate False
+  REQUIRE(State(pod) == "PreparingUpdate");
+  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));  // draining
+  const Clock::time_point written = T0() + seconds(5);
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, written));
+  REQUIRE(State(pod) == "Updating");
+  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));  // restarting
+  Report(pod, "app", "nginx:1.27", "sha256:" + std::string(64, 'd'), "containerd://new");
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pod));  // done
+
+  struct Case {
+    const char* what;
+    bool stepBusy;
+    seconds after;  // since the pod write
+    bool waits;
+  };
+  const Case cases[] = {
+      {"alone: back at once", false, seconds(2), false},
+      {"others of its step on their way: it waits", true, seconds(2), true},
+      {"still waiting 9 s after its write", true, seconds(9), true},
+      {"10 s after its write it goes back alone", true, seconds(10), false},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    pod_update::Step s =
+        pod_update::Decide(env.t, env.rules, pod, false, written + c.after, c.stepBusy);
+    if (c.waits) {
+      CHECK(s.ops.empty());
+      CHECK(s.wait.on == pod_update::PodWait::On::kStep);
+      REQUIRE(s.wakeAfter.has_value());
+      CHECK(*s.wakeAfter == seconds(pod_update::kStepReturnSeconds) - c.after);
+      CHECK_FALSE(s.completed);
+    } else {
+      REQUIRE(Ops(s, PodOp::Kind::kStatusPatch).size() == 1);  // the gate and Normal together
+      CHECK(Ops(s, PodOp::Kind::kPatch).empty());
+      CHECK(s.completed);
+    }
+  }
+
+  // What holds no other pod: a pod held by its pre-update hook, or one whose image the kubelet
+  // cannot pull.
+  Env hooked(true, R"({"preUpdate":{"labelsHandler":{"lb":"on"}}})");
+  json::Document held = hooked.NewPod("web-b");
+  SetLabel(held, "lb", "on");
+  ApplyStep(held, pod_update::Decide(hooked.t, hooked.rules, held, true, T0()));
+  REQUIRE(State(held) == "PreparingUpdate");
+  CHECK_FALSE(pod_update::OnItsWay(hooked.t, hooked.rules, held));
+
+  json::Document pulling = env.NewPod("web-c");
+  Report(pulling, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-c-app");
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, false, T0()));
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, true, T0()));
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, false, written));
+  REQUIRE(State(pulling) == "Updating");
+  Report(pulling, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-c-app",
+         "ErrImagePull");
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pulling));
+}
