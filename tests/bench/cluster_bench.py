@@ -251,10 +251,12 @@ def main():
     p.add_argument("--skip-native", action="store_true")
     p.add_argument("--skip-no-drain", action="store_true", help="leave out the in-place case with the drain off")
     p.add_argument("--table", help="also write the Markdown table (as README.md shows it) to this file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a chart value for the install (helm --set), e.g. controller.kubeApiQPS=200")
     p.add_argument("--out")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
-    s.install(upgrade=True)  # or a release already there
+    s.install(extra=[a for kv in args.set for a in ("--set", kv)], upgrade=True)  # or a release already there
     # Room for a case's pods beside the previous case's, still terminating (its namespace is deleted without waiting).
     nodes = max(2, (args.replicas * 9 // 4 + 199) // 200)
     sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
