@@ -999,53 +999,57 @@ TEST_CASE(
   CHECK(Annotation(*s.ReplicaSetNamed("web-h1"), keys::kRevisionAnnotation) == "4");
 }
 
-TEST_CASE("a step goes back in service together: one burst of gate writes, not one per pod") {
-  // Three pods with the gate and the default drain, maxUnavailable 3: one step of three.
-  Scenario s(3, /*gate=*/true);
+namespace {
+
+// Three pods with the gate and the default drain, maxUnavailable 3 (one step of three), taken to
+// the pod write: gates False at T0, the writes at T0 + 5 s. `restart` plays the kubelet.
+void WriteOneStep(Scenario& s) {
   s.spec.strategy = R"({"rollingUpdate":{"maxUnavailable":3}})";
   for (auto& p : s.pods) {
+    const std::string name(json::StringOr(json::Find(&p, "metadata"), "name"));
     SetCondition(p, keys::kReadyCondition, "True");
-    SetContainerStatus(
-        p, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'),
-        "containerd://" + std::string(json::StringOr(json::Find(&p, "metadata"), "name")));
+    SetContainerStatus(p, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'),
+                       "containerd://" + name);
   }
   s.Apply(s.Plan(T0()));  // three gates False
   CHECK(Started(s.Plan(T0())).empty());
   rollout::Plan write = s.Plan(T0() + seconds(5));  // the drain is over: three pod writes
   CHECK(Of(write, WriteKind::kPodPatch).size() == 3);
   s.Apply(write);
-  auto restart = [&](std::string_view name) {
-    SetContainerStatus(*s.PodNamed(name), "app", "nginx:1.27", "sha256:" + std::string(64, 'd'),
-                       "containerd://new-" + std::string(name));
-  };
-  auto gateWrites = [](const rollout::Plan& p) { return Of(p, WriteKind::kPodStatusPatch).size(); };
-  restart("web-a");
-  restart("web-b");
+}
+
+void Restart(Scenario& s, std::string_view name) {
+  SetContainerStatus(*s.PodNamed(name), "app", "nginx:1.27", "sha256:" + std::string(64, 'd'),
+                     "containerd://new-" + std::string(name));
+}
+
+size_t GateWrites(const rollout::Plan& p) {
+  return Of(p, WriteKind::kPodStatusPatch).size();
+}
+
+}  // namespace
+
+TEST_CASE("a step goes back in service together: one burst of gate writes, not one per pod") {
+  Scenario s(3, /*gate=*/true);
+  WriteOneStep(s);
+  Restart(s, "web-a");
+  Restart(s, "web-b");
   // web-c still restarting: web-a and web-b wait for it, with nothing written.
   rollout::Plan wait = s.Plan(T0() + seconds(7));
-  CHECK(gateWrites(wait) == 0);
+  CHECK(GateWrites(wait) == 0);
   CHECK(Of(wait, WriteKind::kPodPatch).empty());
   CHECK(wait.podsByWait["step"] == 2);
   CHECK(wait.podsByWait["restart"] == 1);
-  restart("web-c");
+  Restart(s, "web-c");
   rollout::Plan back = s.Plan(T0() + seconds(8));  // all three back in one pass
-  CHECK(gateWrites(back) == 3);
+  CHECK(GateWrites(back) == 3);
   CHECK(Of(back, WriteKind::kPodPatch).empty());  // Normal goes with each gate
+}
 
-  SUBCASE("a pod that restarts late does not keep the others out past 10 s from their write") {
-    Scenario t(3, /*gate=*/true);
-    t.spec.strategy = R"({"rollingUpdate":{"maxUnavailable":3}})";
-    for (auto& p : t.pods) {
-      SetCondition(p, keys::kReadyCondition, "True");
-      SetContainerStatus(
-          p, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'),
-          "containerd://" + std::string(json::StringOr(json::Find(&p, "metadata"), "name")));
-    }
-    t.Apply(t.Plan(T0()));
-    t.Apply(t.Plan(T0() + seconds(5)));
-    SetContainerStatus(*t.PodNamed("web-a"), "app", "nginx:1.27", "sha256:" + std::string(64, 'd'),
-                       "containerd://new-a");
-    CHECK(gateWrites(t.Plan(T0() + seconds(14))) == 0);
-    CHECK(gateWrites(t.Plan(T0() + seconds(15))) == 1);  // alone, 10 s after its write
-  }
+TEST_CASE("a pod that restarts late keeps the rest of its step out for at most 10 s") {
+  Scenario s(3, /*gate=*/true);
+  WriteOneStep(s);
+  Restart(s, "web-a");
+  CHECK(GateWrites(s.Plan(T0() + seconds(14))) == 0);
+  CHECK(GateWrites(s.Plan(T0() + seconds(15))) == 1);  // alone, 10 s after its write
 }
