@@ -905,6 +905,7 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
     if (pod_update::StateOf(*raw) != pod_update::PodState::kNormal) continue;
     Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*raw, true, now),
                      "readiness gate set True on a new pod");
+    a.stampTransition = true;  // the gate's change, as every gate change: when it is sent
     a.pod = std::string(pod->name());
     out.push_back(std::move(a));
   }

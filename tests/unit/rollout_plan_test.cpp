@@ -781,6 +781,7 @@ TEST_CASE("new pods that declare the gate get it set True, others are left alone
   CHECK(actions[0].name == "web-a");
   CHECK(actions[0].kind == WriteKind::kPodStatusPatch);
   CHECK(actions[0].Path() == "/api/v1/namespaces/default/pods/web-a/status");
+  CHECK(actions[0].stampTransition);  // stamped when the writer sends it
 }
 
 TEST_CASE(
