@@ -212,21 +212,19 @@ void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
 }
 
 // Moves the pod to `state` (where its label says otherwise, or a hook-timeout marker is to be
-// cleared) and, with `gate`, sets the gate to it (where the pod declares it and it differs). Both
-// at once are one pods/status write: the API server keeps the labels and annotations of a
-// pods/status write (its reset fields are the spec, deletionTimestamp and ownerReferences, 1.30 to
-// 1.37), so a return to Normal that the gate's return to True goes with costs no pod write of its
-// own (DESIGN.md §4.3).
-void SetStateAndGate(Step& step, const Value& pod, PodState state, std::optional<bool> gate,
-                     Clock::time_point now) {
+// cleared) with its gate True (where the pod declares it and it is not). Both at once are one
+// pods/status write: the API server keeps the labels and annotations of a pods/status write (its
+// reset fields are the spec, deletionTimestamp and ownerReferences, 1.30 to 1.37), so a return to
+// Normal that the gate's return to True goes with costs no pod write of its own (DESIGN.md §4.3).
+void ReturnTo(Step& step, const Value& pod, PodState state, Clock::time_point now) {
   const bool writeState =
       LabelStateOf(pod) != state || PodAnnotation(pod, keys::kHookTimeoutAnnotation);
-  const bool writeGate = gate && HasGate(pod) && GateStatus(pod) != *gate;
+  const bool writeGate = HasGate(pod) && GateStatus(pod) != true;
   if (!writeGate) {
     if (writeState) AddPatch(step, PodOp::Kind::kPatch, StatePatch(pod, state, now));
     return;
   }
-  AddGateChange(step, pod, *gate, now);
+  AddGateChange(step, pod, true, now);
   if (!writeState) return;
   json::Document& body = step.ops.back().body;
   json::Document meta = StatePatch(pod, state, now);
@@ -536,7 +534,7 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
   const bool hold = rules.post != nullptr && !lifecycle::IsPodAllHooked(*rules.post, *v.pod);
   const PodState next = hold ? PodState::kUpdated : PodState::kNormal;
   // (A pod labelled Normal whose drain is cut short by a re-target needs only its gate back.)
-  SetStateAndGate(step, *v.pod, next, true, now);
+  ReturnTo(step, *v.pod, next, now);
   std::string message = restarted ? "in-place update to template " + target.to + " done"
                                   : "pod already matches template " + target.to;
   if (hold) {
@@ -1141,7 +1139,7 @@ Step Release(const Value& pod, Clock::time_point now) {
   Step step;
   const PodState state = LabelStateOf(pod);
   const bool gateFalse = HasGate(pod) && GateStatus(pod) == false;
-  SetStateAndGate(step, pod, PodState::kNormal, true, now);
+  ReturnTo(step, pod, PodState::kNormal, now);
   if (state != PodState::kNormal) {
     step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";
   }
@@ -1291,7 +1289,7 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
   // Updated: waiting for the post-update hook.
   if (v.atTarget) {
     if (rules.post == nullptr || lifecycle::IsPodAllHooked(*rules.post, pod)) {
-      SetStateAndGate(step, pod, PodState::kNormal, true, now);
+      ReturnTo(step, pod, PodState::kNormal, now);
       EndWait(v, step, Step::Wait::kUpdated, now);
       step.summary = "Updated -> Normal";
     } else {
