@@ -22,23 +22,33 @@ BEGIN, END = "<!-- bench-cluster table: begin -->", "<!-- bench-cluster table: e
 WEBHOOK_BEGIN, WEBHOOK_END = "<!-- bench table: begin -->", "<!-- bench table: end -->"
 
 
+def block(text, begin, end, check):
+    """The lines between README.md's one `begin` and `end` markers; None (a failure said) when not exactly one."""
+    one = text.count(begin) == 1 and text.count(end) == 1
+    check(one, "README.md has one %s ... %s block" % (begin, end))
+    return text[text.index(begin) + len(begin):text.index(end)].strip("\n").split("\n") if one else None
+
+
+def caption_fields(line, fmt, which, check):
+    """The fields of a bench's caption `fmt` (its %s and %d, the date and the commit first) in `line`, the date and
+    the commit checked; None (a failure said) when `line` is not that caption."""
+    m = re.fullmatch(re.escape(fmt).replace("%s", "(.+?)").replace("%d", r"(\d+)"), line)
+    check(m is not None, "the %s table's first line is the bench's caption (%r), got %r" % (which, fmt, line))
+    if m is None:
+        return None
+    date, commit = m.group(1), m.group(2)
+    check(re.fullmatch(r"\d{4}-\d\d-\d\d", date) is not None, "%s caption date %r" % (which, date))
+    check(re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None, "%s caption commit %r" % (which, commit))
+    return m.groups()
+
+
 def check_webhook_table(text, check):
     """The `make bench` block: each row parsed back into the bench's cell and rendered again must be the row."""
     import bench  # the bench's own format: CAPTION, RSS_LINE, HEADER, ALIGN, REVIEWS, CONNECTIONS, row
 
-    check(text.count(WEBHOOK_BEGIN) == 1 and text.count(WEBHOOK_END) == 1,
-          "README.md has one %s ... %s block" % (WEBHOOK_BEGIN, WEBHOOK_END))
-    if text.count(WEBHOOK_BEGIN) != 1 or text.count(WEBHOOK_END) != 1:
+    lines = block(text, WEBHOOK_BEGIN, WEBHOOK_END, check)
+    if lines is None or caption_fields(lines[0], bench.CAPTION, "webhook", check) is None:
         return
-    lines = text[text.index(WEBHOOK_BEGIN) + len(WEBHOOK_BEGIN):text.index(WEBHOOK_END)].strip("\n").split("\n")
-    caption = re.escape(bench.CAPTION).replace("%s", "(.+?)").replace("%d", r"(\d+)")
-    m = re.fullmatch(caption, lines[0])
-    check(m is not None, "the webhook table's first line is the bench's caption (%r), got %r" % (bench.CAPTION, lines[0]))
-    if m is None:
-        return
-    date, commit = m.group(1), m.group(2)
-    check(re.fullmatch(r"\d{4}-\d\d-\d\d", date) is not None, "webhook caption date %r" % date)
-    check(re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None, "webhook caption commit %r" % commit)
     rss = re.escape(bench.RSS_LINE).replace("%\\.1f", r"(\d+\.\d)")
     check(len(lines) > 5 and lines[1] == "" and re.fullmatch(rss, lines[2]) is not None and lines[3] == "",
           "then a blank line, the bench's RSS line and a blank line, got %r" % lines[1:4])
@@ -76,19 +86,11 @@ def main():
             failures.append(what)
 
     check_webhook_table(text, check)
-    check(text.count(BEGIN) == 1 and text.count(END) == 1, "README.md has one %s ... %s block" % (BEGIN, END))
-    if failures:
+    lines = block(text, BEGIN, END, check)
+    fields = caption_fields(lines[0], bench.CAPTION, "rollout", check) if lines is not None else None
+    if fields is None:
         return report(failures)
-    lines = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip("\n").split("\n")
-
-    caption = re.escape(bench.CAPTION).replace("%s", "(.+?)").replace("%d", r"(\d+)")
-    m = re.fullmatch(caption, lines[0])
-    check(m is not None, "the first line is the bench's caption (%r), got %r" % (bench.CAPTION, lines[0]))
-    if m is None:
-        return report(failures)
-    date, commit, version, _cpus, replicas = m.groups()
-    check(re.fullmatch(r"\d{4}-\d\d-\d\d", date) is not None, "caption date %r" % date)
-    check(re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None, "caption commit %r" % commit)
+    _date, _commit, version, _cpus, replicas = fields
     check(re.fullmatch(r"v\d+\.\d+\.\d+.*", version) is not None, "caption Kubernetes version %r" % version)
 
     # The same table, rebuilt by the bench from the README's own figures, must be the README's table.
