@@ -1,6 +1,7 @@
 #include "hooks/pod_state.h"
 
 #include "hooks/keys.h"
+#include "hooks/update_state.h"
 #include "lib/kube_objects.h"
 
 namespace iw::pod_update {
@@ -38,7 +39,11 @@ std::optional<bool> GateStatus(const json::Value& pod) {
 
 PodState StateOf(const json::Value& pod) {
   const PodState labelled = LabelStateOf(pod);
-  if (labelled == PodState::kNormal && GateStatus(pod) == false) return PodState::kPreparingUpdate;
+  if (labelled != PodState::kNormal) return labelled;
+  if (GateStatus(pod) == false) return PodState::kPreparingUpdate;
+  if (kube::LabelOf(pod, keys::kEnabledLabel) != keys::kTrue) return labelled;
+  const std::optional<UpdateState> us = ReadUpdateState(pod);
+  if (us && us->completesOnReport && !UpdateCompleted(pod, *us)) return PodState::kUpdating;
   return labelled;
 }
 

@@ -33,12 +33,16 @@ PodState LabelStateOf(const json::Value& pod);
 // The status of the pod's readiness-gate condition (keys::kReadyCondition); nullopt when absent.
 std::optional<bool> GateStatus(const json::Value& pod);
 
-// Where the pod stands: its state label, except that a pod labelled Normal whose readiness gate is
-// False is draining before its pod write, kPreparingUpdate. Without a pre-update hook the loop
-// starts a drain with the gate write alone (DESIGN.md §4.3: the state label is written only where a
-// hook needs it), so that the gate is the one record of the drain; nothing else leaves a Normal pod
-// with its gate False for longer than a pass (a step that makes the pod Normal sets the gate True
-// in the same pass).
+// Where the pod stands: its state label, except for a pod labelled Normal that
+// - has its readiness gate False: draining before its pod write, kPreparingUpdate. Without a
+//   pre-update hook the loop starts a drain with the gate write alone (DESIGN.md §4.3: the state
+//   label is written only where a hook needs it), so that the gate is the one record of the drain;
+//   nothing else leaves a Normal pod with its gate False for longer than a pass (a step that makes
+//   the pod Normal sets the gate True in the same pass);
+// - is opted in and carries an update-state whose write left the label Normal (completesOnReport)
+//   and which the kubelet's report does not show done yet (UpdateCompleted): kUpdating. Where no
+//   later write would return the pod (no resize, no post-update hook, no drain's gate), the pod
+//   write labels it Normal and the kubelet's report says when it is: one write per pod.
 PodState StateOf(const json::Value& pod);
 
 }  // namespace iw::pod_update

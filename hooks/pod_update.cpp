@@ -66,28 +66,6 @@ std::string PodName(const Value& pod) {
   return std::string(kube::MetaOf(pod, "name"));
 }
 
-// An imageID changed: compared by digest when both carry one (the runtime may report the same
-// image as "docker-pullable://x@sha256:.." or "sha256:.."), else as text.
-bool ImageIdChanged(std::string_view before, std::string_view now) {
-  if (now.empty()) return false;
-  std::string_view a = image_ref::DigestOf(before);
-  std::string_view b = image_ref::DigestOf(now);
-  if (!a.empty() && !b.empty()) return a != b;
-  return before != now;
-}
-
-// The container in status `st` replaced the one recorded at the write, as the kubelet reports
-// it: the container it replaced (lastState.terminated.containerID) is the recorded one, or the
-// kubelet counted a restart since (restartCount counts every restart of the container).
-bool ReplacedRecorded(const Value& st, const ContainerRecord& rec) {
-  if (!rec.containerID.empty() && json::StringOr(json::Path(&st, {"lastState", "terminated"}),
-                                                 "containerID") == rec.containerID) {
-    return true;
-  }
-  const Value* rc = json::Find(&st, "restartCount");
-  return rc != nullptr && rc->IsInt64() && rc->GetInt64() > rec.restartCount;
-}
-
 // A copied string value; an empty view may have a null data() (StringOr's default).
 Value Str(std::string_view s, Allocator& a) {
   return s.empty() ? Value("", 0, a)
@@ -157,6 +135,11 @@ View Look(const Target& target, const Rules& rules, const Value& pod) {
   v.updateState = ReadUpdateState(pod);
   v.inRun =
       v.updateState && !v.updateState->revision.empty() && v.updateState->revision != target.from;
+  // Labelled Normal and read as Updating from a record of an earlier update (the kubelet's report
+  // says not done for a moment, e.g. a later resize it has not observed yet): not this update's.
+  if (v.state == PodState::kUpdating && !v.inRun && LabelStateOf(pod) == PodState::kNormal) {
+    v.state = PodState::kNormal;
+  }
   v.changes = ComputeChanges(target, pod);
   v.atTarget = v.changes.Empty() && (!v.inRun || v.updateState->revision == target.to);
   v.hasGate = HasGate(pod);
@@ -386,8 +369,13 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   }
   const bool resizeFirst = !v.changes.resources.empty();
   if (!resizeFirst) RecordContainers(pod, v.changes.images, next);
+  // Where no later write returns the pod (no resize to follow, no post-update hook, no drain's
+  // gate to set True), the write leaves the label Normal and the kubelet's report says Updating
+  // until it shows the change done (StateOf): one pod write in all.
+  next.completesOnReport = !resizeFirst && rules.post == nullptr && !(v.hasGate && v.gate == false);
 
-  json::Document d = StatePatch(*v.pod, PodState::kUpdating, now);
+  json::Document d =
+      StatePatch(*v.pod, next.completesOnReport ? PodState::kNormal : PodState::kUpdating, now);
   auto& a = d.GetAllocator();
   Value& meta = d["metadata"];
   Value& labels = meta["labels"];
@@ -632,109 +620,6 @@ Clock::time_point DrainEnd(const Value& pod, long long grace, Clock::time_point 
   return anchor.value_or(now) + std::chrono::seconds(grace) + slack;
 }
 
-std::optional<UpdateState> ParseUpdateState(std::string_view text) {
-  json::Document doc;
-  if (!json::ParseUntrusted(text, doc).ok() || !doc.IsObject()) return std::nullopt;
-  const Value* revision = json::Find(&doc, "revision");
-  if (revision == nullptr || !revision->IsString()) return std::nullopt;
-  UpdateState s;
-  s.revision = std::string(json::View(*revision));
-  s.updateTimestamp = std::string(json::StringOr(&doc, "updateTimestamp"));
-  const Value* last = json::Find(&doc, "lastContainerStatuses");
-  if (last != nullptr && last->IsObject()) {  // Kruise may write null
-    for (const auto& m : last->GetObject()) {
-      ContainerRecord rec;
-      rec.imageID = std::string(json::StringOr(&m.value, "imageID"));
-      rec.containerID = std::string(json::StringOr(&m.value, "containerID"));
-      const Value* rc = json::Find(&m.value, "restartCount");
-      if (rc != nullptr && rc->IsInt64()) rec.restartCount = rc->GetInt64();
-      s.lastContainerStatuses[std::string(json::View(m.name))] = rec;
-    }
-  }
-  const Value* images = json::Find(&doc, "images");
-  if (images != nullptr && images->IsObject()) {
-    for (const auto& m : images->GetObject()) {
-      ImageRecord rec;
-      rec.asked = std::string(json::StringOr(&m.value, "asked"));
-      rec.got = std::string(json::StringOr(&m.value, "got"));
-      rec.before = std::string(json::StringOr(&m.value, "before"));
-      if (!rec.asked.empty()) s.images[std::string(json::View(m.name))] = rec;
-    }
-  }
-  for (auto [field, out] : {std::pair{"changedLabels", &s.changedLabels},
-                            std::pair{"changedAnnotations", &s.changedAnnotations},
-                            std::pair{"resizedContainers", &s.resizedContainers}}) {
-    const Value* list = json::Find(&doc, field);
-    if (list == nullptr || !list->IsArray()) continue;
-    for (const auto& e : list->GetArray()) {
-      if (e.IsString()) out->insert(std::string(json::View(e)));
-    }
-  }
-  return s;
-}
-
-std::string SerializeUpdateState(const UpdateState& state) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&w](const std::string& s) {
-    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  };
-  w.StartObject();
-  w.Key("revision");
-  str(state.revision);
-  w.Key("updateTimestamp");
-  str(state.updateTimestamp);
-  w.Key("lastContainerStatuses");
-  w.StartObject();
-  for (const auto& [name, rec] : state.lastContainerStatuses) {
-    str(name);
-    w.StartObject();
-    w.Key("imageID");
-    str(rec.imageID);
-    w.Key("containerID");
-    str(rec.containerID);
-    w.Key("restartCount");
-    w.Int64(rec.restartCount);
-    w.EndObject();
-  }
-  w.EndObject();
-  if (!state.images.empty()) {
-    w.Key("images");
-    w.StartObject();
-    for (const auto& [name, rec] : state.images) {
-      str(name);
-      w.StartObject();
-      w.Key("asked");
-      str(rec.asked);
-      if (!rec.got.empty()) {
-        w.Key("got");
-        str(rec.got);
-      }
-      w.Key("before");
-      str(rec.before);
-      w.EndObject();
-    }
-    w.EndObject();
-  }
-  for (auto [field, set] : {std::pair{"changedLabels", &state.changedLabels},
-                            std::pair{"changedAnnotations", &state.changedAnnotations},
-                            std::pair{"resizedContainers", &state.resizedContainers}}) {
-    if (set->empty()) continue;
-    w.Key(field);
-    w.StartArray();
-    for (const auto& k : *set) str(k);
-    w.EndArray();
-  }
-  w.EndObject();
-  return {buf.GetString(), buf.GetSize()};
-}
-
-std::optional<UpdateState> ReadUpdateState(const json::Value& pod) {
-  std::optional<std::string> text = PodAnnotation(pod, keys::kUpdateStateAnnotation);
-  if (!text) return std::nullopt;
-  return ParseUpdateState(*text);
-}
-
 namespace {
 // The container's spec has every cpu/memory request and limit of `want` (same quantities).
 bool SpecHas(const Value& container, const eligibility::Plan::Resources& want) {
@@ -922,55 +807,6 @@ bool AtTarget(const Target& target, const json::Value& pod) {
   return !inRun || us->revision == target.to;
 }
 
-bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
-  // A status the kubelet computed before it saw the write proves nothing (KEP-5067: kubelets
-  // report observedGeneration from 1.34).
-  const Value* generation = json::Path(&pod, {"metadata", "generation"});
-  const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
-  const bool reported =
-      observed != nullptr && observed->IsInt64() && generation != nullptr && generation->IsInt64();
-  if (reported && observed->GetInt64() < generation->GetInt64()) return false;
-  // Only the kubelet's own report is compared, never its node's clock with ours.
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  const Value* specs = json::Path(&pod, {"spec", "containers"});
-  for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* st = FindNamed(statuses, "name", name);
-    const Value* spec = FindNamed(specs, "name", name);
-    if (st == nullptr || spec == nullptr) return false;
-    std::string_view image = json::StringOr(spec, "image");
-    std::string_view imageID = json::StringOr(st, "imageID");
-    std::string_view pinned = image_ref::DigestOf(image);
-    // Admission stored another reference than the one asked for: that one is the target.
-    auto asked = state.images.find(name);
-    const bool rewritten = asked != state.images.end() && !asked->second.asked.empty() &&
-                           !image_ref::SameImage(asked->second.asked, image);
-    if (rewritten && !asked->second.before.empty() &&
-        image_ref::SameImage(asked->second.before, image)) {
-      // Rewritten to the image the spec had: the write changed nothing the kubelet restarts for.
-      if (json::Path(st, {"state", "running"}) != nullptr) continue;
-      return false;
-    }
-    std::string_view containerID = json::StringOr(st, "containerID");
-    if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
-    if (rewritten && !pinned.empty()) {
-      // A digest pin we did not ask for: only those bits will do.
-      if (pinned == image_ref::DigestOf(imageID)) continue;
-      return false;
-    }
-    if (image_ref::SameImage(json::StringOr(st, "image"), image)) continue;
-    if (!pinned.empty() && pinned == image_ref::DigestOf(imageID)) continue;
-    if (rec.imageID.empty()) return false;  // had not started: only the name or digest prove it
-    // Other bits than the container seen at the write ran: a restart of that container (a crash)
-    // would run the recorded bits.
-    if (ImageIdChanged(rec.imageID, imageID)) continue;
-    // The same bits (a retag, the same digest under another name): the restart that replaced the
-    // container seen at the write is the evidence.
-    if (ReplacedRecorded(*st, rec)) continue;
-    return false;
-  }
-  return true;
-}
-
 std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state) {
   // The kubelet's reasons for a container it cannot pull, and those for one it cannot run. After
   // a failed pull the kubelet also reports CrashLoopBackOff (the container it stopped for the
@@ -1137,16 +973,50 @@ bool WantsStart(const Target& target, const json::Value& pod) {
 
 Step Release(const Value& pod, Clock::time_point now) {
   Step step;
-  const PodState state = LabelStateOf(pod);
+  const PodState labelled = LabelStateOf(pod);
   const bool gateFalse = HasGate(pod) && GateStatus(pod) == false;
+  // Labelled Normal, Updating by the kubelet's report: the record stops saying so.
+  const bool onReport =
+      labelled == PodState::kNormal && !gateFalse && StateOf(pod) == PodState::kUpdating;
   ReturnTo(step, pod, PodState::kNormal, now);
-  if (state != PodState::kNormal) {
-    step.summary = "pod back to Normal (it was " + std::string(StateName(state)) + ")";
+  if (onReport) {
+    UpdateState us = *ReadUpdateState(pod);
+    us.completesOnReport = false;
+    const std::string text = SerializeUpdateState(us);
+    if (step.ops.empty()) {
+      AddAnnotationPatch(step, keys::kUpdateStateAnnotation, text);
+    } else {  // the hook-timeout marker's removal: one pod patch for both
+      json::Document& body = step.ops.back().body;
+      json::SetString(body["metadata"]["annotations"], keys::kUpdateStateAnnotation, text,
+                      body.GetAllocator());
+    }
+  }
+  if (labelled != PodState::kNormal || onReport) {
+    step.summary = "pod back to Normal (it was " +
+                   std::string(StateName(onReport ? PodState::kUpdating : labelled)) + ")";
   }
   if (gateFalse) {
     step.summary += step.summary.empty() ? "readiness gate True again" : ", readiness gate True";
   }
   return step;
+}
+
+std::optional<double> CompletedOnReport(const json::Value& old, const json::Value& now,
+                                        Clock::time_point at) {
+  if (LabelStateOf(now) != PodState::kNormal || StateOf(now) != PodState::kNormal) {
+    return std::nullopt;
+  }
+  const std::optional<UpdateState> record = ReadUpdateState(now);
+  if (!record || !record->completesOnReport || !UpdateCompleted(now, *record)) return std::nullopt;
+  // `old` showed this write (its updateTimestamp) done already: counted then.
+  const std::optional<UpdateState> before = ReadUpdateState(old);
+  if (before && before->updateTimestamp == record->updateTimestamp &&
+      StateOf(old) == PodState::kNormal) {
+    return std::nullopt;
+  }
+  const std::optional<Clock::time_point> written = rfc3339::Parse(record->updateTimestamp);
+  if (!written) return 0.0;
+  return std::max(0.0, std::chrono::duration<double>(at - *written).count());
 }
 
 bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod) {
@@ -1167,6 +1037,11 @@ Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bo
   const View v = Look(target, rules, pod);
 
   if (v.state == PodState::kNormal) {
+    // Done on the kubelet's report before a pass saw it Updating: what admission stored is
+    // recorded all the same (as the Updating branch does), once.
+    if (v.atTarget && v.inRun && v.updateState->completesOnReport && RecordStoredImages(v, step)) {
+      return step;
+    }
     if (v.atTarget || (!v.changes.Empty() && !mayStart)) {
       SetGate(v, step, true, now);  // also new pods that declare the gate and lack the condition
       if (!step.ops.empty()) step.summary = "readiness gate set True";

@@ -20,7 +20,10 @@
 // (the label stays Normal; StateOf reads such a pod as PreparingUpdate): one pod write fewer. A
 // state change that goes with the gate's return to True is written in that same pods/status write
 // (the API server keeps a pods/status write's labels and annotations): with the drain, a pod costs
-// the gate False, the pod write and one write back.
+// the gate False, the pod write and one write back. Where no later write would return the pod (no
+// resize, no post-update hook, the gate not False), the pod write leaves the label Normal and
+// marks the update-state completesOnReport: StateOf reads the pod as Updating until the kubelet's
+// report shows it done, then Normal, with no write of ours: one write per pod.
 //
 // A decision is a function of the pod as stored in the cluster (labels, annotations, conditions),
 // the update's target and the Deployment's hooks, and `now`: nothing is remembered in memory, so a
@@ -41,6 +44,7 @@
 #include "hooks/eligibility.h"
 #include "hooks/lifecycle.h"
 #include "hooks/pod_state.h"
+#include "hooks/update_state.h"
 #include "lib/json.h"
 
 namespace iw::pod_update {
@@ -106,43 +110,6 @@ long long GraceSeconds(const Rules& rules, bool podHasGate);
 // and the plugin reports the time left from it.
 Clock::time_point DrainEnd(const json::Value& pod, long long grace, Clock::time_point now);
 
-// The `update-state` annotation, Kruise's inplace-update-state shape plus fields of our own:
-// {"revision":"<to>","updateTimestamp":"<RFC3339>","lastContainerStatuses":{"c":{"imageID":"..",
-//  "containerID":"..","restartCount":N}},"images":{"c":{"asked":"..","got":"..","before":".."}},
-//  "changedLabels":["k"],"changedAnnotations":["a"],"resizedContainers":["c"]}
-// The lists name every template key this update run wrote to the pod (and every container it
-// resized), so that a re-targeted update can put back a key the newest target no longer changes.
-struct ContainerRecord {
-  std::string imageID;
-  std::string containerID;
-  long long restartCount = 0;
-  bool operator==(const ContainerRecord&) const = default;
-};
-// Per container whose image the write set: the image the loop asked for (the target template's),
-// the one the API server stored ("" until the loop has seen it; recorded only when it differs:
-// another mutating webhook on pods rewrote it, a registry mirror or a digest pin), and the spec's
-// image before the write. The stored reference is the target of that container (DESIGN.md §8.2).
-struct ImageRecord {
-  std::string asked;
-  std::string got;
-  std::string before;
-  bool operator==(const ImageRecord&) const = default;
-};
-struct UpdateState {
-  std::string revision;
-  std::string updateTimestamp;
-  std::map<std::string, ContainerRecord> lastContainerStatuses;
-  std::map<std::string, ImageRecord> images;
-  std::set<std::string> changedLabels;
-  std::set<std::string> changedAnnotations;
-  std::set<std::string> resizedContainers;
-  bool operator==(const UpdateState&) const = default;
-};
-std::optional<UpdateState> ParseUpdateState(std::string_view text);
-std::string SerializeUpdateState(const UpdateState& state);
-// The pod's update-state annotation; nullopt when absent or not of that shape.
-std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
-
 // What a pod needs written to reach the target: only template keys the update changes (plus
 // those this run changed before, for a re-target), and only where the pod differs. An image this
 // run asked for (the update-state's ImageRecord names the target's image) that the API server
@@ -161,29 +128,6 @@ Changes ComputeChanges(const Target& target, const json::Value& pod);
 
 // The pod's content is the target's and its update-state (if this run wrote one) says `to`.
 bool AtTarget(const Target& target, const json::Value& pod);
-
-// Whether every container recorded in `state` runs its new spec (DESIGN.md §8.2), from the
-// kubelet's report alone: no timestamp of the node is ever compared with the loop's clock (a node
-// whose clock is behind would never complete). The status must be one the kubelet computed from
-// the written spec where it says so (status.observedGeneration >= metadata.generation; kubelets
-// report it from 1.34), and each recorded container must be a new container (containerID not the
-// recorded one). Then it is done when the image it reports is the spec's once normalised, or the
-// spec pins the digest it runs; or, for a container that ran at the write, when it runs other
-// bits than then (imageID changed), or the same bits (a retag, `tag@sha256:` of the same image)
-// in the container that replaced the recorded one (lastState.terminated.containerID is the
-// recorded containerID, or restartCount above the recorded one): containerd reports the image
-// record's first tag and digest, not the reference in the spec, and the kubelet restarts a
-// container whose spec changed. A container that had not started at the write (no recorded
-// imageID) is done only by the name or the pinned digest. A recorded container without a status
-// is not done. Records written by earlier versions carry every field this reads. What no report
-// tells apart from the restart for the write: a crash restart of the recorded container that the
-// kubelet made before it saw the write and reported after it (DESIGN.md §8.2).
-// A container whose image the API server stored as another reference than the one the loop asked
-// for (ImageRecord) completes on that stored reference: by the rules above, except that a stored
-// reference with a digest (`name@sha256:..`) needs the kubelet's imageID to carry that digest, and
-// a container whose spec the write left as it was (the stored image is the one before) needs no
-// restart.
-bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
 
 // Why a changed container of an Updating pod does not run its new image, as the kubelet reports
 // it: waiting with a pull's reason (ErrImagePull, ImagePullBackOff, InvalidImageName,
@@ -338,9 +282,20 @@ struct Step {
 
 // The update is gone (aborted, or ended without the loop): a pod it left out of Normal goes back to
 // Normal and a gate it left False goes True again, so nothing stays out of service for a hook or a
-// drain that no longer runs (DESIGN.md §8.11). No op when the pod is Normal with its gate not
-// False.
+// drain that no longer runs (DESIGN.md §8.11); a pod labelled Normal that reads as Updating from
+// the kubelet's report gets completesOnReport cleared from its record, so that it reads as its
+// label. No op when the pod is Normal with its gate not False.
 Step Release(const json::Value& pod, Clock::time_point now);
+
+// A pod labelled Normal at its write (UpdateState::completesOnReport) completes with no write of
+// ours: the change from `old` to `now` (two versions of one pod, as a watch delivers them) is its
+// completion when `now` reads as Normal with that record done and `old` did not show the same
+// write (its updateTimestamp) done already (an `old` from before the write counts: a relist may
+// skip versions). Returns the seconds since the pod write (`at` is when `now` was seen), for the
+// completion metric; nullopt when this change completes nothing. (A record that reads as not done
+// again for a moment, a later resize the kubelet has not observed yet, counts once more.)
+std::optional<double> CompletedOnReport(const json::Value& old, const json::Value& now,
+                                        Clock::time_point at);
 
 // Whether the pod would start an update now if the budget allows (Normal and not at target).
 bool WantsStart(const Target& target, const json::Value& pod);

@@ -102,6 +102,9 @@ void Loop::Start() {
       WatchesOptions{options_.namespaceName, options_.batchDelay, options_.watchTimeout},
       [this](WorkKind kind, std::string key, Steady::time_point due) {
         Queue(kind, std::move(key), due);
+      },
+      [metrics = options_.metrics](double seconds) {
+        if (metrics != nullptr) metrics->Count(rollout::Metric::kPodUpdateCompleted, seconds);
       });
   {
     std::lock_guard lock(watchesMu_);

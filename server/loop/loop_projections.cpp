@@ -100,11 +100,23 @@ kube::Projection PodProjection() {
     // The image a container reports and the container it replaced only decide whether an
     // Updating pod's restart is done, and why a container waits only what an Updating pod
     // reports stuck on (an image the kubelet cannot pull or run); whether a container runs, also
-    // whether the pod's kubelet can resize it (any state).
+    // whether the pod's kubelet can resize it (any state). A pod labelled Normal at its write
+    // reads as Updating until its record is done (pod_update::StateOf): it keeps what that reads
+    // of the recorded containers once done too, so that the cached pod reads as the stored one.
     if (Value* statuses = json::FindMutable(&status, "containerStatuses");
         statuses != nullptr && statuses->IsArray()) {
       const bool updating = pod_update::StateOf(out) == pod_update::PodState::kUpdating;
+      std::optional<pod_update::UpdateState> record;
+      if (!updating && pod_update::LabelStateOf(out) == pod_update::PodState::kNormal) {
+        record = pod_update::ReadUpdateState(out);
+        if (record && !record->completesOnReport) record.reset();
+      }
       for (auto& st : statuses->GetArray()) {
+        if (record &&
+            record->lastContainerStatuses.contains(std::string(json::StringOr(&st, "name")))) {
+          if (Value* state = json::FindMutable(&st, "state")) json::Remove(*state, "waiting");
+          continue;
+        }
         if (updating) {
           // The kubelet's message, clipped: it is quoted in one Event only.
           Value* message = json::FindMutable(

@@ -22,7 +22,9 @@ namespace iw::loop {
 // resize conditions (type, status, reason, message), and container statuses (name, imageID,
 // containerID, restartCount, resources, state.running; the image,
 // lastState.terminated.containerID and state.waiting's reason and message (clipped) too while the
-// pod is Updating, the only state whose decision reads them).
+// pod is Updating, the only state whose decision reads them; the image and
+// lastState.terminated.containerID of the containers a record completed on the kubelet's report
+// names, once it is done, so that the cached pod reads as Normal as the stored one does).
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();

@@ -26,8 +26,8 @@ bool HasUpdateInProgress(const kube::ObjectPtr& deployment) {
   return deployment && HasAnnotation(deployment->Value(), keys::kInProgressAnnotation);
 }
 
-Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue)
-    : options_(std::move(options)), queue_(std::move(queue)) {
+Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDone podDone)
+    : options_(std::move(options)), queue_(std::move(queue)), podDone_(std::move(podDone)) {
   const std::string& ns = options_.namespaceName;
   {
     kube::InformerOptions opts;
@@ -72,7 +72,15 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue)
     opts.watchTimeout = options_.watchTimeout;
     auto on = [this](const kube::ObjectPtr& o) { OnPod(o); };
     opts.handlers.onAdd = on;
-    opts.handlers.onUpdate = [on](const kube::ObjectPtr&, const kube::ObjectPtr& now) { on(now); };
+    opts.handlers.onUpdate = [this, on](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      if (podDone_ && old != nullptr) {
+        if (std::optional<double> seconds = pod_update::CompletedOnReport(
+                old->Value(), now->Value(), std::chrono::system_clock::now())) {
+          podDone_(*seconds);
+        }
+      }
+      on(now);
+    };
     opts.handlers.onDelete = on;
     pods_ = std::make_unique<kube::Informer>(api, std::move(opts));
   }

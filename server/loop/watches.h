@@ -8,7 +8,8 @@
 //   Deployment;
 // - a pod of a ReplicaSet (pod → ReplicaSet → Deployment through controller ownerReferences, in
 //   the caches) of a Deployment with an update: that Deployment; a live Normal pod that declares
-//   the readiness gate and has no gate condition yet: its gate.
+//   the readiness gate and has no gate condition yet: its gate; a pod that completed its update on
+//   the kubelet's report (no write of ours marks it): `podDone`, for the completion metric.
 // Each after the batch delay, so a burst of events makes one unit of work.
 //
 // Construction starts the informers in that order (Deployments, ReplicaSets, pods): a handler only
@@ -59,8 +60,14 @@ class Watches {
   using Queue = std::function<void(WorkKind kind, std::string key,
                                    std::chrono::steady_clock::time_point due)>;
 
-  // Starts the three informers through `api`, which must outlive the object.
-  Watches(kube::WatchApi& api, WatchesOptions options, Queue queue);
+  // A pod labelled Normal at its write completed on the kubelet's report
+  // (pod_update::CompletedOnReport), `seconds` after the write. Called from the pod informer's
+  // thread.
+  using PodDone = std::function<void(double seconds)>;
+
+  // Starts the three informers through `api`, which must outlive the object. `podDone` may be
+  // empty.
+  Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDone podDone = {});
   ~Watches();  // stops the informers, pods first
   Watches(const Watches&) = delete;
   Watches& operator=(const Watches&) = delete;
@@ -92,6 +99,7 @@ class Watches {
 
   const WatchesOptions options_;
   const Queue queue_;
+  const PodDone podDone_;
 
   // ReplicaSet uid → {namespace, name}. Written by the ReplicaSet informer's handlers, read by
   // the pod informer's and the loop's threads.

@@ -361,7 +361,25 @@ def annotations_of(o):
 
 
 def state_of(pod):
-    return labels_of(pod).get(STATE, "Normal")
+    """Where the pod stands, as the loop reads it (hooks/pod_state.h StateOf): its state label, except that a pod
+    labelled Normal and opted in, whose update-state says the write left it Normal ("completesOnReport"), reads as
+    Updating until the kubelet has replaced every recorded container (the product's completion also checks the image
+    the new container runs; a test that needs that asks the product: `kubectl inplace status`)."""
+    state = labels_of(pod).get(STATE, "Normal")
+    if state != "Normal" or labels_of(pod).get(ENABLED) != "true":
+        return state
+    try:
+        record = json.loads(annotations_of(pod).get("inplace-webhook.io/update-state") or "{}")
+    except ValueError:
+        return state
+    if not isinstance(record, dict) or record.get("completesOnReport") is not True:
+        return state
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    for name, rec in (record.get("lastContainerStatuses") or {}).items():
+        now = (statuses.get(name) or {}).get("containerID") or ""
+        if not now or now == (rec or {}).get("containerID"):
+            return "Updating"
+    return state
 
 
 def condition(obj, ctype, field="status"):

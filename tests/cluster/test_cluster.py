@@ -30,7 +30,7 @@ from fault_proxy import FaultProxy  # noqa: E402
 from kube import (ABORT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMESTAMP, Api, ApiError,  # noqa: E402
                   AuditLog, ClusterEnv, Failure, PodSampler, Tools, annotations_of, check, condition,
                   container_statuses, event_line, format_table, images, is_ready, labels_of, live, metric_samples,
-                  ns_path, openssl_cert, rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED)
+                  ns_path, openssl_cert, rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED, STATE)
 from webhook_process import free_port  # noqa: E402
 
 # Scenario modules (tests/cluster/scenarios_*.py) import this file as `test_cluster`: one copy of it, not two.
@@ -1039,10 +1039,58 @@ def c14_secret_mode_and_uninstall(s):
     check(not app.deployment()["spec"].get("paused"), "paused with nothing of ours installed")
 
 
+def pod_updates_completed(s, pod_name):
+    """inplace_webhook_pod_updates_completed_total as the controller pod `pod_name` reports it on /metrics."""
+    text = s.tools.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics"
+                           % (RELEASE_NS, pod_name)).stdout
+    for line in text.splitlines():
+        if line.startswith("inplace_webhook_pod_updates_completed_total "):
+            return float(line.split()[1])
+    raise Failure("no inplace_webhook_pod_updates_completed_total on %s:\n%s" % (pod_name, text[-500:]))
+
+
+def c16_drain_off_one_write_per_pod(s):
+    """The drain off (policy gracePeriodSeconds 0) and no hook: one pod write per pod. The write leaves the state label
+    Normal and marks its update-state completesOnReport; the pod is Updating until the kubelet reports the new
+    container, then Normal with no further write (DESIGN.md §4.3). Counted from the audit log; the completions from
+    the leader's metrics."""
+    app = App(s, "c16")
+    before = snapshot(app.create(deployment("web", replicas=3, policy={"gracePeriodSeconds": 0})))
+    rs0 = app.rs_names()
+    leader = s.lease_holder()
+    completed0 = pod_updates_completed(s, leader)
+    since = time.time()
+    with PodSampler(app.all_pods) as sampler:
+        app.kubectl("set", "image", "deploy/web", "app=" + V2)
+        expect_in_progress(app)
+        finish(app, before, rs0, restarted={"app"})
+    seen = [p for _, pods in sampler.samples for p in pods if p["metadata"]["name"] in before]
+    labels = {labels_of(p).get(STATE, "Normal") for p in seen}
+    check(labels == {"Normal"}, "state labels seen during the update: %s (the write leaves Normal)" % labels)
+    updating = {p["metadata"]["name"] for p in seen if state_of(p) == "Updating"}
+    check(updating, "no sample showed a pod written and not yet restarted (Updating from the kubelet's report)")
+    for p in app.pods():
+        record = json.loads(annotations_of(p)["inplace-webhook.io/update-state"])
+        check(record.get("completesOnReport") is True, "pod %s: update-state %s" % (p["metadata"]["name"], record))
+        check(state_of(p) == "Normal", "pod %s reads %s after the update" % (p["metadata"]["name"], state_of(p)))
+    writes = {}
+    for sub in ("", "status"):
+        for e in s.audit.writes(since, user=CONTROLLER_USER, ns=app.ns, resource="pods", subresource=sub):
+            key = (e["objectRef"]["name"], sub or "pod")
+            writes[key] = writes.get(key, 0) + 1
+    print("  c16: the controller's writes per pod: %s; seen Updating: %s" % (dict(sorted(writes.items())),
+                                                                          sorted(updating)))
+    check(writes == {(name, "pod"): 1 for name in before},
+          "the controller's writes per pod, expected one pod write each and no status write: %s" % writes)
+    if s.lease_holder() == leader:
+        done = pod_updates_completed(s, leader) - completed0
+        check(done == 3, "inplace_webhook_pod_updates_completed_total rose by %s on %s, expected 3" % (done, leader))
+
+
 SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,
              c05_hook_timeout, c06_killed_mid_update, c07_leader_handover, c08_abort, c09_non_eligible_mid_update,
              c10_user_pause_kept, c11_scale_mid_update, c12_helm_upgrade_mid_update, c13_api_faults,
-             c15_deletion_never_blocked]
+             c15_deletion_never_blocked, c16_drain_off_one_write_per_pod]
 
 
 def start_test_webhook(s, name, script, args):

@@ -498,8 +498,7 @@ def rfc3339_seconds(text):
     return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def state_of(pod):
-    return labels_of(pod).get(STATE, "Normal")
+state_of = kube.state_of  # as the loop reads it: the label, or Updating from the kubelet's report
 
 
 def condition(obj, ctype):

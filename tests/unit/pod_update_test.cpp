@@ -411,15 +411,16 @@ TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole
 TEST_CASE("Updating → Normal once every changed container runs its new image; gate True") {
   Env env(true, "", kNoDrain);
   json::Document pod = env.NewPod();
+  SetCondition(pod, keys::kReadyCondition, "False");  // as if drained: the write's return sets it
   ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(State(pod) == "Updating");
+  REQUIRE(pod_update::LabelStateOf(pod) == pod_update::PodState::kUpdating);
+  CHECK_FALSE(pod_update::ReadUpdateState(pod)->completesOnReport);
 
   pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
   CHECK(wait.ops.empty());
   CHECK(wait.wakeAfter == seconds(595));  // the default Updating timeout
 
   Restart(pod, "app", "nginx:1.27");
-  SetCondition(pod, keys::kReadyCondition, "False");  // as if drained
   pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(42));
   CHECK(done.completed);
   CHECK(done.updateSeconds == doctest::Approx(42));
@@ -703,16 +704,15 @@ TEST_CASE("Updating → Normal on a node whose clock is 5 minutes behind the loo
         json::Value(Parse(R"({"running":{"startedAt":")" + Ts(T0() - seconds(295)) + R"("}})"), a),
         a);
   }
+  // Labelled Normal at the write (nothing returns it): done on the kubelet's report, no write.
   SUBCASE("a retag: the same bits, in the container that replaced the recorded one") {
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
-    CHECK(s.completed);
-    ApplyStep(pod, s);
     CHECK(State(pod) == "Normal");
+    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5)).ops.empty());
   }
   SUBCASE("the new image by name") {
     SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
                        "docker.io/library/nginx@sha256:new", "containerd://web-a-app-2");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5)).completed);
+    CHECK(State(pod) == "Normal");
   }
 }
 
@@ -988,7 +988,8 @@ TEST_CASE(
   // writes; the template keeps the image it names. Each case plays the loop pass by pass (2 s
   // apart) with that webhook and a kubelet, from Normal, and counts the loop's pod patches (not
   // pods/status): 1 without a rewrite (the write; the drain starts with the gate write alone and
-  // the return to Normal goes with the gate's return to True), one more with one (the
+  // the return to Normal goes with the gate's return to True, or without a gate is read from the
+  // kubelet's report), one more with one (the
   // update-state records the stored image). The code before wrote
   // the image again at every pass and never completed.
   const std::string digestA(kDigestA);
@@ -1093,66 +1094,72 @@ TEST_CASE(
        mirrored,
        ""},
   };
-  for (const Case& c : cases) {
-    INFO(std::string(c.what));
-    Env env(true);  // the gate and the default drain: the gate False first
-    json::Document pod = env.NewPod();
-    SetSpecImage(pod, "app", c.podImage);
-    Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
-    std::string running = c.podImage;
-    int podPatches = 0, restarts = 0;
-    bool done = false;
-    std::string trouble, waiting;
-    std::set<std::string> troubleKeys;
-    for (int pass = 0; pass < 12 && !done; ++pass) {
-      const Clock::time_point now = T0() + seconds(2 * pass);
-      pod_update::Step s =
-          pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
-      podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
-      for (const auto* e : Ops(s, PodOp::Kind::kEvent)) {
-        if (e->event.reason == "PodImageNotRunning") {
-          CHECK(e->event.onDeployment);
-          troubleKeys.insert(e->event.dedupKey);  // one Event: the same name at every pass
-          trouble = e->event.message;
+  // With the gate and the default drain (the gate False first, Normal back with the gate's
+  // return), and without a gate (the write leaves the label Normal: done on the kubelet's report):
+  // the same pod patches.
+  for (const bool gate : {true, false})
+    for (const Case& c : cases) {
+      const std::string what = std::string(c.what) + (gate ? "" : ", no gate");
+      INFO(what);
+      Env env(gate);
+      json::Document pod = env.NewPod();
+      SetSpecImage(pod, "app", c.podImage);
+      Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
+      std::string running = c.podImage;
+      int podPatches = 0, restarts = 0;
+      bool done = false;
+      std::string trouble, waiting;
+      std::set<std::string> troubleKeys;
+      for (int pass = 0; pass < 12 && !done; ++pass) {
+        const Clock::time_point now = T0() + seconds(2 * pass);
+        pod_update::Step s =
+            pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
+        // Done: Normal at the target, and a pass has nothing more to write.
+        done = s.ops.empty() && State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
+               pod_update::ReadUpdateState(pod).has_value();
+        podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
+        for (const auto* e : Ops(s, PodOp::Kind::kEvent)) {
+          if (e->event.reason == "PodImageNotRunning") {
+            CHECK(e->event.onDeployment);
+            troubleKeys.insert(e->event.dedupKey);  // one Event: the same name at every pass
+            trouble = e->event.message;
+          }
         }
-      }
-      if (!s.waitingMessage.empty()) waiting = s.waitingMessage;
-      ApplyStep(pod, s);
-      SetSpecImage(pod, "app", admit(c.admission, SpecImage(pod, "app")));  // on every pod UPDATE
-      if (SpecImage(pod, "app") != running) {                               // the kubelet acts
-        running = SpecImage(pod, "app");
-        if (c.kubelet.waiting.empty()) {  // a new container runs
-          Report(pod, "app", c.kubelet.image, c.kubelet.imageID,
-                 "containerd://new-" + std::to_string(++restarts));
-        } else {  // none starts: the kubelet reports the one it stopped, and why it waits
-          Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'), "containerd://web-a-app",
-                 c.kubelet.waiting);
+        if (!s.waitingMessage.empty()) waiting = s.waitingMessage;
+        ApplyStep(pod, s);
+        SetSpecImage(pod, "app", admit(c.admission, SpecImage(pod, "app")));  // on every pod UPDATE
+        if (SpecImage(pod, "app") != running) {                               // the kubelet acts
+          running = SpecImage(pod, "app");
+          if (c.kubelet.waiting.empty()) {  // a new container runs
+            Report(pod, "app", c.kubelet.image, c.kubelet.imageID,
+                   "containerd://new-" + std::to_string(++restarts));
+          } else {  // none starts: the kubelet reports the one it stopped, and why it waits
+            Report(pod, "app", c.podImage, "sha256:" + std::string(64, 'c'),
+                   "containerd://web-a-app", c.kubelet.waiting);
+          }
         }
+        if (gate) SetCondition(pod, keys::kReadyCondition, Gate(pod) == false ? "False" : "True");
       }
-      SetCondition(pod, keys::kReadyCondition, Gate(pod) == false ? "False" : "True");
-      done = State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
-             pod_update::ReadUpdateState(pod).has_value();
+      CHECK(done == c.done);
+      CHECK(podPatches == c.podPatches);
+      CHECK(restarts <= 1);
+      auto us = pod_update::ReadUpdateState(pod);
+      REQUIRE(us.has_value());
+      REQUIRE(us->images.contains("app"));
+      CHECK(us->images.at("app").asked == "nginx:1.27");
+      CHECK(us->images.at("app").got == c.got);
+      CHECK(us->images.at("app").before == c.podImage);
+      if (c.done) CHECK(SpecImage(pod, "app") == admit(c.admission, "nginx:1.27"));
+      if (c.trouble.empty()) {
+        CHECK(trouble.empty());
+        CHECK(waiting.empty());
+      } else {
+        CHECK(trouble.find(c.trouble) != std::string::npos);
+        CHECK(waiting == c.trouble);
+        CHECK(troubleKeys.size() == 1);
+        CHECK(State(pod) == "Updating");
+      }
     }
-    CHECK(done == c.done);
-    CHECK(podPatches == c.podPatches);
-    CHECK(restarts <= 1);
-    auto us = pod_update::ReadUpdateState(pod);
-    REQUIRE(us.has_value());
-    REQUIRE(us->images.contains("app"));
-    CHECK(us->images.at("app").asked == "nginx:1.27");
-    CHECK(us->images.at("app").got == c.got);
-    CHECK(us->images.at("app").before == c.podImage);
-    if (c.done) CHECK(SpecImage(pod, "app") == admit(c.admission, "nginx:1.27"));
-    if (c.trouble.empty()) {
-      CHECK(trouble.empty());
-      CHECK(waiting.empty());
-    } else {
-      CHECK(trouble.find(c.trouble) != std::string::npos);
-      CHECK(waiting == c.trouble);
-      CHECK(troubleKeys.size() == 1);
-      CHECK(State(pod) == "Updating");
-    }
-  }
 }
 
 TEST_CASE(
@@ -1327,7 +1334,8 @@ TEST_CASE("what one pod's update costs: pod writes and gate writes, played with 
   // The loop pass by pass (1 s apart) from Normal to Normal at the target, with a kubelet that
   // restarts the changed container once the spec's image changes, counting the writes by kind.
   // With the drain: the gate False, the pod write, then the gate True and the return to Normal
-  // in one pods/status write (DESIGN.md §4.3): 3 writes, of which 1 pod write.
+  // in one pods/status write (DESIGN.md §4.3): 3 writes, of which 1 pod write. Without one, the
+  // pod write leaves the label Normal and the kubelet's report says when it is done: 1 write.
   struct Case {
     const char* what;
     bool gate;
@@ -1337,8 +1345,10 @@ TEST_CASE("what one pod's update costs: pod writes and gate writes, played with 
   };
   const Case cases[] = {
       {"the gate and the default drain", true, kPolicyConfig, "", 1, 2},
-      {"the gate, drain off: the write, then Normal", true, kNoDrain, "", 2, 0},
-      {"no gate (nothing to drain): the write, then Normal", false, kPolicyConfig, "", 2, 0},
+      {"the gate, drain off: the write alone, done on the kubelet's report", true, kNoDrain, "", 1,
+       0},
+      {"no gate (nothing to drain): the write alone, done on the kubelet's report", false,
+       kPolicyConfig, "", 1, 0},
       {"a post-update hook: Updated goes with the gate's return, Normal once its handler is back",
        true, kPolicyConfig, R"({"postUpdate":{"labelsHandler":{"lb":"on"}}})", 2, 2},
   };
@@ -1437,4 +1447,75 @@ TEST_CASE("a step goes back in service together: a done pod waits for the rest o
   Report(pulling, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-c-app",
          "ErrImagePull");
   CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pulling));
+}
+
+TEST_CASE("a pod written Normal reads Updating until the kubelet's report says done") {
+  Env env(false);
+  json::Document pod = env.NewPod();
+  json::Document before;
+  before.CopyFrom(pod, before.GetAllocator());
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  // Nothing returns it later (no gate, no resize, no post-update hook): labelled Normal.
+  CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kNormal);
+  REQUIRE(pod_update::ReadUpdateState(pod).has_value());
+  CHECK(pod_update::ReadUpdateState(pod)->completesOnReport);
+  CHECK(Annotation(pod, keys::kUpdateStateAnnotation)->ends_with(R"(,"completesOnReport":true})"));
+  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
+  CHECK_FALSE(pod_update::WantsStart(env.t, pod));  // counted in flight, never started twice
+  CHECK_FALSE(pod_update::CompletedOnReport(before, pod, T0()).has_value());
+
+  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(5));
+  CHECK(wait.ops.empty());
+  CHECK(wait.wait.on == pod_update::PodWait::On::kRestart);
+  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));
+
+  SUBCASE("the restart done: Normal, no write, the completion counted once") {
+    json::Document restarting;
+    restarting.CopyFrom(pod, restarting.GetAllocator());
+    Restart(pod, "app", "nginx:1.27");
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+    CHECK(pod_update::AtTarget(env.t, pod));
+    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(42));
+    CHECK(done.ops.empty());
+    CHECK(done.wait.on == pod_update::PodWait::On::kNothing);
+    CHECK(pod_update::CompletedOnReport(restarting, pod, T0() + seconds(42)) ==
+          doctest::Approx(42));
+    // A watch that skipped the restarting version (a relist) still counts it.
+    CHECK(pod_update::CompletedOnReport(before, pod, T0() + seconds(42)).has_value());
+    CHECK_FALSE(pod_update::CompletedOnReport(pod, pod, T0() + seconds(43)).has_value());
+  }
+  SUBCASE("an image the kubelet cannot pull: Updating, reported, not done") {
+    Report(pod, "app", "nginx:1.25", "nginx:1.25@sha256:old-app", "containerd://web-a-app",
+           "ErrImagePull");
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(10));
+    CHECK(s.wait.on == pod_update::PodWait::On::kImage);
+    CHECK(Reasons(s) == std::vector<std::string>{"PodImageNotRunning"});
+  }
+  SUBCASE("an abort: the record stops saying Updating, in one pod patch") {
+    pod_update::Step r = pod_update::Release(pod, T0() + seconds(10));
+    REQUIRE(r.ops.size() == 1);
+    CHECK(r.ops[0].kind == PodOp::Kind::kPatch);
+    ApplyStep(pod, r);
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+    CHECK_FALSE(pod_update::ReadUpdateState(pod)->completesOnReport);
+    CHECK(pod_update::Release(pod, T0() + seconds(11)).ops.empty());
+  }
+  SUBCASE("opt-in label removed: the pod reads as its label") {
+    SetLabel(pod, keys::kEnabledLabel, std::nullopt);
+    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+  }
+  SUBCASE("a record of an earlier update reads as not done: not this update's, waits its turn") {
+    Restart(pod, "app", "nginx:1.27");
+    auto next = pod_update::MakeTarget(Parse(env.target), Parse(env.base), env.settings.policy,
+                                       env.t.to, "h-next");
+    REQUIRE(next.ok());
+    json::Set(pod["metadata"], "generation", json::Value(3), pod.GetAllocator());
+    json::Set(pod["status"], "observedGeneration", json::Value(2), pod.GetAllocator());
+    REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);  // for a moment
+    pod_update::Step s =
+        pod_update::Decide(*next, env.rules, pod, /*mayStart=*/false, T0() + seconds(60));
+    CHECK(s.ops.empty());
+    CHECK(s.wait.on == pod_update::PodWait::On::kTurn);
+  }
 }
