@@ -10,11 +10,14 @@ table README.md shows (--table FILE also writes it), headed by the date, commit 
 
     python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
         [--replicas 1000] [--scale-up-during N] [--skip-native] [--skip-no-drain] [--out FILE.json] [--table FILE.md]
+        [--fleet N]
 
 --scale-up-during N: once the in-place update has started, the Deployment is scaled up by N through the scale
 subresource (as an HPA writes it); for each new pod, the time from its creation (the ADDED event of a pod watch, and
 its creationTimestamp) to its readiness-gate condition True (the MODIFIED event that shows it) is reported: p50, p99
-and max. --skip-native: the in-place half only.
+and max. --skip-native: the in-place half only. --fleet N: instead, N opted-in Deployments of --replicas pods each
+in one namespace, their images changed at once with the default drain: each Deployment's time, the slowest over
+the fastest, the requests and the product's writes, and the controller processes' peak RSS and CPU (from /proc).
 
 RUN_DIR is a running cluster (cluster/up.sh) with the images imported; the chart is installed here.
 `make bench-cluster` starts the cluster, runs this and stops it.
@@ -241,6 +244,83 @@ def caption_of(s, replicas):
     return CAPTION % (time.strftime("%Y-%m-%d", time.gmtime()), commit, version, os.cpu_count() or 0, replicas)
 
 
+def controller_processes():
+    """The product's controller processes on this host (the cluster's pods run here): {pid: (peak RSS in bytes,
+    CPU seconds user + system)}, from /proc (VmHWM: the most the process ever held resident)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            if not argv or not argv[0].endswith(b"inplace-webhook") or b"--role=controller" not in argv:
+                continue
+            with open("/proc/%s/status" % pid) as f:
+                hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rpartition(")")[2].split()
+            out[int(pid)] = (hwm, (int(fields[11]) + int(fields[12])) / tick)
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return out
+
+
+def run_fleet(s, deployments, replicas):
+    """`deployments` opted-in Deployments of `replicas` pods each in one namespace, their image changed at once
+    (`kubectl set image --all`) with the default drain: the wall time to the last one done, each one's time from
+    the change (done: in-progress gone, the controller's status at the new template, every pod available), the
+    slowest over the fastest, the API requests and the product's writes, and the controller processes' peak RSS and
+    CPU during the update."""
+    app = App(s, "bench-fleet", name="bench-0")
+    app.setup_namespace()
+    t = time.time()
+    names = ["bench-%d" % i for i in range(deployments)]
+    for name in names:
+        s.api.create(ns_path(app.ns, "deployments", group="apps/v1"), bench_deployment(name, replicas, True))
+    total = deployments * replicas
+
+    def available():
+        return sum((d.get("status") or {}).get("availableReplicas", 0)
+                   for d in s.api.items(ns_path(app.ns, "deployments", group="apps/v1")))
+    wait_for(lambda: available() == total, 3600, "%d pods available" % total, interval=5.0)
+    print("fleet: %d Deployments, %d pods created and Ready in %.0f s" % (deployments, total, time.time() - t),
+          flush=True)
+    procs0 = controller_processes()
+    before = request_counts(s)
+    t0 = time.time()
+    app.kubectl("set", "image", "deployments", "--all", "app=" + V2)
+    done_at = {}
+    while len(done_at) < deployments:
+        if time.time() - t0 > 3600:
+            raise RuntimeError("fleet: %d of %d Deployments done after an hour" % (len(done_at), deployments))
+        for d in s.api.items(ns_path(app.ns, "deployments", group="apps/v1")):
+            name, st = d["metadata"]["name"], d.get("status") or {}
+            if name in done_at or IN_PROGRESS in annotations_of(d) or d["spec"].get("paused"):
+                continue
+            if (st.get("observedGeneration") == d["metadata"]["generation"] and st.get("updatedReplicas") == replicas
+                    and st.get("availableReplicas") == replicas and st.get("replicas") == replicas
+                    and d["spec"]["template"]["spec"]["containers"][0]["image"] == V2):
+                done_at[name] = time.time() - t0
+        time.sleep(1.0)
+    wall = max(done_at.values())
+    time.sleep(3)
+    counts = delta(request_counts(s), before)
+    procs = controller_processes()
+    pods = s.api.items(ns_path(app.ns, "pods"))
+    restarts = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values())
+    own = [e for e in s.audit.writes(t0, user=CONTROLLER_USER) if e["objectRef"].get("resource") != "leases"]
+    times = sorted(done_at.values())
+    return {"deployments": deployments, "replicas_each": replicas, "pods": total, "wall_seconds": round(wall, 1),
+            "deployment_seconds": {"min": round(times[0], 1), "p50": round(percentile(times, 0.5), 1),
+                                   "max": round(times[-1], 1)},
+            "slowest_over_fastest": round(times[-1] / max(times[0], 0.001), 2),
+            "total_requests": int(sum(counts.values())), "requests": counts,
+            "product_writes": len(own), "product_writes_per_pod": round(len(own) / total, 2),
+            "pods_at_v2": sum(1 for p in pods if images(p)["app"] == V2), "container_restarts": restarts,
+            "controller_peak_rss_mib": round(max((v[0] for v in procs.values()), default=0) / 2**20, 1),
+            "controller_cpu_seconds": round(sum(v[1] - procs0.get(pid, (0, 0))[1] for pid, v in procs.items()), 1)}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")
@@ -253,11 +333,26 @@ def main():
     p.add_argument("--table", help="also write the Markdown table (as README.md shows it) to this file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a chart value for the install (helm --set), e.g. controller.kubeApiQPS=200")
+    p.add_argument("--fleet", type=int, default=0, metavar="N",
+                   help="instead of the cases: N Deployments of --replicas pods each, updated at once (fairness)")
     p.add_argument("--out")
     args = p.parse_args()
     s = Suite(ClusterEnv(args.run_dir), args.source_dir, args.image)
     s.install(extra=[a for kv in args.set for a in ("--set", kv)], upgrade=True)  # or a release already there
     # Room for a case's pods beside the previous case's, still terminating (its namespace is deleted without waiting).
+    if args.fleet:
+        pods = args.fleet * args.replicas
+        sim = NodeSim(s.api, nodes=max(2, (pods * 5 // 4 + 199) // 200), pods_per_node=200).start()
+        try:
+            result = run_fleet(s, args.fleet, args.replicas)
+        finally:
+            sim.stop()
+        print("fleet: %s" % {k: v for k, v in result.items() if k != "requests"}, flush=True)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(dict(result, requests={" ".join(k): v for k, v in result["requests"].items()}), f,
+                          indent=1, sort_keys=True)
+        return 0 if not sim.errors and result["pods_at_v2"] == pods else 1
     nodes = max(2, (args.replicas * 9 // 4 + 199) // 200)
     sim = NodeSim(s.api, nodes=nodes, pods_per_node=200).start()
     results = {}
