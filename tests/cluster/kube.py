@@ -268,27 +268,46 @@ class AuditLog:
 
     def __init__(self, env):
         self.path = env.audit_log
-        self.offset = 0  # bytes of the file parsed so far (whole lines only)
+        self.offsets = {}  # inode → bytes of that file parsed so far (whole lines only)
         self.parsed = []  # its ResponseComplete entries, each with "_time"
 
+    def _files(self):
+        """The log and the backups the API server rotated it into (its logger renames `audit.log` to
+        `audit-<time>.log` at 100 MB and starts a new one), oldest first, each with its inode: a rotated file keeps
+        its inode, so what was read of it is not read again."""
+        directory, name = os.path.split(self.path)
+        stem, ext = os.path.splitext(name)
+        out = []
+        for f in os.listdir(directory) if os.path.isdir(directory) else []:
+            if f == name or (f.startswith(stem + "-") and f.endswith(ext)):
+                path = os.path.join(directory, f)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                out.append((st.st_mtime, st.st_ino, path))
+        return [(ino, path) for _, ino, path in sorted(out)]
+
     def _read_new(self):
-        """Parses what the API server appended since the last call; the file is read once in all."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
-        self.offset += end
-        for line in data[:end].splitlines():
+        """Parses what the API server appended since the last call, in every file; each byte is read once."""
+        for ino, path in self._files():
+            offset = self.offsets.get(ino, 0)
             try:
-                e = json.loads(line)
-            except ValueError:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except FileNotFoundError:
                 continue
-            if e.get("stage") == "ResponseComplete":
-                e["_time"] = rfc3339_micro(e.get("requestReceivedTimestamp", ""))
-                self.parsed.append(e)
+            end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+            self.offsets[ino] = offset + end
+            for line in data[:end].splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("stage") == "ResponseComplete":
+                    e["_time"] = rfc3339_micro(e.get("requestReceivedTimestamp", ""))
+                    self.parsed.append(e)
 
     def entries(self, since=0.0):
         self._read_new()
