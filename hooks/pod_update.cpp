@@ -616,7 +616,12 @@ Clock::time_point DrainEnd(const Value& pod, long long grace, Clock::time_point 
       if (!anchor || *t > *anchor) anchor = t;
     }
   }
-  const auto slack = grace > 0 && anchor ? std::chrono::seconds(1) : std::chrono::seconds(0);
+  // A second for the anchor's truncation to whole seconds, and half a second for the write's own
+  // way: its stamp is taken as it is sent, and the API server stores it later (the client's rate
+  // limiter, admission, etcd), which is when the pod leaves its endpoints.
+  const Clock::duration slack = grace > 0 && anchor
+                                    ? Clock::duration(std::chrono::milliseconds(1500))
+                                    : Clock::duration::zero();
   return anchor.value_or(now) + std::chrono::seconds(grace) + slack;
 }
 

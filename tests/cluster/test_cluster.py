@@ -1083,8 +1083,10 @@ def c16_drain_off_one_write_per_pod(s):
     check(writes == {(name, "pod"): 1 for name in before},
           "the controller's writes per pod, expected one pod write each and no status write: %s" % writes)
     if s.lease_holder() == leader:
+        # The counter is the controller's, shared with the scenarios that run beside this one: at least these 3.
         done = pod_updates_completed(s, leader) - completed0
-        check(done == 3, "inplace_webhook_pod_updates_completed_total rose by %s on %s, expected 3" % (done, leader))
+        check(done >= 3, "inplace_webhook_pod_updates_completed_total rose by %s on %s, expected at least 3"
+              % (done, leader))
 
 
 SCENARIOS = [c00_installed_as_a_user_installs_it, c01_image_then_labels, c02_pre_and_post_hooks, c03_mark_not_ready_grace, c04_max_unavailable,

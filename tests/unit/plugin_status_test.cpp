@@ -149,7 +149,7 @@ TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
   CHECK(r->userPaused);
   CHECK(r->pods[0].waitsOn == "post-update hook: label lb=up");
   CHECK(r->pods[1].waitsOn == "held: the update is paused");
-  CHECK(r->pods[2].waitsOn == "drain grace 3s (3s left)");
+  CHECK(r->pods[2].waitsOn == "drain grace 3s (4s left)");  // 3.5 s, 1.5 s of slack
   CHECK(RenderStatus(*r).find("phase: held   paused by user: yes") != std::string::npos);
 
   // The gate went False long after the pod entered PreparingUpdate (its pre-update hook held it):
@@ -163,7 +163,7 @@ TEST_CASE("plugin status: post-update hook, drain, and a paused update") {
       late.Move();
   StatusOr<StatusReport> again = BuildStatus(d, pods, rss, kNow);
   REQUIRE_MESSAGE(again.ok(), again.status().message());
-  CHECK(again->pods[2].waitsOn == "drain grace 3s (4s left)");
+  CHECK(again->pods[2].waitsOn == "drain grace 3s (5s left)");
 }
 
 TEST_CASE("plugin status --watch: done, stuck, aborted, and the end not yet reported") {

@@ -17,6 +17,7 @@
 using namespace iw;
 using namespace iw::fixtures;
 using pod_update::PodOp;
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 namespace {
@@ -294,11 +295,13 @@ TEST_CASE("default drain: with the gate and no gracePeriodSeconds, gate False, t
     }
     REQUIRE(State(pod) == "PreparingUpdate");
     CHECK(Gate(pod) == false);
-    // The anchors have whole seconds; one more second of slack keeps the drain at least as long.
-    pod_update::Step early =
-        pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(c.drain));
+    // The anchors have whole seconds and the gate's is stamped as its write is sent: 1.5 s of
+    // slack keeps the drain at least as long.
+    pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false,
+                                                T0() + seconds(c.drain + 1) + milliseconds(499));
     CHECK(early.ops.empty());
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(c.drain + 1)));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false,
+                                      T0() + seconds(c.drain + 1) + milliseconds(500)));
     CHECK(State(pod) == "Updating");
   }
 }
@@ -316,11 +319,13 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
 
   pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10));
   CHECK(early.ops.empty());
-  // Cluster timestamps have whole seconds: one second of slack keeps the drain >= 30 s.
-  CHECK(early.wakeAfter == seconds(21));
-  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(30)).ops.empty());
+  // Cluster timestamps have whole seconds, and the gate's write is stored after its stamp: 1.5 s
+  // of slack keeps the drain >= 30 s.
+  CHECK(early.wakeAfter == seconds(21) + milliseconds(500));
+  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31)).ops.empty());
 
-  pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31));
+  pod_update::Step late =
+      pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31) + milliseconds(500));
   CHECK(Reasons(late).empty());  // an ordinary step: no Event
 
   SUBCASE("the grace counts from the gate going False, not from an earlier hook wait") {
@@ -332,7 +337,7 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
     ApplyStep(p, g);
     pod_update::Step wait = pod_update::Decide(env.t, env.rules, p, false, T0() + seconds(5));
     CHECK(wait.ops.empty());
-    CHECK(wait.wakeAfter == seconds(26));
+    CHECK(wait.wakeAfter == seconds(26) + milliseconds(500));
   }
 }
 
@@ -392,9 +397,9 @@ TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole
   SetLabel(pod, "lb", std::nullopt);  // released
   pass(T0() + seconds(400), false, On::kGateFalse, "drain: readiness gate going False");
   REQUIRE(Gate(pod) == false);
-  // The drain counts from the gate's change (whole seconds, one of slack), not the state's.
-  pod_update::Step drain = pass(T0() + seconds(402), false, On::kDrain, "drain grace 5s (4s left)");
-  CHECK(drain.wait.until == T0() + seconds(406));
+  // The drain counts from the gate's change (whole seconds, 1.5 s of slack), not the state's.
+  pod_update::Step drain = pass(T0() + seconds(402), false, On::kDrain, "drain grace 5s (5s left)");
+  CHECK(drain.wait.until == T0() + seconds(406) + milliseconds(500));
   pass(T0() + seconds(407), false, On::kNothing, "");  // the pod write
   REQUIRE(State(pod) == "Updating");
   pass(T0() + seconds(408), false, On::kRestart, "containers restarting: app");
@@ -1293,11 +1298,13 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
   pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1));
   CHECK(wait.ops.empty());
   CHECK(wait.wait.on == pod_update::PodWait::On::kDrain);
-  CHECK(wait.wait.until == T0() + seconds(pod_update::kDefaultDrainSeconds + 1));
+  CHECK(wait.wait.until ==
+        T0() + seconds(pod_update::kDefaultDrainSeconds + 1) + milliseconds(500));
 
   SUBCASE("past the drain: the pod write") {
     pod_update::Step write = pod_update::Decide(
-        env.t, env.rules, pod, false, T0() + seconds(pod_update::kDefaultDrainSeconds + 1));
+        env.t, env.rules, pod, false,
+        T0() + seconds(pod_update::kDefaultDrainSeconds + 1) + milliseconds(500));
     REQUIRE(Ops(write, PodOp::Kind::kPatch).size() == 1);
     CHECK(Ops(write, PodOp::Kind::kStatusPatch).empty());
     ApplyStep(pod, write);

@@ -731,6 +731,7 @@ TEST_CASE("resume: every intermediate state gives the same next step on a fresh 
   const std::vector<std::string> expected = {
       "Normal/updating",           // → PreparingUpdate + gate False
       "PreparingUpdate/updating",  // released by the LB; gate already False; grace 5 s pending
+      "PreparingUpdate/updating",  // 6 s: grace and its 1.5 s of slack pending
       "PreparingUpdate/updating",  // grace elapsed → write
       "Updating/updating",         // restarted → Updated (not all hooked yet)
       "Updated/updating",          // re-registered → Normal
