@@ -343,13 +343,8 @@ std::string ForgedStateKeys(const json::Value& object) {
 }
 
 bool HasReadinessGate(const json::Value& deployment) {
-  const json::Value* gates =
-      json::Path(&deployment, {"spec", "template", "spec", "readinessGates"});
-  if (gates == nullptr || !gates->IsArray()) return false;
-  for (const auto& g : gates->GetArray()) {
-    if (json::StringOr(&g, "conditionType") == keys::kReadyCondition) return true;
-  }
-  return false;
+  return json::FindNamed(json::Path(&deployment, {"spec", "template", "spec", "readinessGates"}),
+                         "conditionType", keys::kReadyCondition) != nullptr;
 }
 
 std::string AbortCommand(const json::Value& deployment) {

@@ -43,11 +43,7 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
   const json::Value* gates = json::Find(spec, "readinessGates");
   const bool none = gates == nullptr || gates->IsNull();
   if (!none && !gates->IsArray()) return;
-  if (!none) {
-    for (const auto& g : gates->GetArray()) {
-      if (json::StringOr(&g, "conditionType") == keys::kReadyCondition) return;
-    }
-  }
+  if (json::FindNamed(gates, "conditionType", keys::kReadyCondition) != nullptr) return;
   json::Document op(rapidjson::kObjectType);
   auto& a = op.GetAllocator();
   json::Value gate(rapidjson::kObjectType);

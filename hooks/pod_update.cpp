@@ -50,14 +50,6 @@ std::optional<std::string> PodAnnotation(const Value& pod, std::string_view key)
   return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 
-const Value* FindNamed(const Value* array, std::string_view nameKey, std::string_view name) {
-  if (array == nullptr || !array->IsArray()) return nullptr;
-  for (const auto& e : array->GetArray()) {
-    if (json::StringOr(&e, nameKey) == name) return &e;
-  }
-  return nullptr;
-}
-
 const Value* Condition(const Value& pod, std::string_view type) {
   return kube::ConditionOf(pod, type);
 }
@@ -312,9 +304,9 @@ void RecordContainers(const Value& pod, const std::map<std::string, std::string>
     // What is asked now, and the spec's image it replaces; what the API server stores is seen
     // on the next pass (RecordStoredImages).
     next.images[name] = ImageRecord{
-        image, "", std::string(json::StringOr(FindNamed(specs, "name", name), "image"))};
+        image, "", std::string(json::StringOr(json::FindNamed(specs, "name", name), "image"))};
     ContainerRecord rec;
-    if (const Value* st = FindNamed(statuses, "name", name)) {
+    if (const Value* st = json::FindNamed(statuses, "name", name)) {
       rec.imageID = std::string(json::StringOr(st, "imageID"));
       rec.containerID = std::string(json::StringOr(st, "containerID"));
       const Value* rc = json::Find(st, "restartCount");
@@ -425,7 +417,7 @@ bool RecordStoredImages(const View& v, Step& step) {
   std::string key = v.name + "/image-rewritten/" + v.updateState->updateTimestamp;
   for (auto& [name, rec] : next.images) {
     if (!rec.got.empty()) continue;
-    const Value* spec = FindNamed(specs, "name", name);
+    const Value* spec = json::FindNamed(specs, "name", name);
     const std::string_view image = json::StringOr(spec, "image");
     if (spec == nullptr || image.empty() || image_ref::SameImage(image, rec.asked)) continue;
     rec.got = std::string(image);
@@ -735,9 +727,9 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const std::string& name : state.resizedContainers) {
-    const Value* spec = FindNamed(specs, "name", name);
+    const Value* spec = json::FindNamed(specs, "name", name);
     if (spec == nullptr) continue;  // not in this pod: nothing to resize
-    const Value* st = FindNamed(statuses, "name", name);
+    const Value* st = json::FindNamed(statuses, "name", name);
     if (st == nullptr || json::Find(st, "resources") == nullptr) {
       return {Phase::kInProgress, "container " + name + " reports no resources yet"};
     }
@@ -828,14 +820,14 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* st = FindNamed(statuses, "name", name);
+    const Value* st = json::FindNamed(statuses, "name", name);
     const Value* waiting = json::Path(st, {"state", "waiting"});
     const std::string_view reason = json::StringOr(waiting, "reason");
     const bool pull = in(kPullReasons, reason);
     if (!pull && !in(kRunReasons, reason)) continue;
     ImageTrouble t;
     t.container = name;
-    t.image = std::string(json::StringOr(FindNamed(specs, "name", name), "image"));
+    t.image = std::string(json::StringOr(json::FindNamed(specs, "name", name), "image"));
     t.detail = std::string(json::StringOr(waiting, "message"));
     // No container of the written spec ever started (the kubelet reports the one it stopped for
     // the write): its restarts back off while the image cannot be had; the pod's Events say why.
@@ -873,8 +865,8 @@ json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_po
 }
 
 bool HasGate(const json::Value& pod) {
-  return FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
-                   keys::kReadyCondition) != nullptr;
+  return json::FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
+                         keys::kReadyCondition) != nullptr;
 }
 
 json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {

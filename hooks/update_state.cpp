@@ -13,14 +13,6 @@ namespace {
 
 using json::Value;
 
-const Value* FindNamed(const Value* array, std::string_view nameKey, std::string_view name) {
-  if (array == nullptr || !array->IsArray()) return nullptr;
-  for (const auto& e : array->GetArray()) {
-    if (json::StringOr(&e, nameKey) == name) return &e;
-  }
-  return nullptr;
-}
-
 // An imageID changed: compared by digest when both carry one (the runtime may report the same
 // image as "docker-pullable://x@sha256:.." or "sha256:.."), else as text.
 bool ImageIdChanged(std::string_view before, std::string_view now) {
@@ -166,8 +158,8 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
   const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
   const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* st = FindNamed(statuses, "name", name);
-    const Value* spec = FindNamed(specs, "name", name);
+    const Value* st = json::FindNamed(statuses, "name", name);
+    const Value* spec = json::FindNamed(specs, "name", name);
     if (st == nullptr || spec == nullptr) return false;
     std::string_view image = json::StringOr(spec, "image");
     std::string_view imageID = json::StringOr(st, "imageID");

@@ -913,6 +913,14 @@ const Value* Find(const Value* object, std::string_view key) {
   return FindIn(*object, key);
 }
 
+const Value* FindNamed(const Value* array, std::string_view key, std::string_view value) {
+  if (array == nullptr || !array->IsArray()) return nullptr;
+  for (const auto& e : array->GetArray()) {
+    if (StringOr(&e, key) == value) return &e;
+  }
+  return nullptr;
+}
+
 Value* FindMutable(Value* object, std::string_view key) {
   if (object == nullptr || !object->IsObject()) return nullptr;
   return FindIn(*object, key);

@@ -83,6 +83,11 @@ Value* FindMutable(Value* object, std::string_view key);
 // Walks nested object members: Path(v, {"metadata", "labels"}).
 const Value* Path(const Value* root, std::initializer_list<std::string_view> keys);
 
+// The first element of `array` (an array of objects: Kubernetes' named lists, e.g. containers by
+// "name", conditions by "type") whose string member `key` is `value`; nullptr when none or when
+// `array` is not an array.
+const Value* FindNamed(const Value* array, std::string_view key, std::string_view value);
+
 // String value of member `key`, or `fallback` when absent or not a string.
 std::string_view StringOr(const Value* object, std::string_view key,
                           std::string_view fallback = {});

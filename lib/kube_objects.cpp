@@ -289,12 +289,7 @@ std::string_view ControllerNameOf(const json::Value& object, std::string_view ki
   return json::StringOr(ref, "kind") == kind ? json::StringOr(ref, "name") : std::string_view{};
 }
 const json::Value* ConditionOf(const json::Value& object, std::string_view type) {
-  const json::Value* conditions = json::Path(&object, {"status", "conditions"});
-  if (conditions == nullptr || !conditions->IsArray()) return nullptr;
-  for (const auto& c : conditions->GetArray()) {
-    if (json::StringOr(&c, "type") == type) return &c;
-  }
-  return nullptr;
+  return json::FindNamed(json::Path(&object, {"status", "conditions"}), "type", type);
 }
 
 std::string_view ObjectView::name() const {

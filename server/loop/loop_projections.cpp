@@ -142,11 +142,7 @@ kube::Projection PodProjection() {
     if (conditions == nullptr || !conditions->IsArray()) return;
     const Value* gates = json::Path(&full, {"spec", "readinessGates"});
     auto gated = [gates](std::string_view type) {
-      if (gates == nullptr || !gates->IsArray()) return false;
-      for (const auto& g : gates->GetArray()) {
-        if (json::StringOr(&g, "conditionType") == type) return true;
-      }
-      return false;
+      return json::FindNamed(gates, "conditionType", type) != nullptr;
     };
     auto resize = [](std::string_view type) {
       return type == "PodResizePending" || type == "PodResizeInProgress";
