@@ -130,7 +130,7 @@ int Status_(const Invocation& inv) {
     }
     lastKey = key;
     const WatchVerdict v = Judge(*r, sawRunning);
-    if (r->record) sawRunning = true;
+    if (r->record || v == WatchVerdict::kSettling) sawRunning = true;
     const std::string why = r->conditionReason + ": " + r->conditionMessage;
     switch (v) {
       case WatchVerdict::kDone:

@@ -231,6 +231,13 @@ WatchVerdict Judge(const StatusReport& r, bool sawRunning) {
     if (r.controllerReason == progress::kReasonDeadline) return WatchVerdict::kStuck;
     return WatchVerdict::kRunning;
   }
+  // No record but our condition still says the update progresses: the update has just ended and the
+  // loop has not yet written the end's condition (it writes it after the Deployment's), or the
+  // webhook ended it and the loop will report it Aborted. Either way an update ran: wait for the
+  // end.
+  if (r.conditionStatus == "True" && r.conditionReason == progress::kReasonProgressing) {
+    return WatchVerdict::kSettling;
+  }
   if (!sawRunning) return WatchVerdict::kDone;
   if (r.conditionReason == progress::kReasonCompleted) return WatchVerdict::kDone;
   if (r.conditionReason == progress::kReasonAborted) return WatchVerdict::kAborted;

@@ -69,7 +69,7 @@ enum class WatchVerdict {
   kStuck,     // it runs, but the loop reports a stall or a refused pod write: exit 1
   kDone,      // no update runs and the last one completed, or none ran while watched: exit 0
   kAborted,   // the watched update ended without completing: exit 2
-  kSettling,  // the watched update's record is gone but the loop has not yet said how it ended
+  kSettling,  // an update's record is gone but the loop has not yet said how it ended
 };
 // `sawRunning`: an update ran at some earlier poll of this watch.
 WatchVerdict Judge(const StatusReport& report, bool sawRunning);
