@@ -63,7 +63,7 @@ std::optional<std::chrono::system_clock::time_point> AvailableAt(const kube::Pod
 
 bool IsAvailable(const kube::Pod& pod, int minReadySeconds,
                  std::chrono::system_clock::time_point now) {
-  if (pod_update::StateOf(pod.json()) != pod_update::PodState::kNormal) return false;
+  if (pod_update::StateOf(pod) != pod_update::PodState::kNormal) return false;
   auto at = AvailableAt(pod, minReadySeconds);
   return at && *at <= now;
 }

@@ -81,19 +81,12 @@ Status ParseHook(const json::Value& v, std::string_view field, Hook& out) {
   return Status::Ok();
 }
 
-bool HasLabel(const json::Value& pod, const std::string& key, const std::string& value) {
-  const json::Value* labels = json::Path(&pod, {"metadata", "labels"});
-  const json::Value* v = json::Find(labels, key);
-  return v != nullptr && v->IsString() && json::View(*v) == value;
+bool HasLabel(const kube::ObjectView& pod, const std::string& key, const std::string& value) {
+  return pod.label(key) == value;
 }
 
-bool HasFinalizer(const json::Value& pod, const std::string& finalizer) {
-  const json::Value* finalizers = json::Path(&pod, {"metadata", "finalizers"});
-  if (finalizers == nullptr || !finalizers->IsArray()) return false;
-  for (const auto& f : finalizers->GetArray()) {
-    if (f.IsString() && json::View(f) == finalizer) return true;
-  }
-  return false;
+bool HasFinalizer(const kube::ObjectView& pod, const std::string& finalizer) {
+  return pod.hasFinalizer(finalizer);
 }
 
 }  // namespace
@@ -221,7 +214,7 @@ StatusOr<Settings> ReadSettings(const json::Value& deployment) {
   return out;
 }
 
-bool IsPodHooked(const Hook& hook, const json::Value& pod) {
+bool IsPodHooked(const Hook& hook, const kube::Pod& pod) {
   for (const auto& [k, v] : hook.labelsHandler) {
     if (HasLabel(pod, k, v)) return true;
   }
@@ -231,7 +224,7 @@ bool IsPodHooked(const Hook& hook, const json::Value& pod) {
   return false;
 }
 
-bool IsPodAllHooked(const Hook& hook, const json::Value& pod) {
+bool IsPodAllHooked(const Hook& hook, const kube::Pod& pod) {
   for (const auto& [k, v] : hook.labelsHandler) {
     if (!HasLabel(pod, k, v)) return false;
   }
@@ -241,7 +234,7 @@ bool IsPodAllHooked(const Hook& hook, const json::Value& pod) {
   return true;
 }
 
-std::string DescribeHandlers(const Hook& hook, const json::Value& pod, bool present) {
+std::string DescribeHandlers(const Hook& hook, const kube::Pod& pod, bool present) {
   std::string out;
   for (const auto& [k, v] : hook.labelsHandler) {
     if (HasLabel(pod, k, v) == present) AppendItem(out, "label " + k + "=" + v);

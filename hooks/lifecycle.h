@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 #include "lib/status.h"
 
 namespace iw::lifecycle {
@@ -71,12 +72,12 @@ StatusOr<Settings> ReadSettings(const json::Value& deployment);
 
 // Kruise's IsPodHooked: any handler label matches exactly or any handler finalizer is present.
 // An empty hook is never hooked.
-bool IsPodHooked(const Hook& hook, const json::Value& pod);
+bool IsPodHooked(const Hook& hook, const kube::Pod& pod);
 // Kruise's IsPodAllHooked: every handler label matches and every finalizer is present.
 // An empty hook counts as all hooked.
-bool IsPodAllHooked(const Hook& hook, const json::Value& pod);
+bool IsPodAllHooked(const Hook& hook, const kube::Pod& pod);
 // The handlers of `hook` that the pod carries (`present`) or lacks (!present), in words:
 // "label lb=on, finalizer example.com/registered" ("" for none).
-std::string DescribeHandlers(const Hook& hook, const json::Value& pod, bool present);
+std::string DescribeHandlers(const Hook& hook, const kube::Pod& pod, bool present);
 
 }  // namespace iw::lifecycle

@@ -27,21 +27,20 @@ std::optional<PodState> ParseState(std::string_view value) {
   return std::nullopt;
 }
 
-PodState LabelStateOf(const json::Value& pod) {
-  return ParseState(kube::LabelOf(pod, keys::kStateLabel).value_or("")).value_or(PodState::kNormal);
+PodState LabelStateOf(const kube::Pod& pod) {
+  return ParseState(pod.label(keys::kStateLabel).value_or("")).value_or(PodState::kNormal);
 }
 
-std::optional<bool> GateStatus(const json::Value& pod) {
-  const json::Value* c = kube::ConditionOf(pod, keys::kReadyCondition);
-  if (c == nullptr) return std::nullopt;
-  return json::StringOr(c, "status") == "True";
+std::optional<bool> GateStatus(const kube::Pod& pod) {
+  if (pod.condition(keys::kReadyCondition) == nullptr) return std::nullopt;
+  return pod.conditionTrue(keys::kReadyCondition);
 }
 
-PodState StateOf(const json::Value& pod) {
+PodState StateOf(const kube::Pod& pod) {
   const PodState labelled = LabelStateOf(pod);
   if (labelled != PodState::kNormal) return labelled;
   if (GateStatus(pod) == false) return PodState::kPreparingUpdate;
-  if (kube::LabelOf(pod, keys::kEnabledLabel) != keys::kTrue) return labelled;
+  if (pod.label(keys::kEnabledLabel) != keys::kTrue) return labelled;
   const std::optional<UpdateState> us = ReadUpdateState(pod);
   if (us && us->completesOnReport && !UpdateCompleted(pod, *us)) return PodState::kUpdating;
   return labelled;

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::pod_update {
 
@@ -28,10 +28,10 @@ std::string_view StateName(PodState state);
 std::optional<PodState> ParseState(std::string_view value);
 
 // The pod's state label: kNormal when absent or not one of ours.
-PodState LabelStateOf(const json::Value& pod);
+PodState LabelStateOf(const kube::Pod& pod);
 
 // The status of the pod's readiness-gate condition (keys::kReadyCondition); nullopt when absent.
-std::optional<bool> GateStatus(const json::Value& pod);
+std::optional<bool> GateStatus(const kube::Pod& pod);
 
 // Where the pod stands: its state label, except for a pod labelled Normal that
 // - has its readiness gate False: draining before its pod write, kPreparingUpdate. Without a
@@ -43,6 +43,6 @@ std::optional<bool> GateStatus(const json::Value& pod);
 //   and which the kubelet's report does not show done yet (UpdateCompleted): kUpdating. Where no
 //   later write would return the pod (no resize, no post-update hook, no drain's gate), the pod
 //   write labels it Normal and the kubelet's report says when it is: one write per pod.
-PodState StateOf(const json::Value& pod);
+PodState StateOf(const kube::Pod& pod);
 
 }  // namespace iw::pod_update

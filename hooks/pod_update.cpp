@@ -41,21 +41,17 @@ std::map<std::string, std::string> StringMap(const Value* object) {
   return out;
 }
 
-std::optional<std::string> PodLabel(const Value& pod, std::string_view key) {
-  std::optional<std::string_view> v = kube::LabelOf(pod, key);
+std::optional<std::string> PodLabel(const kube::Pod& pod, std::string_view key) {
+  std::optional<std::string_view> v = pod.label(key);
   return v ? std::optional<std::string>(*v) : std::nullopt;
 }
-std::optional<std::string> PodAnnotation(const Value& pod, std::string_view key) {
-  std::optional<std::string_view> v = kube::AnnotationOf(pod, key);
+std::optional<std::string> PodAnnotation(const kube::Pod& pod, std::string_view key) {
+  std::optional<std::string_view> v = pod.annotation(key);
   return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 
-const Value* Condition(const Value& pod, std::string_view type) {
-  return kube::ConditionOf(pod, type);
-}
-
-std::string PodName(const Value& pod) {
-  return std::string(kube::MetaOf(pod, "name"));
+std::string PodName(const kube::Pod& pod) {
+  return std::string(pod.name());
 }
 
 // A copied string value; an empty view may have a null data() (StringOr's default).
@@ -103,7 +99,7 @@ std::string DescribeChanges(const Changes& c) {
 
 // Everything a decision reads from one pod, computed once.
 struct View {
-  const Value* pod = nullptr;
+  const kube::Pod* pod = nullptr;
   std::string name;
   PodState state = PodState::kNormal;
   std::optional<UpdateState> updateState;
@@ -119,7 +115,7 @@ struct View {
   bool drainNeeded = false;  // the gate must be False before the pod write
 };
 
-View Look(const Target& target, const Rules& rules, const Value& pod) {
+View Look(const Target& target, const Rules& rules, const kube::Pod& pod) {
   View v;
   v.pod = &pod;
   v.name = PodName(pod);
@@ -176,7 +172,7 @@ void AddAnnotationPatch(Step& step, std::string_view key, std::string_view value
 }
 
 // A change of the gate to `value`, stamped when the writer sends it (PodOp::stampTransition).
-void AddGateChange(Step& step, const Value& pod, bool value, Clock::time_point now) {
+void AddGateChange(Step& step, const kube::Pod& pod, bool value, Clock::time_point now) {
   AddPatch(step, PodOp::Kind::kStatusPatch, GatePatch(pod, value, now));
   step.ops.back().stampTransition = true;
 }
@@ -191,7 +187,7 @@ void SetGate(const View& v, Step& step, bool value, Clock::time_point now) {
 // pods/status write: the API server keeps the labels and annotations of a pods/status write (its
 // reset fields are the spec, deletionTimestamp and ownerReferences, 1.30 to 1.37), so a return to
 // Normal that the gate's return to True goes with costs no pod write of its own (DESIGN.md §4.3).
-void ReturnTo(Step& step, const Value& pod, PodState state, Clock::time_point now) {
+void ReturnTo(Step& step, const kube::Pod& pod, PodState state, Clock::time_point now) {
   const bool writeState =
       LabelStateOf(pod) != state || PodAnnotation(pod, keys::kHookTimeoutAnnotation);
   const bool writeGate = HasGate(pod) && GateStatus(pod) != true;
@@ -296,21 +292,18 @@ void Restamp(const Target& target, const View& v, Step& step) {
 
 // The containers' status as the update-state baseline of an image write: what the kubelet runs
 // now, so that only a later container counts as the restart for the new image.
-void RecordContainers(const Value& pod, const std::map<std::string, std::string>& images,
+void RecordContainers(const kube::Pod& pod, const std::map<std::string, std::string>& images,
                       UpdateState& next) {
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, image] : images) {
     // What is asked now, and the spec's image it replaces; what the API server stores is seen
     // on the next pass (RecordStoredImages).
-    next.images[name] = ImageRecord{
-        image, "", std::string(json::StringOr(json::FindNamed(specs, "name", name), "image"))};
+    const std::optional<kube::Container> spec = pod.container(name);
+    next.images[name] = ImageRecord{image, "", std::string(spec ? spec->image() : "")};
     ContainerRecord rec;
-    if (const Value* st = json::FindNamed(statuses, "name", name)) {
-      rec.imageID = std::string(json::StringOr(st, "imageID"));
-      rec.containerID = std::string(json::StringOr(st, "containerID"));
-      const Value* rc = json::Find(st, "restartCount");
-      if (rc != nullptr && rc->IsInt64()) rec.restartCount = rc->GetInt64();
+    if (const std::optional<kube::ContainerStatus> st = pod.containerStatus(name)) {
+      rec.imageID = std::string(st->imageID());
+      rec.containerID = std::string(st->containerID());
+      rec.restartCount = st->restartCount().value_or(rec.restartCount);
     }
     next.lastContainerStatuses[name] = rec;
   }
@@ -339,7 +332,7 @@ void AddResize(Step& step, const Changes& changes) {
 // resources change it is followed by the pods/resize write, and the images wait for the resize.
 void Write(const Target& target, const Rules& rules, const View& v, Step& step,
            Clock::time_point now) {
-  const Value& pod = *v.pod;
+  const kube::Pod& pod = *v.pod;
   UpdateState next;
   next.revision = target.to;
   next.updateTimestamp = rfc3339::Format(now);
@@ -411,15 +404,14 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
 // the write costs nothing more then.
 bool RecordStoredImages(const View& v, Step& step) {
   if (!v.updateState) return false;
-  const Value* specs = json::Path(v.pod, {"spec", "containers"});
   UpdateState next = *v.updateState;
   std::string what;
   std::string key = v.name + "/image-rewritten/" + v.updateState->updateTimestamp;
   for (auto& [name, rec] : next.images) {
     if (!rec.got.empty()) continue;
-    const Value* spec = json::FindNamed(specs, "name", name);
-    const std::string_view image = json::StringOr(spec, "image");
-    if (spec == nullptr || image.empty() || image_ref::SameImage(image, rec.asked)) continue;
+    const std::optional<kube::Container> spec = v.pod->container(name);
+    const std::string_view image = spec ? spec->image() : "";
+    if (image.empty() || image_ref::SameImage(image, rec.asked)) continue;
     rec.got = std::string(image);
     if (!what.empty()) what += "; ";
     what += "container " + name + ": asked for image " + rec.asked + ", the API server stored " +
@@ -442,8 +434,7 @@ bool RecordStoredImages(const View& v, Step& step) {
 void WaitForResize(const Rules& rules, const View& v, Step& step, const ResizeProgress& progress,
                    Clock::time_point now) {
   using Phase = ResizeProgress::Phase;
-  const Value* g = json::Path(v.pod, {"metadata", "generation"});
-  const std::string generation = std::to_string(g != nullptr && g->IsInt64() ? g->GetInt64() : 0);
+  const std::string generation = std::to_string(v.pod->generation());
   auto stuck = [&](std::string reason, std::string what) {
     const std::string text =
         "pod " + v.name + ": " + what + (progress.message.empty() ? "" : ": " + progress.message);
@@ -599,11 +590,11 @@ long long GraceSeconds(const Rules& rules, bool podHasGate) {
   return podHasGate ? kDefaultDrainSeconds : 0;
 }
 
-Clock::time_point DrainEnd(const Value& pod, long long grace, Clock::time_point now) {
+Clock::time_point DrainEnd(const kube::Pod& pod, long long grace, Clock::time_point now) {
   std::optional<Clock::time_point> anchor =
       rfc3339::Parse(PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or(""));
   if (HasGate(pod) && GateStatus(pod) == false) {
-    const Value* c = Condition(pod, keys::kReadyCondition);
+    const Value* c = pod.condition(keys::kReadyCondition);
     if (auto t = rfc3339::Parse(json::StringOr(c, "lastTransitionTime"))) {
       if (!anchor || *t > *anchor) anchor = t;
     }
@@ -619,10 +610,10 @@ Clock::time_point DrainEnd(const Value& pod, long long grace, Clock::time_point 
 
 namespace {
 // The container's spec has every cpu/memory request and limit of `want` (same quantities).
-bool SpecHas(const Value& container, const eligibility::Plan::Resources& want) {
+bool SpecHas(const kube::Container& container, const eligibility::Plan::Resources& want) {
   for (auto [kind, map] :
        {std::pair{"requests", &want.requests}, std::pair{"limits", &want.limits}}) {
-    const Value* have = json::Path(&container, {"resources", kind});
+    const Value* have = container.resources(kind);
     for (const auto& [resource, q] : *map) {
       Value text(q.data(), static_cast<rapidjson::SizeType>(q.size()));
       if (!quantity::SameQuantity(&text, json::Find(have, resource))) return false;
@@ -632,7 +623,7 @@ bool SpecHas(const Value& container, const eligibility::Plan::Resources& want) {
 }
 }  // namespace
 
-Changes ComputeChanges(const Target& target, const json::Value& pod) {
+Changes ComputeChanges(const Target& target, const kube::Pod& pod) {
   Changes out;
   std::optional<UpdateState> us = ReadUpdateState(pod);
   const bool inRun = us && !us->revision.empty() && us->revision != target.from;
@@ -663,10 +654,9 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
         it == target.annotations.end() ? std::nullopt : std::optional<std::string>(it->second);
     if (PodAnnotation(pod, k) != want) out.annotations[k] = want;
   }
-  const Value* containers = json::Path(&pod, {"spec", "containers"});
-  if (containers != nullptr && containers->IsArray()) {
-    for (const auto& c : containers->GetArray()) {
-      std::string name(json::StringOr(&c, "name"));
+  {
+    for (const kube::Container& c : pod.containers()) {
+      std::string name(c.name());
       if (resized.contains(name)) {
         auto want = target.resources.find(name);
         if (want != target.resources.end() && !SpecHas(c, want->second)) {
@@ -676,7 +666,7 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
       if (!containerNames.contains(name)) continue;
       auto it = target.images.find(name);
       if (it == target.images.end() || it->second.empty()) continue;
-      const std::string_view image = json::StringOr(&c, "image");
+      const std::string_view image = c.image();
       if (image_ref::SameImage(image, it->second)) continue;
       // This run asked for the target's image and the API server stored another reference
       // (admission rewrote it: a registry mirror, a digest pin): the stored one is the target,
@@ -695,14 +685,14 @@ Changes ComputeChanges(const Target& target, const json::Value& pod) {
   return out;
 }
 
-ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
+ResizeProgress ResizeStatus(const kube::Pod& pod, const UpdateState& state) {
   using Phase = ResizeProgress::Phase;
-  if (const Value* pending = Condition(pod, "PodResizePending")) {
+  if (const Value* pending = pod.condition("PodResizePending")) {
     std::string_view reason = json::StringOr(pending, "reason");
     return {reason == "Infeasible" ? Phase::kInfeasible : Phase::kDeferred,
             std::string(reason) + ": " + std::string(json::StringOr(pending, "message"))};
   }
-  if (const Value* inProgress = Condition(pod, "PodResizeInProgress")) {
+  if (const Value* inProgress = pod.condition("PodResizeInProgress")) {
     std::string_view reason = json::StringOr(inProgress, "reason");
     std::string message(json::StringOr(inProgress, "message"));
     if (reason == "Error") return {Phase::kError, "Error: " + message};
@@ -711,33 +701,27 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
   // Kubelets before 1.33 (1.30-1.32 with their alpha gate on) never set those conditions: they
   // report in the deprecated status.resize, which the API server set to Proposed (1.30-1.32) and
   // the kubelet to InProgress, Deferred or Infeasible, and clears once the resize is applied.
-  const std::string_view legacy = json::StringOr(json::Find(&pod, "status"), "resize");
+  const std::string_view legacy = pod.legacyResize();
   if (legacy == "Infeasible") return {Phase::kInfeasible, "status.resize Infeasible"};
   if (legacy == "Deferred") return {Phase::kDeferred, "status.resize Deferred"};
   if (legacy == "Proposed" || legacy == "InProgress") {
     return {Phase::kInProgress, "status.resize " + std::string(legacy)};
   }
   if (state.resizedContainers.empty()) return {};
-  const Value* generation = json::Path(&pod, {"metadata", "generation"});
-  const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
-  if (observed != nullptr && observed->IsInt64() && generation != nullptr &&
-      generation->IsInt64() && observed->GetInt64() < generation->GetInt64()) {
+  if (pod.observedGeneration().value_or(pod.generation()) < pod.generation()) {
     return {Phase::kInProgress, "the kubelet has not seen the resize yet"};
   }
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const std::string& name : state.resizedContainers) {
-    const Value* spec = json::FindNamed(specs, "name", name);
-    if (spec == nullptr) continue;  // not in this pod: nothing to resize
-    const Value* st = json::FindNamed(statuses, "name", name);
-    if (st == nullptr || json::Find(st, "resources") == nullptr) {
+    const std::optional<kube::Container> spec = pod.container(name);
+    if (!spec) continue;  // not in this pod: nothing to resize
+    const std::optional<kube::ContainerStatus> st = pod.containerStatus(name);
+    if (!st || !st->reportsResources()) {
       return {Phase::kInProgress, "container " + name + " reports no resources yet"};
     }
-    const Value* running = json::Path(st, {"state", "running"});
-    if (running == nullptr) return {Phase::kInProgress, "container " + name + " is not running"};
+    if (!st->running()) return {Phase::kInProgress, "container " + name + " is not running"};
     for (const char* kind : {"requests", "limits"}) {
-      const Value* want = json::Path(spec, {"resources", kind});
-      const Value* have = json::Path(st, {"resources", kind});
+      const Value* want = spec->resources(kind);
+      const Value* have = st->resources(kind);
       for (std::string_view resource : {"cpu", "memory"}) {
         const Value* w = json::Find(want, resource);
         if (w == nullptr || w->IsNull()) continue;
@@ -750,25 +734,21 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state) {
   return {};
 }
 
-std::optional<std::string> ResizeUnsupported(const json::Value& pod) {
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  if (statuses == nullptr || !statuses->IsArray()) return std::nullopt;
-  for (const auto& st : statuses->GetArray()) {
-    if (json::Path(&st, {"state", "running"}) == nullptr) continue;
+std::optional<std::string> ResizeUnsupported(const kube::Pod& pod) {
+  for (const kube::ContainerStatus& st : pod.containerStatuses()) {
+    if (!st.running()) continue;
     // The first running container decides, as in the API server.
-    const Value* resources = json::Find(&st, "resources");
-    if (resources != nullptr && !resources->IsNull()) return std::nullopt;
-    const std::string_view node = json::StringOr(json::Find(&pod, "spec"), "nodeName");
+    if (st.reportsResources()) return std::nullopt;
+    const std::string_view node = pod.nodeName();
     return "pod " + PodName(pod) + (node.empty() ? "" : " on node " + std::string(node)) +
-           ": its kubelet reports no resources for running container " +
-           std::string(json::StringOr(&st, "name")) +
+           ": its kubelet reports no resources for running container " + std::string(st.name()) +
            " and cannot resize it in place (kubelets before 1.33, or 1.30-1.32 without the "
            "InPlacePodVerticalScaling gate; the API server refuses such a resize)";
   }
   return std::nullopt;
 }
 
-bool ResizePending(const Target& target, const json::Value& pod) {
+bool ResizePending(const Target& target, const kube::Pod& pod) {
   if (!ComputeChanges(target, pod).resources.empty()) return true;
   if (StateOf(pod) != PodState::kUpdating) return false;
   std::optional<UpdateState> us = ReadUpdateState(pod);
@@ -797,14 +777,14 @@ json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resour
   return d;
 }
 
-bool AtTarget(const Target& target, const json::Value& pod) {
+bool AtTarget(const Target& target, const kube::Pod& pod) {
   if (!ComputeChanges(target, pod).Empty()) return false;
   std::optional<UpdateState> us = ReadUpdateState(pod);
   const bool inRun = us && !us->revision.empty() && us->revision != target.from;
   return !inRun || us->revision == target.to;
 }
 
-std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state) {
+std::optional<ImageTrouble> FindImageTrouble(const kube::Pod& pod, const UpdateState& state) {
   // The kubelet's reasons for a container it cannot pull, and those for one it cannot run. After
   // a failed pull the kubelet also reports CrashLoopBackOff (the container it stopped for the
   // write exited, and its restarts back off), alternating with the pull's reasons.
@@ -817,21 +797,20 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
   auto in = [](const auto& list, std::string_view reason) {
     return std::find(std::begin(list), std::end(list), reason) != std::end(list);
   };
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* st = json::FindNamed(statuses, "name", name);
-    const Value* waiting = json::Path(st, {"state", "waiting"});
-    const std::string_view reason = json::StringOr(waiting, "reason");
+    const std::optional<kube::ContainerStatus> st = pod.containerStatus(name);
+    if (!st) continue;
+    const std::string_view reason = st->waitingReason();
     const bool pull = in(kPullReasons, reason);
     if (!pull && !in(kRunReasons, reason)) continue;
     ImageTrouble t;
     t.container = name;
-    t.image = std::string(json::StringOr(json::FindNamed(specs, "name", name), "image"));
-    t.detail = std::string(json::StringOr(waiting, "message"));
+    const std::optional<kube::Container> spec = pod.container(name);
+    t.image = std::string(spec ? spec->image() : "");
+    t.detail = std::string(st->waitingMessage());
     // No container of the written spec ever started (the kubelet reports the one it stopped for
     // the write): its restarts back off while the image cannot be had; the pod's Events say why.
-    const std::string_view containerID = json::StringOr(st, "containerID");
+    const std::string_view containerID = st->containerID();
     const bool neverStarted = containerID.empty() || containerID == rec.containerID;
     const std::string verb = pull           ? "cannot pull"
                              : neverStarted ? "has not started"
@@ -851,7 +830,7 @@ std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const Updat
   return std::nullopt;
 }
 
-json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_point now) {
+json::Document StatePatch(const kube::Pod& pod, PodState state, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   Value& meta = json::EnsureObject(d, "metadata", a);
@@ -864,12 +843,11 @@ json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_po
   return d;
 }
 
-bool HasGate(const json::Value& pod) {
-  return json::FindNamed(json::Path(&pod, {"spec", "readinessGates"}), "conditionType",
-                         keys::kReadyCondition) != nullptr;
+bool HasGate(const kube::Pod& pod) {
+  return pod.hasReadinessGate(keys::kReadyCondition);
 }
 
-json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now) {
+json::Document GatePatch(const kube::Pod& pod, bool value, Clock::time_point now) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   const std::string ts = rfc3339::Format(now);
@@ -878,7 +856,7 @@ json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point n
   Value gate(rapidjson::kObjectType);
   gate.AddMember("type", Str(keys::kReadyCondition, a), a);
   gate.AddMember("status", Str(value ? "True" : "False", a), a);
-  const Value* old = Condition(pod, keys::kReadyCondition);
+  const Value* old = pod.condition(keys::kReadyCondition);
   const bool same = old != nullptr && (json::StringOr(old, "status") == "True") == value;
   gate.AddMember("lastTransitionTime",
                  Str(same ? json::StringOr(old, "lastTransitionTime", ts) : ts, a), a);
@@ -963,12 +941,12 @@ std::string Describe(const PodWait& wait, Clock::time_point now) {
   return "";
 }
 
-bool WantsStart(const Target& target, const json::Value& pod) {
+bool WantsStart(const Target& target, const kube::Pod& pod) {
   if (StateOf(pod) != PodState::kNormal) return false;
   return !ComputeChanges(target, pod).Empty();
 }
 
-Step Release(const Value& pod, Clock::time_point now) {
+Step Release(const kube::Pod& pod, Clock::time_point now) {
   Step step;
   const PodState labelled = LabelStateOf(pod);
   const bool gateFalse = HasGate(pod) && GateStatus(pod) == false;
@@ -998,7 +976,7 @@ Step Release(const Value& pod, Clock::time_point now) {
   return step;
 }
 
-std::optional<double> CompletedOnReport(const json::Value& old, const json::Value& now,
+std::optional<double> CompletedOnReport(const kube::Pod& old, const kube::Pod& now,
                                         Clock::time_point at) {
   if (LabelStateOf(now) != PodState::kNormal || StateOf(now) != PodState::kNormal) {
     return std::nullopt;
@@ -1016,7 +994,7 @@ std::optional<double> CompletedOnReport(const json::Value& old, const json::Valu
   return std::max(0.0, std::chrono::duration<double>(at - *written).count());
 }
 
-bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod) {
+bool OnItsWay(const Target& target, const Rules& rules, const kube::Pod& pod) {
   const PodState state = StateOf(pod);
   if (state == PodState::kPreparingUpdate) {
     return !(rules.pre != nullptr && lifecycle::IsPodHooked(*rules.pre, pod));
@@ -1028,7 +1006,7 @@ bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod) 
   return !UpdateCompleted(pod, *us) && !FindImageTrouble(pod, *us);
 }
 
-Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
+Step Decide(const Target& target, const Rules& rules, const kube::Pod& pod, bool mayStart,
             Clock::time_point now, bool stepBusy) {
   Step step;
   const View v = Look(target, rules, pod);

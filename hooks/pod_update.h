@@ -109,7 +109,7 @@ long long GraceSeconds(const Rules& rules, bool podHasGate);
 // sent, before the API server stores it, so a positive grace gets 1.5 s more (the drain is never
 // shorter than asked, for a write stored within half a second); with no readable anchor, `now` +
 // grace. Decide waits for it, and the plugin reports the time left from it.
-Clock::time_point DrainEnd(const json::Value& pod, long long grace, Clock::time_point now);
+Clock::time_point DrainEnd(const kube::Pod& pod, long long grace, Clock::time_point now);
 
 // What a pod needs written to reach the target: only template keys the update changes (plus
 // those this run changed before, for a re-target), and only where the pod differs. An image this
@@ -125,10 +125,10 @@ struct Changes {
     return labels.empty() && annotations.empty() && images.empty() && resources.empty();
   }
 };
-Changes ComputeChanges(const Target& target, const json::Value& pod);
+Changes ComputeChanges(const Target& target, const kube::Pod& pod);
 
 // The pod's content is the target's and its update-state (if this run wrote one) says `to`.
-bool AtTarget(const Target& target, const json::Value& pod);
+bool AtTarget(const Target& target, const kube::Pod& pod);
 
 // Why a changed container of an Updating pod does not run its new image, as the kubelet reports
 // it: waiting with a pull's reason (ErrImagePull, ImagePullBackOff, InvalidImageName,
@@ -144,7 +144,7 @@ struct ImageTrouble {
   std::string text;   // "pod P container C: asked for image A, the API server stored B ..."
   std::string detail;
 };
-std::optional<ImageTrouble> FindImageTrouble(const json::Value& pod, const UpdateState& state);
+std::optional<ImageTrouble> FindImageTrouble(const kube::Pod& pod, const UpdateState& state);
 
 // Where the kubelet stands with the resize of the containers `state` names (DESIGN.md §3.1):
 // kDone when the status is one it computed from the current spec (observedGeneration, where
@@ -159,7 +159,7 @@ struct ResizeProgress {
   Phase phase = Phase::kDone;
   std::string message;
 };
-ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state);
+ResizeProgress ResizeStatus(const kube::Pod& pod, const UpdateState& state);
 
 // Why the kubelet running `pod` cannot resize it in place (naming the pod, its node and the
 // container), or nullopt when nothing says so. kube-apiserver (1.32+, ValidatePodResize) refuses a
@@ -168,12 +168,12 @@ ResizeProgress ResizeStatus(const json::Value& pod, const UpdateState& state);
 // kubelets report them only where they act on a resize (by default from 1.33; 1.30-1.32 with
 // their InPlacePodVerticalScaling gate on). A pod with no running container tells nothing (the API
 // server lets that resize through).
-std::optional<std::string> ResizeUnsupported(const json::Value& pod);
+std::optional<std::string> ResizeUnsupported(const kube::Pod& pod);
 
 // Whether the update still waits on the kubelet of `pod` for a resize: the pod's spec does not
 // hold the target's cpu/memory yet, or it is Updating towards the target and ResizeStatus does
 // not say done.
-bool ResizePending(const Target& target, const json::Value& pod);
+bool ResizePending(const Target& target, const kube::Pod& pod);
 
 // The pods/resize strategic merge patch that gives the containers of `resources` those cpu and
 // memory requests and limits (no resourceVersion: the driver adds it).
@@ -181,16 +181,16 @@ json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resour
 
 // A pod patch that moves the pod to `state` (the state label and its timestamp annotation),
 // clearing a hook-timeout marker of the state it leaves.
-json::Document StatePatch(const json::Value& pod, PodState state, Clock::time_point now);
+json::Document StatePatch(const kube::Pod& pod, PodState state, Clock::time_point now);
 
 // The readiness gate `inplace-webhook.io/ready`: whether spec.readinessGates declares it (the
 // status of its condition: GateStatus, in pod_state.h).
-bool HasGate(const json::Value& pod);
+bool HasGate(const kube::Pod& pod);
 // A strategic merge patch for pods/status that sets the gate condition to `value`, and nothing
 // else: Ready is the kubelet's, which recomputes it from the gates as soon as it sees the change
 // (kubelet HandlePodReconcile, NeedToReconcilePodReadiness) and would re-publish its own cached
 // Ready over any we wrote (DESIGN.md §8.3).
-json::Document GatePatch(const json::Value& pod, bool value, Clock::time_point now);
+json::Document GatePatch(const kube::Pod& pod, bool value, Clock::time_point now);
 
 // An Event the decision asks for, about the pod (and also its Deployment when `onDeployment`).
 // A non-empty `dedupKey` makes the Event's name deterministic: creating it twice is a no-op.
@@ -286,7 +286,7 @@ struct Step {
 // drain that no longer runs (DESIGN.md §8.11); a pod labelled Normal that reads as Updating from
 // the kubelet's report gets completesOnReport cleared from its record, so that it reads as its
 // label. No op when the pod is Normal with its gate not False.
-Step Release(const json::Value& pod, Clock::time_point now);
+Step Release(const kube::Pod& pod, Clock::time_point now);
 
 // A pod labelled Normal at its write (UpdateState::completesOnReport) completes with no write of
 // ours: the change from `old` to `now` (two versions of one pod, as a watch delivers them) is its
@@ -295,18 +295,18 @@ Step Release(const json::Value& pod, Clock::time_point now);
 // skip versions). Returns the seconds since the pod write (`at` is when `now` was seen), for the
 // completion metric; nullopt when this change completes nothing. (A record that reads as not done
 // again for a moment, a later resize the kubelet has not observed yet, counts once more.)
-std::optional<double> CompletedOnReport(const json::Value& old, const json::Value& now,
+std::optional<double> CompletedOnReport(const kube::Pod& old, const kube::Pod& now,
                                         Clock::time_point at);
 
 // Whether the pod would start an update now if the budget allows (Normal and not at target).
-bool WantsStart(const Target& target, const json::Value& pod);
+bool WantsStart(const Target& target, const kube::Pod& pod);
 
 // Whether `pod` is on its way through the update's current step and not back yet, so that a pod of
 // the same step whose change is done waits for it (Decide's `stepBusy`): draining before its write
 // (PreparingUpdate, not held by the pre-update hook), or written at the target and restarting
 // (Updating, not done, with no image trouble and no resize pending). A pod held by a hook or by a
 // trouble the user must fix holds no other pod.
-bool OnItsWay(const Target& target, const Rules& rules, const json::Value& pod);
+bool OnItsWay(const Target& target, const Rules& rules, const kube::Pod& pod);
 
 // How long a pod whose change is done waits for the rest of its step before it goes back in
 // service alone: from its pod write. A step's writes leave at the loop's client rate (50 a second
@@ -319,7 +319,7 @@ inline constexpr long long kStepReturnSeconds = 10;
 // sets its gate True, then waits (PodWait::On::kStep) up to kStepReturnSeconds after its pod write,
 // so that the step's pods go back in service together: the ReplicaSet and Deployment controllers
 // see one burst of readiness changes per step, not one per pod (DESIGN.md §4a "Steps").
-Step Decide(const Target& target, const Rules& rules, const json::Value& pod, bool mayStart,
+Step Decide(const Target& target, const Rules& rules, const kube::Pod& pod, bool mayStart,
             Clock::time_point now, bool stepBusy = false);
 
 }  // namespace iw::pod_update

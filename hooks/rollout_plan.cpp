@@ -162,7 +162,7 @@ void ReleasePods(Plan& plan, const Objects& s, const kube::Deployment& d, std::s
   }
   for (const kube::Pod* pod : s.pods) {
     if (!pod->live() || !owned.contains(pod->controllerUid())) continue;
-    pod_update::Step step = pod_update::Release(pod->json(), s.now);
+    pod_update::Step step = pod_update::Release(*pod, s.now);
     if (step.ops.empty()) continue;
     step.summary = std::string(why) + ": " + step.summary;
     AddPodStep(plan, d, *pod, std::move(step));
@@ -232,8 +232,8 @@ json::Document BaseTemplate(const kube::ReplicaSet& rs,
 }
 
 bool Moved(const kube::Pod& pod, const InProgress& record) {
-  if (pod_update::StateOf(pod.json()) != pod_update::PodState::kNormal) return true;
-  std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod.json());
+  if (pod_update::StateOf(pod) != pod_update::PodState::kNormal) return true;
+  std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
   return us && !us->revision.empty() && us->revision != record.from;
 }
 
@@ -486,7 +486,7 @@ bool RevertPending(const Objects& s, const kube::Deployment& d) {
   if (active == nullptr || TemplateHash(active->podTemplate()) != want) return false;
   for (const kube::Pod* pod : s.pods) {
     if (!pod->live() || pod->controllerUid() != active->uid()) continue;
-    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
     if (us && !us->revision.empty() && us->revision != want) return true;
   }
   return false;
@@ -642,9 +642,9 @@ void AddStartEvents(Plan& p, const Pass& run, const pod_update::Target& target,
   int pending = 0;
   bool anyAtTo = false;
   for (const kube::Pod* pod : pods) {
-    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod->json());
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
     anyAtTo = anyAtTo || (us && us->revision == r.to);
-    if (!pod_update::AtTarget(target, pod->json())) ++pending;
+    if (!pod_update::AtTarget(target, *pod)) ++pending;
   }
   // A user's pause holds the update: it has not started while held.
   if (anyAtTo || finishBegun || r.from == r.to || !r.pausedByUs) return;
@@ -664,8 +664,8 @@ void AddStartEvents(Plan& p, const Pass& run, const pod_update::Target& target,
 std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
                                              const std::vector<const kube::Pod*>& pods) {
   for (const kube::Pod* pod : pods) {
-    if (!pod_update::ResizePending(target, pod->json())) continue;
-    if (std::optional<std::string> why = pod_update::ResizeUnsupported(pod->json())) {
+    if (!pod_update::ResizePending(target, *pod)) continue;
+    if (std::optional<std::string> why = pod_update::ResizeUnsupported(*pod)) {
       return "cpu/memory cannot change in place: " + *why + "; the native rollout makes the change";
     }
   }
@@ -677,8 +677,8 @@ std::optional<std::string> ResizeNotPossible(const pod_update::Target& target,
 // keeps ours (and the label on the pod) until the loop has brought it back.
 bool NotOptedIn(const kube::Pod& pod) {
   return pod.label(keys::kEnabledLabel) != keys::kTrue &&
-         pod_update::StateOf(pod.json()) == pod_update::PodState::kNormal &&
-         pod_update::GateStatus(pod.json()) != false;
+         pod_update::StateOf(pod) == pod_update::PodState::kNormal &&
+         pod_update::GateStatus(pod) != false;
 }
 
 // Step 4: one step per pod within the budget. Returns whether every pod is done: Normal, at the
@@ -697,8 +697,8 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   onItsWay.reserve(pods.size());
   for (const kube::Pod* pod : pods) {
     if (!available(*pod)) ++unavailable;
-    if (pod_update::StateOf(pod->json()) != pod_update::PodState::kNormal) ++inFlight;
-    onItsWay.push_back(pod_update::OnItsWay(target, rules, pod->json()) ? 1 : 0);
+    if (pod_update::StateOf(*pod) != pod_update::PodState::kNormal) ++inFlight;
+    onItsWay.push_back(pod_update::OnItsWay(target, rules, *pod) ? 1 : 0);
     onTheirWay += onItsWay.back();
     if (auto at = budget::AvailableAt(*pod, minReady); at && *at > now) {
       if (!p.requeueAfter || *at - now < *p.requeueAfter) p.requeueAfter = *at - now;
@@ -714,19 +714,18 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
   std::string firstWait;  // the first pod held by something other than its turn, in words
   for (size_t i = 0; i < pods.size(); ++i) {
     const kube::Pod* pod = pods[i];
-    const json::Value& podJson = pod->json();
-    if (NotOptedIn(*pod) && !pod_update::AtTarget(target, podJson)) {
-      ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
+    if (NotOptedIn(*pod) && !pod_update::AtTarget(target, *pod)) {
+      ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(*pod)))];
       leftOut.push_back(pod->name());
       settled = false;
       continue;
     }
     const bool mayStart =
-        pod_update::WantsStart(target, podJson) && !held && allowance.TryStart(available(*pod));
+        pod_update::WantsStart(target, *pod) && !held && allowance.TryStart(available(*pod));
     // A pod whose change is done goes back in service with the rest of its step (DESIGN.md §4a).
     const bool stepBusy = onTheirWay > onItsWay[i];
-    pod_update::Step step = pod_update::Decide(target, rules, podJson, mayStart, now, stepBusy);
-    ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(podJson)))];
+    pod_update::Step step = pod_update::Decide(target, rules, *pod, mayStart, now, stepBusy);
+    ++p.podsByState[std::string(pod_update::StateName(pod_update::StateOf(*pod)))];
     if (std::string_view wait = pod_update::WaitName(step.wait.on); !wait.empty()) {
       ++p.podsByWait[std::string(wait)];
       if (firstWait.empty() && step.wait.on != pod_update::PodWait::On::kTurn) {
@@ -734,10 +733,10 @@ bool StepPods(Plan& p, const Pass& run, const pod_update::Target& target,
             "pod " + std::string(pod->name()) + " waits on " + pod_update::Describe(step.wait, now);
       }
     }
-    const bool here = pod_update::AtTarget(target, podJson);
+    const bool here = pod_update::AtTarget(target, *pod);
     if (here) ++atTarget;
-    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
-    settled = settled && pod_update::StateOf(podJson) == pod_update::PodState::kNormal && here &&
+    std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pod);
+    settled = settled && pod_update::StateOf(*pod) == pod_update::PodState::kNormal && here &&
               (!us || us->revision != run.r.to || available(*pod));
     AddPodStep(p, run.d, *pod, std::move(step));
   }
@@ -900,10 +899,10 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
   for (const Value* raw : pods) {
     if (raw == nullptr) continue;
     StatusOr<kube::Pod> pod = kube::Pod::From(*raw, "pod");
-    if (!pod.ok() || !pod->live() || !pod_update::HasGate(*raw)) continue;
-    if (pod_update::GateStatus(*raw).has_value()) continue;
-    if (pod_update::StateOf(*raw) != pod_update::PodState::kNormal) continue;
-    Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*raw, true, now),
+    if (!pod.ok() || !pod->live() || !pod_update::HasGate(*pod)) continue;
+    if (pod_update::GateStatus(*pod).has_value()) continue;
+    if (pod_update::StateOf(*pod) != pod_update::PodState::kNormal) continue;
+    Action a = Write(WriteKind::kPodStatusPatch, *pod, pod_update::GatePatch(*pod, true, now),
                      "readiness gate set True on a new pod");
     a.stampTransition = true;  // the gate's change, as every gate change: when it is sent
     a.pod = std::string(pod->name());

@@ -26,13 +26,9 @@ bool ImageIdChanged(std::string_view before, std::string_view now) {
 // The container in status `st` replaced the one recorded at the write, as the kubelet reports
 // it: the container it replaced (lastState.terminated.containerID) is the recorded one, or the
 // kubelet counted a restart since (restartCount counts every restart of the container).
-bool ReplacedRecorded(const Value& st, const ContainerRecord& rec) {
-  if (!rec.containerID.empty() && json::StringOr(json::Path(&st, {"lastState", "terminated"}),
-                                                 "containerID") == rec.containerID) {
-    return true;
-  }
-  const Value* rc = json::Find(&st, "restartCount");
-  return rc != nullptr && rc->IsInt64() && rc->GetInt64() > rec.restartCount;
+bool ReplacedRecorded(const kube::ContainerStatus& st, const ContainerRecord& rec) {
+  if (!rec.containerID.empty() && st.lastTerminatedContainerID() == rec.containerID) return true;
+  return st.restartCount().value_or(-1) > rec.restartCount;
 }
 
 }  // namespace
@@ -140,29 +136,23 @@ std::string SerializeUpdateState(const UpdateState& state) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-std::optional<UpdateState> ReadUpdateState(const json::Value& pod) {
-  std::optional<std::string_view> text = kube::AnnotationOf(pod, keys::kUpdateStateAnnotation);
+std::optional<UpdateState> ReadUpdateState(const kube::ObjectView& pod) {
+  std::optional<std::string_view> text = pod.annotation(keys::kUpdateStateAnnotation);
   if (!text) return std::nullopt;
   return ParseUpdateState(*text);
 }
 
-bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
+bool UpdateCompleted(const kube::Pod& pod, const UpdateState& state) {
   // A status the kubelet computed before it saw the write proves nothing (KEP-5067: kubelets
   // report observedGeneration from 1.34).
-  const Value* generation = json::Path(&pod, {"metadata", "generation"});
-  const Value* observed = json::Path(&pod, {"status", "observedGeneration"});
-  const bool reported =
-      observed != nullptr && observed->IsInt64() && generation != nullptr && generation->IsInt64();
-  if (reported && observed->GetInt64() < generation->GetInt64()) return false;
+  if (pod.observedGeneration().value_or(pod.generation()) < pod.generation()) return false;
   // Only the kubelet's own report is compared, never its node's clock with ours.
-  const Value* statuses = json::Path(&pod, {"status", "containerStatuses"});
-  const Value* specs = json::Path(&pod, {"spec", "containers"});
   for (const auto& [name, rec] : state.lastContainerStatuses) {
-    const Value* st = json::FindNamed(statuses, "name", name);
-    const Value* spec = json::FindNamed(specs, "name", name);
-    if (st == nullptr || spec == nullptr) return false;
-    std::string_view image = json::StringOr(spec, "image");
-    std::string_view imageID = json::StringOr(st, "imageID");
+    const std::optional<kube::ContainerStatus> st = pod.containerStatus(name);
+    const std::optional<kube::Container> spec = pod.container(name);
+    if (!st || !spec) return false;
+    std::string_view image = spec->image();
+    std::string_view imageID = st->imageID();
     std::string_view pinned = image_ref::DigestOf(image);
     // Admission stored another reference than the one asked for: that one is the target.
     auto asked = state.images.find(name);
@@ -171,17 +161,17 @@ bool UpdateCompleted(const json::Value& pod, const UpdateState& state) {
     if (rewritten && !asked->second.before.empty() &&
         image_ref::SameImage(asked->second.before, image)) {
       // Rewritten to the image the spec had: the write changed nothing the kubelet restarts for.
-      if (json::Path(st, {"state", "running"}) != nullptr) continue;
+      if (st->running()) continue;
       return false;
     }
-    std::string_view containerID = json::StringOr(st, "containerID");
+    std::string_view containerID = st->containerID();
     if (containerID.empty() || containerID == rec.containerID) return false;  // not restarted yet
     if (rewritten && !pinned.empty()) {
       // A digest pin we did not ask for: only those bits will do.
       if (pinned == image_ref::DigestOf(imageID)) continue;
       return false;
     }
-    if (image_ref::SameImage(json::StringOr(st, "image"), image)) continue;
+    if (image_ref::SameImage(st->image(), image)) continue;
     if (!pinned.empty() && pinned == image_ref::DigestOf(imageID)) continue;
     if (rec.imageID.empty()) return false;  // had not started: only the name or digest prove it
     // Other bits than the container seen at the write ran: a restart of that container (a crash)

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::pod_update {
 
@@ -52,7 +53,7 @@ struct UpdateState {
 std::optional<UpdateState> ParseUpdateState(std::string_view text);
 std::string SerializeUpdateState(const UpdateState& state);
 // The pod's update-state annotation; nullopt when absent or not of that shape.
-std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
+std::optional<UpdateState> ReadUpdateState(const kube::ObjectView& pod);
 
 // Whether every container recorded in `state` runs its new spec (DESIGN.md §8.2), from the
 // kubelet's report alone: no timestamp of the node is ever compared with the loop's clock (a node
@@ -75,6 +76,6 @@ std::optional<UpdateState> ReadUpdateState(const json::Value& pod);
 // reference with a digest (`name@sha256:..`) needs the kubelet's imageID to carry that digest, and
 // a container whose spec the write left as it was (the stored image is the one before) needs no
 // restart.
-bool UpdateCompleted(const json::Value& pod, const UpdateState& state);
+bool UpdateCompleted(const kube::Pod& pod, const UpdateState& state);
 
 }  // namespace iw::pod_update

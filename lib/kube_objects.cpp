@@ -317,6 +317,14 @@ const json::Value* ObjectView::labels() const {
   const json::Value* l = json::Find(Meta(*object_), "labels");
   return l != nullptr && l->IsObject() ? l : nullptr;
 }
+bool ObjectView::hasFinalizer(std::string_view finalizer) const {
+  const json::Value* finalizers = json::Find(Meta(*object_), "finalizers");
+  if (finalizers == nullptr || !finalizers->IsArray()) return false;
+  for (const auto& f : finalizers->GetArray()) {
+    if (f.IsString() && json::View(f) == finalizer) return true;
+  }
+  return false;
+}
 std::string_view ObjectView::controllerUid() const {
   return json::StringOr(ControllerRefOf(*object_), "uid");
 }
@@ -399,6 +407,56 @@ int ReplicaSet::revision() const {
   return n;
 }
 
+std::string_view Container::name() const {
+  return json::StringOr(c_, "name");
+}
+std::string_view Container::image() const {
+  return json::StringOr(c_, "image");
+}
+const json::Value* Container::resources(std::string_view kind) const {
+  const json::Value* r = json::Path(c_, {"resources", kind});
+  return r != nullptr && r->IsObject() ? r : nullptr;
+}
+
+std::string_view ContainerStatus::name() const {
+  return json::StringOr(s_, "name");
+}
+std::string_view ContainerStatus::image() const {
+  return json::StringOr(s_, "image");
+}
+std::string_view ContainerStatus::imageID() const {
+  return json::StringOr(s_, "imageID");
+}
+std::string_view ContainerStatus::containerID() const {
+  return json::StringOr(s_, "containerID");
+}
+std::optional<long long> ContainerStatus::restartCount() const {
+  const json::Value* rc = json::Find(s_, "restartCount");
+  if (rc == nullptr || !rc->IsInt64()) return std::nullopt;
+  return rc->GetInt64();
+}
+bool ContainerStatus::running() const {
+  const json::Value* r = json::Path(s_, {"state", "running"});
+  return r != nullptr && !r->IsNull();
+}
+std::string_view ContainerStatus::waitingReason() const {
+  return json::StringOr(json::Path(s_, {"state", "waiting"}), "reason");
+}
+std::string_view ContainerStatus::waitingMessage() const {
+  return json::StringOr(json::Path(s_, {"state", "waiting"}), "message");
+}
+std::string_view ContainerStatus::lastTerminatedContainerID() const {
+  return json::StringOr(json::Path(s_, {"lastState", "terminated"}), "containerID");
+}
+bool ContainerStatus::reportsResources() const {
+  const json::Value* r = json::Find(s_, "resources");
+  return r != nullptr && !r->IsNull();
+}
+const json::Value* ContainerStatus::resources(std::string_view kind) const {
+  const json::Value* r = json::Path(s_, {"resources", kind});
+  return r != nullptr && r->IsObject() ? r : nullptr;
+}
+
 StatusOr<Pod> Pod::From(const json::Value& object, std::string_view name) {
   if (Status s = CheckPodShape(object, name); !s.ok()) return s;
   return Pod(object);
@@ -415,6 +473,49 @@ const json::Value* Pod::condition(std::string_view type) const {
 }
 bool Pod::conditionTrue(std::string_view type) const {
   return json::StringOr(condition(type), "status") == "True";
+}
+
+std::optional<Container> Pod::container(std::string_view name) const {
+  const json::Value* c = json::FindNamed(json::Path(&json(), {"spec", "containers"}), "name", name);
+  if (c == nullptr) return std::nullopt;
+  return Container(*c);
+}
+std::vector<Container> Pod::containers() const {
+  std::vector<Container> out;
+  const json::Value* list = json::Path(&json(), {"spec", "containers"});
+  if (list == nullptr || !list->IsArray()) return out;
+  out.reserve(list->Size());
+  for (const auto& c : list->GetArray()) out.emplace_back(c);
+  return out;
+}
+std::optional<ContainerStatus> Pod::containerStatus(std::string_view name) const {
+  const json::Value* s =
+      json::FindNamed(json::Path(&json(), {"status", "containerStatuses"}), "name", name);
+  if (s == nullptr) return std::nullopt;
+  return ContainerStatus(*s);
+}
+std::vector<ContainerStatus> Pod::containerStatuses() const {
+  std::vector<ContainerStatus> out;
+  const json::Value* list = json::Path(&json(), {"status", "containerStatuses"});
+  if (list == nullptr || !list->IsArray()) return out;
+  out.reserve(list->Size());
+  for (const auto& s : list->GetArray()) out.emplace_back(s);
+  return out;
+}
+std::string_view Pod::nodeName() const {
+  return json::StringOr(json::Find(&json(), "spec"), "nodeName");
+}
+std::optional<long long> Pod::observedGeneration() const {
+  const json::Value* v = json::Path(&json(), {"status", "observedGeneration"});
+  if (v == nullptr || !v->IsInt64()) return std::nullopt;
+  return v->GetInt64();
+}
+std::string_view Pod::legacyResize() const {
+  return json::StringOr(json::Find(&json(), "status"), "resize");
+}
+bool Pod::hasReadinessGate(std::string_view type) const {
+  return json::FindNamed(json::Path(&json(), {"spec", "readinessGates"}), "conditionType", type) !=
+         nullptr;
 }
 
 }  // namespace iw::kube

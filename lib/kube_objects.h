@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lib/json.h"
 #include "lib/status.h"
@@ -47,6 +48,8 @@ class ObjectView {
   std::optional<std::string_view> annotation(std::string_view key) const;
   // metadata.labels (an object), or nullptr when absent.
   const json::Value* labels() const;
+  // metadata.finalizers has `finalizer`.
+  bool hasFinalizer(std::string_view finalizer) const;
   // The uid of the ownerReference with controller: true; empty when there is none.
   std::string_view controllerUid() const;
   // metadata.deletionTimestamp is set.
@@ -121,10 +124,72 @@ class ReplicaSet : public ObjectView {
   using ObjectView::ObjectView;
 };
 
+// An entry of spec.containers (of a pod or a pod template). Fields of a wrong type read as absent.
+class Container {
+ public:
+  explicit Container(const json::Value& container) : c_(&container) {}
+  const json::Value& json() const { return *c_; }
+
+  std::string_view name() const;
+  std::string_view image() const;
+  // resources.<kind> ("requests" or "limits"), an object of quantities; nullptr when absent.
+  const json::Value* resources(std::string_view kind) const;
+
+ private:
+  const json::Value* c_;
+};
+
+// An entry of status.containerStatuses, as the kubelet reports it. Fields of a wrong type read as
+// absent.
+class ContainerStatus {
+ public:
+  explicit ContainerStatus(const json::Value& status) : s_(&status) {}
+
+  std::string_view name() const;
+  std::string_view image() const;
+  std::string_view imageID() const;
+  // The running (or last) container's id; empty before the first start.
+  std::string_view containerID() const;
+  // restartCount; nullopt when absent.
+  std::optional<long long> restartCount() const;
+  // state.running is set.
+  bool running() const;
+  // state.waiting.reason and .message; empty when the container is not waiting.
+  std::string_view waitingReason() const;
+  std::string_view waitingMessage() const;
+  // lastState.terminated.containerID: the container this one replaced; empty when none.
+  std::string_view lastTerminatedContainerID() const;
+  // The kubelet reports the container's resources (kubelets from 1.33, or 1.30-1.32 with the
+  // InPlacePodVerticalScaling gate): `resources` is set and not null.
+  bool reportsResources() const;
+  // resources.<kind> ("requests" or "limits"); nullptr when absent.
+  const json::Value* resources(std::string_view kind) const;
+
+ private:
+  const json::Value* s_;
+};
+
 class Pod : public ObjectView {
  public:
   // The view of `object`, after CheckPodShape(object, name).
   static StatusOr<Pod> From(const json::Value& object, std::string_view name = "object");
+
+  // spec.containers[name == `name`]; nullopt when the pod has no such container.
+  std::optional<Container> container(std::string_view name) const;
+  // spec.containers, in order.
+  std::vector<Container> containers() const;
+  // status.containerStatuses[name == `name`]; nullopt before the kubelet reports it.
+  std::optional<ContainerStatus> containerStatus(std::string_view name) const;
+  // status.containerStatuses, in order.
+  std::vector<ContainerStatus> containerStatuses() const;
+  // spec.nodeName; empty before the pod is scheduled.
+  std::string_view nodeName() const;
+  // status.observedGeneration (kubelets report it from 1.34, KEP-5067); nullopt when absent.
+  std::optional<long long> observedGeneration() const;
+  // The deprecated status.resize (kubelets before 1.33); empty when absent.
+  std::string_view legacyResize() const;
+  // spec.readinessGates has an entry with conditionType `type`.
+  bool hasReadinessGate(std::string_view type) const;
 
   // status.phase; empty when absent.
   std::string_view phase() const;

@@ -17,13 +17,11 @@ namespace {
 
 using json::Value;
 
-std::string Images(const Value& obj) {
+std::string Images(const kube::Pod& pod) {
   std::string out;
-  const Value* cs = json::Path(&obj, {"spec", "containers"});
-  if (cs == nullptr || !cs->IsArray()) return out;
-  for (const Value& c : cs->GetArray()) {
+  for (const kube::Container& c : pod.containers()) {
     if (!out.empty()) out += ",";
-    out += std::string(json::StringOr(&c, "name")) + "=" + std::string(json::StringOr(&c, "image"));
+    out += std::string(c.name()) + "=" + std::string(c.image());
   }
   return out;
 }
@@ -32,7 +30,7 @@ std::string Images(const Value& obj) {
 // as the loop would decide it now without granting the budget. Normal pods not at the target wait
 // on the user's pause while it holds the update.
 std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* target,
-                    const InProgress& record, const Value& pod, pod_update::PodState state,
+                    const InProgress& record, const kube::Pod& pod, pod_update::PodState state,
                     bool updated, Clock::time_point now) {
   if (state == pod_update::PodState::kNormal && updated) return "";
   if (state == pod_update::PodState::kNormal && !record.pausedByUs)
@@ -131,26 +129,25 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
       if (selector.ok() && !selector->Matches(pv->labels())) continue;
       PodRow row;
       row.name = pv->name();
-      row.state = pod_update::StateOf(podJson);
+      row.state = pod_update::StateOf(*pv);
       row.ready = pv->conditionTrue("Ready");
-      row.images = Images(podJson);
+      row.images = Images(*pv);
       if (r.record) {
         if (target) {
-          row.updated = pod_update::AtTarget(*target, podJson);
+          row.updated = pod_update::AtTarget(*target, *pv);
         } else {
-          std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(podJson);
+          std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pv);
           row.updated =
               us && us->revision == r.record->to && row.state == pod_update::PodState::kNormal;
         }
       }
       if (row.state != pod_update::PodState::kNormal) {
-        if (auto t = rfc3339::Parse(
-                kube::AnnotationOf(podJson, keys::kStateTimestampAnnotation).value_or(""))) {
+        if (auto t = rfc3339::Parse(pv->annotation(keys::kStateTimestampAnnotation).value_or(""))) {
           row.inStateFor = std::chrono::duration_cast<std::chrono::seconds>(now - *t);
         }
       }
       if (r.record) {
-        row.waitsOn = WaitsOn(rules, target ? &*target : nullptr, *r.record, podJson, row.state,
+        row.waitsOn = WaitsOn(rules, target ? &*target : nullptr, *r.record, *pv, row.state,
                               row.updated, now);
       }
       if (row.updated) ++r.updated;

@@ -105,10 +105,13 @@ kube::Projection PodProjection() {
     // of the recorded containers once done too, so that the cached pod reads as the stored one.
     if (Value* statuses = json::FindMutable(&status, "containerStatuses");
         statuses != nullptr && statuses->IsArray()) {
-      const bool updating = pod_update::StateOf(out) == pod_update::PodState::kUpdating;
+      // (A pod of another shape than Kubernetes gives is kept whole: the planner refuses it.)
+      const StatusOr<kube::Pod> pod = kube::Pod::From(out, "pod");
+      const bool updating =
+          !pod.ok() || pod_update::StateOf(*pod) == pod_update::PodState::kUpdating;
       std::optional<pod_update::UpdateState> record;
-      if (!updating && pod_update::LabelStateOf(out) == pod_update::PodState::kNormal) {
-        record = pod_update::ReadUpdateState(out);
+      if (!updating && pod_update::LabelStateOf(*pod) == pod_update::PodState::kNormal) {
+        record = pod_update::ReadUpdateState(*pod);
         if (record && !record->completesOnReport) record.reset();
       }
       for (auto& st : statuses->GetArray()) {

@@ -74,8 +74,11 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
     opts.handlers.onAdd = on;
     opts.handlers.onUpdate = [this, on](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
       if (podDone_ && old != nullptr) {
-        if (std::optional<double> seconds = pod_update::CompletedOnReport(
-                old->Value(), now->Value(), std::chrono::system_clock::now())) {
+        const StatusOr<kube::Pod> before = kube::Pod::From(old->Value(), "pod");
+        const StatusOr<kube::Pod> after = kube::Pod::From(now->Value(), "pod");
+        if (!before.ok() || !after.ok()) return on(now);
+        if (std::optional<double> seconds =
+                pod_update::CompletedOnReport(*before, *after, std::chrono::system_clock::now())) {
           podDone_(*seconds);
         }
       }
@@ -175,8 +178,8 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
              Steady::now() + options_.batchDelay);
     }
   }
-  if (view->live() && pod_update::HasGate(v) && !pod_update::GateStatus(v).has_value() &&
-      pod_update::StateOf(v) == pod_update::PodState::kNormal) {
+  if (view->live() && pod_update::HasGate(*view) && !pod_update::GateStatus(*view).has_value() &&
+      pod_update::StateOf(*view) == pod_update::PodState::kNormal) {
     queue_(WorkKind::kPodGate, kube::ObjectKey(pod->Namespace(), pod->Name()),
            Steady::now() + options_.batchDelay);
   }

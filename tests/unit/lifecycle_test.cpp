@@ -9,6 +9,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::lifecycle;
 
 namespace {
@@ -251,7 +252,7 @@ TEST_CASE("IsPodHooked and IsPodAllHooked") {
     const std::string name = row.name;
     CAPTURE(name);
     json::Document pod = Parse(row.pod);
-    CHECK(IsPodHooked(*row.hook, pod) == row.hooked);
-    CHECK(IsPodAllHooked(*row.hook, pod) == row.allHooked);
+    CHECK(IsPodHooked(*row.hook, AsPod(pod)) == row.hooked);
+    CHECK(IsPodAllHooked(*row.hook, AsPod(pod)) == row.allHooked);
   }
 }

@@ -21,6 +21,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::fixtures;
 using std::chrono::seconds;
 
@@ -134,33 +135,34 @@ TEST_CASE("pod steps say which wait they end and for how long, from the state-ti
 
   json::Document pod = Pod("web-a", "uid-rs", base);
   SetLabel(pod, "hold", "yes");  // the pre-update hook is armed
-  pod_update::Step s = pod_update::Decide(*made, rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(*made, rules, AsPod(pod), true, T0());
   CHECK(s.waitEnded == Wait::kNone);  // enters PreparingUpdate
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate);
-  CHECK(pod_update::Decide(*made, rules, pod, false, T0() + seconds(5)).waitEnded == Wait::kNone);
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kPreparingUpdate);
+  CHECK(pod_update::Decide(*made, rules, AsPod(pod), false, T0() + seconds(5)).waitEnded ==
+        Wait::kNone);
 
   SetLabel(pod, "hold", std::nullopt);  // released
-  s = pod_update::Decide(*made, rules, pod, false, T0() + seconds(40));
+  s = pod_update::Decide(*made, rules, AsPod(pod), false, T0() + seconds(40));
   CHECK(s.waitEnded == Wait::kPreparingUpdate);
   CHECK(s.waitSeconds == doctest::Approx(40));
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
 
   SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
                      "docker.io/library/nginx:1.27@sha256:new", "containerd://new-app");
-  s = pod_update::Decide(*made, rules, pod, false, T0() + seconds(50));
+  s = pod_update::Decide(*made, rules, AsPod(pod), false, T0() + seconds(50));
   CHECK(s.completed);
   CHECK(s.waitEnded == Wait::kNone);  // Updating → Updated is no hook wait
   Apply(pod, s);
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdated);
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdated);
 
   SetLabel(pod, "lb", "on");  // the post-update hook is satisfied
-  s = pod_update::Decide(*made, rules, pod, false, T0() + seconds(80));
+  s = pod_update::Decide(*made, rules, AsPod(pod), false, T0() + seconds(80));
   CHECK(s.waitEnded == Wait::kUpdated);
   CHECK(s.waitSeconds == doctest::Approx(30));
   Apply(pod, s);
-  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+  CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
 }
 
 TEST_CASE("a stall marks the plan stalled; progress before the deadline does not") {

@@ -25,6 +25,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::fixtures;
 using std::chrono::seconds;
 
@@ -86,7 +87,7 @@ struct Cluster {
   void LoadBalancer() {
     for (const auto& name : podNames) {
       json::Document p = Pod(name);
-      std::string_view state = pod_update::StateName(pod_update::StateOf(p));
+      std::string_view state = pod_update::StateName(pod_update::StateOf(AsPod(p)));
       if (state == keys::kStatePreparingUpdate && Label(p, "lb")) {
         api.Mutate(kube::PodPath(kNs, name),
                    [](json::Document& d) { SetLabel(d, "lb", std::nullopt); });
@@ -99,7 +100,7 @@ struct Cluster {
   int PodsInUpdate() const {
     int n = 0;
     for (const auto& name : podNames) {
-      if (pod_update::StateOf(Pod(name)) != pod_update::PodState::kNormal) ++n;
+      if (pod_update::StateOf(AsPod(Pod(name))) != pod_update::PodState::kNormal) ++n;
     }
     return n;
   }
@@ -134,9 +135,9 @@ struct Cluster {
       CAPTURE(name);
       json::Document p = Pod(name);
       CHECK(std::string(json::StringOr(json::Find(&p, "metadata"), "uid")) == podUids.at(name));
-      CHECK(pod_update::StateOf(p) == pod_update::PodState::kNormal);
+      CHECK(pod_update::StateOf(AsPod(p)) == pod_update::PodState::kNormal);
       CHECK(Label(p, "version") == "v2");
-      CHECK(pod_update::ReadUpdateState(p)->revision == record.to);
+      CHECK(pod_update::ReadUpdateState(AsPod(p))->revision == record.to);
       for (const auto& c : p["spec"]["containers"].GetArray()) {
         if (json::StringOr(&c, "name") == "app") CHECK(json::StringOr(&c, "image") == "nginx:1.27");
       }
@@ -231,12 +232,12 @@ TEST_CASE("loop: hooks, readiness gate and drain; resumes with a new loop every 
   Cluster c(R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"markPodNotReady":true}})",
             /*gate=*/true);
   // New pods declare the gate and have no condition yet: the first pass sets it True.
-  CHECK_FALSE(pod_update::GateStatus(c.Pod("web-a")).has_value());
+  CHECK_FALSE(pod_update::GateStatus(AsPod(c.Pod("web-a"))).has_value());
   loop::LoopMetrics metrics;
   Drive(c, metrics, /*fresh=*/true);
   c.CheckDone();
   for (const auto& name : c.podNames) {
-    CHECK(pod_update::GateStatus(c.Pod(name)) == true);
+    CHECK(pod_update::GateStatus(AsPod(c.Pod(name))) == true);
     CHECK(Label(c.Pod(name), "lb") == "on");  // re-registered by the LB, not re-armed by us
   }
   CHECK(c.EventReasons("Pod").empty());  // the pods' ordinary steps make no Event
@@ -262,12 +263,12 @@ TEST_CASE("loop: a 409 ends the pass; the next pass re-reads and continues") {
   REQUIRE(results.count("default/web") == 1);
   CHECK(results["default/web"].conflict);
   CHECK_FALSE(results["default/web"].ok);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kNormal);
+  CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kNormal);
   CHECK(metrics.conflicts.load() == 1);
 
   results = l.RunOnce();
   CHECK(results["default/web"].ok);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating);
+  CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kUpdating);
   Drive(c, metrics, false);
   c.CheckDone();
 }
@@ -277,7 +278,7 @@ TEST_CASE(
   Cluster c;
   loop::Loop l(c.api, {});
   l.RunOnce();
-  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating);
+  REQUIRE(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kUpdating);
   c.api.Mutate(kube::DeploymentPath(kNs, "web"),
                [](json::Document& d) { SetAnnotation(d, keys::kAbortAnnotation, "true"); });
   auto results = l.RunOnce();
@@ -287,7 +288,7 @@ TEST_CASE(
   CHECK_FALSE(Annotation(d, keys::kInProgressAnnotation).has_value());
   CHECK_FALSE(Annotation(d, keys::kAbortAnnotation).has_value());
   // Its content is left as it is; its state no longer holds it out of service.
-  CHECK(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kNormal);
+  CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kNormal);
   CHECK(c.EventReasons().at("InPlaceUpdateAborted") == 1);
   CHECK(l.RunOnce().empty());
 }
@@ -378,7 +379,7 @@ TEST_CASE(
     REQUIRE(progressing != nullptr);
     CHECK(json::StringOr(progressing, "reason") == "ProgressDeadlineExceeded");
     CHECK(metrics.StalledUpdates() == std::vector<std::string>{"default/web"});
-    CHECK(pod_update::StateOf(api.Object(kube::PodPath(kNs, "web-a"))) ==
+    CHECK(pod_update::StateOf(AsPod(api.Object(kube::PodPath(kNs, "web-a")))) ==
           pod_update::PodState::kUpdating);
 
     // Retried (with the loop's backoff), refused again: still stuck, no Event twice.
@@ -429,7 +430,7 @@ TEST_CASE("loop: a failed precondition aborts before any pod moves") {
   CHECK(results["default/web"].phase == rollout::Phase::kAborted);
   CHECK_FALSE(c.Running());
   for (const auto& name : c.podNames)
-    CHECK(pod_update::StateOf(c.Pod(name)) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(c.Pod(name))) == pod_update::PodState::kNormal);
 }
 
 TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") {
@@ -443,7 +444,7 @@ TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") 
     loop::Loop l(c.api, opts);
     l.RunOnce();
   }
-  REQUIRE(pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kPreparingUpdate);
+  REQUIRE(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kPreparingUpdate);
   for (int i = 1; i <= 4; ++i) {
     now = T0() + seconds(20 * i);
     loop::Loop l(c.api, opts);  // a new leader each time
@@ -452,7 +453,7 @@ TEST_CASE("loop: a hook timeout is reported once, across restarts of the loop") 
   CHECK(c.EventReasons("Pod").at("HookTimeout") == 1);
   CHECK(c.EventReasons("Deployment").at("HookTimeout") == 1);
   CHECK(metrics.Value(rollout::Metric::kHookTimeout) == 1);
-  CHECK(pod_update::StateOf(c.Pod("web-a")) ==
+  CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) ==
         pod_update::PodState::kPreparingUpdate);  // never skipped
   CHECK(c.PodsInUpdate() == 1);
   std::string rendered;
@@ -753,7 +754,8 @@ TEST_CASE("loop thread: pod events alone carry the update (pod â†’ ReplicaSet â†
   auto allMoved = [&c] {
     for (const auto& name : c.podNames) {
       json::Document p = c.Pod(name);
-      if (pod_update::StateOf(p) != pod_update::PodState::kNormal || Label(p, "version") != "v2") {
+      if (pod_update::StateOf(AsPod(p)) != pod_update::PodState::kNormal ||
+          Label(p, "version") != "v2") {
         return false;
       }
     }
@@ -778,8 +780,9 @@ TEST_CASE("loop thread: while the caches lag behind its own write, the loop writ
   REQUIRE(WaitFor([&] { return Synced(l); }));
   w.Hold(kube::PodsPath(""), true);
   PutRecord(c, record);
-  REQUIRE(WaitFor(
-      [&] { return pod_update::StateOf(c.Pod("web-a")) == pod_update::PodState::kUpdating; }));
+  REQUIRE(WaitFor([&] {
+    return pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kUpdating;
+  }));
   const size_t podWrites = c.api.CountWrites("PATCH /api/v1/namespaces/default/pods/");
   auto passes = [&l] {
     loop::CacheStats s = l.GetCacheStats();
@@ -828,7 +831,7 @@ TEST_CASE("loop thread: a conflict waits for the cache's newer version, with no 
                [](json::Document& p) { SetAnnotation(p, "example.com/touched", "1"); });
   PutRecord(c, record);
   REQUIRE(WaitFor([&] { return metrics.conflicts.load() >= 1; }));
-  CHECK(pod_update::StateOf(c.Pod("web-a")) ==
+  CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) ==
         pod_update::PodState::kNormal);  // the write was refused
   CHECK(w.Gets() == 0);                  // the refusal read nothing through the API
   CHECK(l.GetCacheStats().freshPasses == 0);
@@ -853,7 +856,7 @@ TEST_CASE("loop thread: new pods get the readiness gate on their own event") {
   loop::Loop l(w, ThreadOptions(nullptr));
   l.Start();
   auto gated = [&c](const std::string& name) {
-    return pod_update::GateStatus(c.Pod(name)) == true;
+    return pod_update::GateStatus(AsPod(c.Pod(name))) == true;
   };
   REQUIRE(WaitFor([&] { return gated("web-a") && gated("web-b") && gated("web-c"); }));
   c.AddPod("web-d");
@@ -878,7 +881,7 @@ TEST_CASE("loop thread: a new pod's gate does not wait for a Deployment pass (it
   } release{w};
   l.Start();
   auto gated = [&c](const std::string& name) {
-    return pod_update::GateStatus(c.Pod(name)) == true;
+    return pod_update::GateStatus(AsPod(c.Pod(name))) == true;
   };
   REQUIRE(WaitFor([&] { return gated("web-a") && gated("web-b") && gated("web-c"); }));
   // The pods become Ready: the update's pass starts a pod and its write hangs.
@@ -1024,7 +1027,8 @@ void ComparePlansUntilDone(Cluster& c, const std::map<std::string, std::string>&
     }
     CHECK(Describe(rollout::PlanRollout(trimmed)) == Describe(rollout::PlanRollout(whole)));
     for (size_t i = 0; i < whole.pods.size(); ++i) {
-      CHECK(pod_update::StateOf(*trimmed.pods[i]) == pod_update::StateOf(*whole.pods[i]));
+      CHECK(pod_update::StateOf(AsPod(*trimmed.pods[i])) ==
+            pod_update::StateOf(AsPod(*whole.pods[i])));
     }
     CHECK(rollout::PlanNewPodGates(trimmed.pods, whole.now).size() ==
           rollout::PlanNewPodGates(whole.pods, whole.now).size());
@@ -1055,8 +1059,8 @@ TEST_CASE("loop: the pod cache keeps what the resize decisions read, in every st
                                 R"({"name":"sidecar","resources":{},)"
                                 R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})");
     json::Document kept = Project(loop::PodProjection(), full);
-    CHECK(pod_update::ResizeUnsupported(kept) == pod_update::ResizeUnsupported(full));
-    CHECK(pod_update::ResizeUnsupported(kept).has_value());
+    CHECK(pod_update::ResizeUnsupported(AsPod(kept)) == pod_update::ResizeUnsupported(AsPod(full)));
+    CHECK(pod_update::ResizeUnsupported(AsPod(kept)).has_value());
     CHECK(json::StringOr(json::Find(&kept, "status"), "resize") == "Deferred");
   }
 }
@@ -1084,8 +1088,8 @@ TEST_CASE("loop: the pod cache reads a pod done on the kubelet's report as the s
         R"(","lastState":{"terminated":{"containerID":"c1"}},)"
         R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})");
     json::Document kept = Project(loop::PodProjection(), full);
-    CHECK(pod_update::StateOf(kept) == pod_update::StateOf(full));
-    CHECK((pod_update::StateOf(full) == pod_update::PodState::kNormal) ==
+    CHECK(pod_update::StateOf(AsPod(kept)) == pod_update::StateOf(AsPod(full)));
+    CHECK((pod_update::StateOf(AsPod(full)) == pod_update::PodState::kNormal) ==
           (std::string_view(image) == "docker.io/library/nginx:1.27"));
   }
 }
@@ -1200,9 +1204,10 @@ TEST_CASE("loop: the pod cache keeps why an Updating pod's container waits, and 
               R"("state":{"waiting":{"reason":"ImagePullBackOff","message":")" +
               longMessage + R"("}}}]}})");
     json::Document kept = Project(loop::PodProjection(), full);
-    auto us = pod_update::ReadUpdateState(kept);
+    auto us = pod_update::ReadUpdateState(AsPod(kept));
     REQUIRE(us.has_value());
-    std::optional<pod_update::ImageTrouble> trouble = pod_update::FindImageTrouble(kept, *us);
+    std::optional<pod_update::ImageTrouble> trouble =
+        pod_update::FindImageTrouble(AsPod(kept), *us);
     if (std::string_view(state) == "Updating") {
       REQUIRE(trouble.has_value());
       CHECK(trouble->text ==

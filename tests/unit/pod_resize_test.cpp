@@ -10,8 +10,10 @@
 #include "hooks/pod_update.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
+#include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::fixtures;
 using pod_update::PodOp;
 using std::chrono::seconds;
@@ -129,7 +131,7 @@ TEST_CASE("MakeTarget names the resized containers and the target's full cpu/mem
 TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kubelet reports it") {
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), /*mayStart=*/true, T0());
   CHECK(s.started);
   REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch});
   CHECK_FALSE(s.ops[0].body.HasMember("spec"));  // no image with the resize pending
@@ -137,50 +139,55 @@ TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kub
         R"({"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m",)"
         R"("memory":"96Mi"},"limits":{"cpu":"300m","memory":"192Mi"}}}]}})");
   Apply(pod, s);
-  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
-  auto us = pod_update::ReadUpdateState(pod);
+  CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+  auto us = pod_update::ReadUpdateState(AsPod(pod));
   REQUIRE(us.has_value());
   CHECK(us->resizedContainers == std::set<std::string>{"app"});
 
   // The kubelet has not acted: waiting (no write), the observedGeneration is behind.
-  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1));
+  pod_update::Step wait =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1));
   CHECK(wait.ops.empty());
   CHECK(wait.stuckReason.empty());
-  CHECK(pod_update::ResizeStatus(pod, *us).phase == pod_update::ResizeProgress::Phase::kInProgress);
+  CHECK(pod_update::ResizeStatus(AsPod(pod), *us).phase ==
+        pod_update::ResizeProgress::Phase::kInProgress);
 
   SUBCASE("in progress while PodResizeInProgress is present") {
     KubeletResized(pod, false);
     SetResizeCondition(pod, "PodResizeInProgress", "", "");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(2)).ops.empty());
   }
   SUBCASE("done: Normal with the container never restarted") {
     KubeletResized(pod, false);
-    CHECK(pod_update::ResizeStatus(pod, *us).phase == pod_update::ResizeProgress::Phase::kDone);
-    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(3));
+    CHECK(pod_update::ResizeStatus(AsPod(pod), *us).phase ==
+          pod_update::ResizeProgress::Phase::kDone);
+    pod_update::Step done =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(3));
     CHECK(done.completed);
     Apply(pod, done);
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
-    CHECK(pod_update::AtTarget(env.t, pod));
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+    CHECK(pod_update::AtTarget(env.t, AsPod(pod)));
   }
   SUBCASE("a status in other units counts: 0.15 cpu is 150m") {
     KubeletResized(pod, false);
     auto& a = pod.GetAllocator();
     json::SetString(pod["status"]["containerStatuses"][0]["resources"]["requests"], "cpu", "0.15",
                     a);
-    CHECK(pod_update::ResizeStatus(pod, *us).phase == pod_update::ResizeProgress::Phase::kDone);
+    CHECK(pod_update::ResizeStatus(AsPod(pod), *us).phase ==
+          pod_update::ResizeProgress::Phase::kDone);
   }
   SUBCASE("a container not running (restarting for the resize) is not done") {
     KubeletResized(pod, true);
     auto& a = pod.GetAllocator();
     json::Set(pod["status"]["containerStatuses"][0], "state",
               json::Value(Parse(R"({"waiting":{"reason":"ContainerCreating"}})"), a), a);
-    CHECK(pod_update::ResizeStatus(pod, *us).phase ==
+    CHECK(pod_update::ResizeStatus(AsPod(pod), *us).phase ==
           pod_update::ResizeProgress::Phase::kInProgress);
   }
   SUBCASE("a status still at the old values is not done") {
     json::Set(pod["status"], "observedGeneration",
               json::Value(pod["metadata"]["generation"], pod.GetAllocator()), pod.GetAllocator());
-    CHECK(pod_update::ResizeStatus(pod, *us).phase ==
+    CHECK(pod_update::ResizeStatus(AsPod(pod), *us).phase ==
           pod_update::ResizeProgress::Phase::kInProgress);
   }
 }
@@ -188,26 +195,27 @@ TEST_CASE("resize only: labels write, then pods/resize, then Normal once the kub
 TEST_CASE("resize and image: the image is written only after the resize is done") {
   ResizeEnv env(true);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0());
   REQUIRE(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch, PodOp::Kind::kResizePatch});
   CHECK_FALSE(s.ops[0].body.HasMember("spec"));
   CHECK(s.summary.find("images once the resize is done") != std::string::npos);
   Apply(pod, s);
-  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)).ops.empty());
+  CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1)).ops.empty());
 
   // RestartContainer policy: the kubelet restarts the container for the resize.
   KubeletResized(pod, /*restart=*/true);
-  pod_update::Step images = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+  pod_update::Step images =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(5));
   REQUIRE(Kinds(images) == std::vector<PodOp::Kind>{PodOp::Kind::kPatch});
   CHECK(json::Serialize(images.ops[0].body["spec"]) ==
         R"({"containers":[{"name":"app","image":"nginx:1.27"}]})");
   Apply(pod, images);
-  auto us = pod_update::ReadUpdateState(pod);
+  auto us = pod_update::ReadUpdateState(AsPod(pod));
   REQUIRE(us.has_value());
   // The baseline is the container as it runs after the resize's restart.
   CHECK(us->lastContainerStatuses.at("app").containerID == "containerd://resized-app");
   CHECK(us->lastContainerStatuses.at("app").restartCount == 1);
-  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(6)).ops.empty());
+  CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(6)).ops.empty());
 
   SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
                      "docker.io/library/nginx:1.27@sha256:new", "containerd://new-app");
@@ -215,33 +223,36 @@ TEST_CASE("resize and image: the image is written only after the resize is done"
             json::Value(Parse(R"({"running":{"startedAt":")" + Ts(T0() + seconds(7)) + R"("}})"),
                         pod.GetAllocator()),
             pod.GetAllocator());
-  pod_update::Step behind = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(8));
+  pod_update::Step behind =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(8));
   CHECK_FALSE(behind.completed);  // the kubelet's status is not yet of the image write's generation
   KubeletResized(pod, false);
-  pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(9));
+  pod_update::Step done =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(9));
   CHECK(done.completed);
 }
 
 TEST_CASE("a resize the API server took but the pod's spec lacks is written again") {
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0());
   // Only the first write landed (the resize write failed, e.g. a conflict).
   fake::StrategicMergePatch(pod, s.ops[0].body, pod.GetAllocator());
-  pod_update::Step again = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1));
+  pod_update::Step again =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1));
   CHECK(Kinds(again) == std::vector<PodOp::Kind>{PodOp::Kind::kResizePatch});
 }
 
 TEST_CASE("a resize the kubelet cannot make stops the pod with a stuck report, never a recreate") {
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
-  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
+  Apply(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
 
   SUBCASE("Infeasible: at once, a Warning Event on the pod and the Deployment") {
     SetResizeCondition(pod, "PodResizePending", "Infeasible",
                        "Node didn't have enough capacity: cpu, requested: 150000, capacity: 2000");
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2));
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(2));
     CHECK(s.stuckReason == "PodResizeInfeasible");
     CHECK(s.stuckMessage.find("pod web-a: the kubelet finds the resize infeasible") == 0);
     CHECK(s.stuckMessage.find("enough capacity") != std::string::npos);
@@ -251,24 +262,29 @@ TEST_CASE("a resize the kubelet cannot make stops the pod with a stuck report, n
     CHECK(s.ops[0].event.onDeployment);
     CHECK(s.ops[0].event.message.find(keys::kAbortAnnotation) != std::string::npos);
     // Asked again: the same dedup key (one Event per pod generation), still stuck, no pod write.
-    pod_update::Step t = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(900));
+    pod_update::Step t =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(900));
     CHECK(t.stuckReason == "PodResizeInfeasible");
     CHECK(t.ops[0].event.dedupKey == s.ops[0].event.dedupKey);
     CHECK_FALSE(t.timedOut);
   }
   SUBCASE("Deferred: waits up to the Updating timeout, then stuck") {
     SetResizeCondition(pod, "PodResizePending", "Deferred", "Node didn't have enough resource");
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10));
+    pod_update::Step s =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(10));
     CHECK(s.stuckReason.empty());
     CHECK(s.ops.empty());
-    pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600));
+    pod_update::Step late =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(600));
     CHECK(late.stuckReason == "PodResizeDeferred");
     CHECK(late.stuckMessage.find("deferred the resize for longer than 600s") != std::string::npos);
   }
   SUBCASE("Error: waits up to the Updating timeout, then stuck") {
     SetResizeCondition(pod, "PodResizeInProgress", "Error", "memory limit below usage");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10)).stuckReason.empty());
-    pod_update::Step late = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(601));
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(10))
+              .stuckReason.empty());
+    pod_update::Step late =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(601));
     CHECK(late.stuckReason == "PodResizeFailed");
     CHECK(late.stuckMessage.find("memory limit below usage") != std::string::npos);
   }
@@ -281,9 +297,9 @@ TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.res
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
   json::Remove(pod["status"], "observedGeneration");
-  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
-  auto us = pod_update::ReadUpdateState(pod);
+  Apply(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+  auto us = pod_update::ReadUpdateState(AsPod(pod));
   REQUIRE(us.has_value());
   auto& a = pod.GetAllocator();
   auto applied = [&pod, &a] {  // the container runs what its spec asks (no observedGeneration)
@@ -313,31 +329,34 @@ TEST_CASE("a kubelet before 1.33 reports the resize in the deprecated status.res
                 p.GetAllocator());
     }
     if (*c.resize != '\0') json::SetString(p["status"], "resize", c.resize, p.GetAllocator());
-    CHECK(pod_update::ResizeStatus(p, *us).phase == c.phase);
+    CHECK(pod_update::ResizeStatus(AsPod(p), *us).phase == c.phase);
   }
 
   SUBCASE("Infeasible stops the pod at once, as the condition does") {
     json::SetString(pod["status"], "resize", "Infeasible", a);
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2));
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(2));
     CHECK(s.stuckReason == "PodResizeInfeasible");
     CHECK(s.stuckMessage.find("status.resize Infeasible") != std::string::npos);
     CHECK(Kinds(s) == std::vector<PodOp::Kind>{PodOp::Kind::kEvent});
   }
   SUBCASE("Deferred: waits up to the Updating timeout, then stuck") {
     json::SetString(pod["status"], "resize", "Deferred", a);
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10)).stuckReason.empty());
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600)).stuckReason ==
-          "PodResizeDeferred");
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(10))
+              .stuckReason.empty());
+    CHECK(
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(600)).stuckReason ==
+        "PodResizeDeferred");
   }
   SUBCASE("InProgress with the new values already reported: not done until it is cleared") {
     json::SetString(pod["status"], "resize", "InProgress", a);
     applied();
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(3)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(3)).ops.empty());
     json::Remove(pod["status"], "resize");
-    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(4));
+    pod_update::Step done =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(4));
     CHECK(done.completed);
     Apply(pod, done);
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
   }
 }
 
@@ -379,7 +398,7 @@ TEST_CASE("whether the pod's kubelet can resize it: the API server's own test") 
                                R"("containers":[{"name":"app"},{"name":"sidecar"}]},)"
                                R"("status":{"containerStatuses":)" +
                                c.statuses + "}}");
-    std::optional<std::string> why = pod_update::ResizeUnsupported(pod);
+    std::optional<std::string> why = pod_update::ResizeUnsupported(AsPod(pod));
     CHECK(why.has_value() == c.unsupported);
     if (why) {
       CHECK(why->find("pod web-a on node node-1") == 0);
@@ -391,21 +410,21 @@ TEST_CASE("whether the pod's kubelet can resize it: the API server's own test") 
 TEST_CASE("a pod waits on its kubelet for a resize until the kubelet reports it done") {
   ResizeEnv env(false);
   json::Document pod = env.NewPod();
-  CHECK(pod_update::ResizePending(env.t, pod));  // Normal, its spec at the old values
-  Apply(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
-  CHECK(pod_update::ResizePending(env.t, pod));  // written; the kubelet has not acted
+  CHECK(pod_update::ResizePending(env.t, AsPod(pod)));  // Normal, its spec at the old values
+  Apply(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+  CHECK(pod_update::ResizePending(env.t, AsPod(pod)));  // written; the kubelet has not acted
   KubeletResized(pod, false);
-  CHECK_FALSE(pod_update::ResizePending(env.t, pod));
-  Apply(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
-  REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
-  CHECK_FALSE(pod_update::ResizePending(env.t, pod));
+  CHECK_FALSE(pod_update::ResizePending(env.t, AsPod(pod)));
+  Apply(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1)));
+  REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+  CHECK_FALSE(pod_update::ResizePending(env.t, AsPod(pod)));
 
   SUBCASE("an update without a resources change never waits on one") {
     const std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
     const std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.27"}});
     auto t = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
     REQUIRE(t.ok());
-    CHECK_FALSE(pod_update::ResizePending(*t, Pod("web-b", "uid-rs", base)));
+    CHECK_FALSE(pod_update::ResizePending(*t, AsPod(Pod("web-b", "uid-rs", base))));
   }
 }

@@ -15,6 +15,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::fixtures;
 using pod_update::PodOp;
 using std::chrono::milliseconds;
@@ -80,11 +81,11 @@ void ApplyStep(json::Document& pod, const pod_update::Step& s) {
 }
 
 std::string State(const json::Value& pod) {
-  return std::string(pod_update::StateName(pod_update::StateOf(pod)));
+  return std::string(pod_update::StateName(pod_update::StateOf(AsPod(pod))));
 }
 
 std::optional<bool> Gate(const json::Value& pod) {
-  return pod_update::GateStatus(pod);
+  return pod_update::GateStatus(AsPod(pod));
 }
 
 // Puts a pod in `state` as if the loop had moved it there at `when`.
@@ -108,7 +109,7 @@ TEST_CASE("the pod write carries only the template difference") {
   SetLabel(pod, "team", "payments");  // not named by the template: never touched
   SetLabel(pod, "lb", std::nullopt);
 
-  pod_update::Changes c = pod_update::ComputeChanges(env.t, pod);
+  pod_update::Changes c = pod_update::ComputeChanges(env.t, AsPod(pod));
   CHECK(c.labels.size() == 3);
   CHECK(c.labels.at("version") == "v2");
   CHECK(c.labels.at("new") == "x");
@@ -129,17 +130,17 @@ TEST_CASE("the pod write carries only the template difference") {
     REQUIRE(t.ok());
     json::Document p = Pod("web-b", "uid-rs", base);
     SetLabel(p, "lb", std::nullopt);  // released by the LB controller
-    pod_update::Changes changes = pod_update::ComputeChanges(*t, p);
+    pod_update::Changes changes = pod_update::ComputeChanges(*t, AsPod(p));
     CHECK(changes.labels.empty());
     CHECK(changes.images.size() == 1);
   }
   SUBCASE("an image already equal after normalisation is not written") {
     SetSpecImage(pod, "app", "docker.io/library/nginx:1.27");
-    CHECK_FALSE(pod_update::ComputeChanges(env.t, pod).images.contains("app"));
+    CHECK_FALSE(pod_update::ComputeChanges(env.t, AsPod(pod)).images.contains("app"));
   }
   SUBCASE("annotations outside the policy never appear") {
     SetAnnotation(pod, "other/key", "1");
-    CHECK_FALSE(pod_update::ComputeChanges(env.t, pod).annotations.contains("other/key"));
+    CHECK_FALSE(pod_update::ComputeChanges(env.t, AsPod(pod)).annotations.contains("other/key"));
   }
 }
 
@@ -154,7 +155,7 @@ TEST_CASE("MakeTarget refuses a difference that is not in-place eligible") {
 TEST_CASE("Normal → Updating in one write when nothing holds the pod") {
   Env env(false);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), /*mayStart=*/true, T0());
   CHECK(s.started);
   auto patches = Ops(s, PodOp::Kind::kPatch);
   REQUIRE(patches.size() == 1);
@@ -171,7 +172,7 @@ TEST_CASE("Normal → Updating in one write when nothing holds the pod") {
   CHECK_FALSE(Label(pod, "old").has_value());
   CHECK(Label(pod, "app") == "web");
   CHECK(Annotation(pod, "config/hash") == "b");
-  auto us = pod_update::ReadUpdateState(pod);
+  auto us = pod_update::ReadUpdateState(AsPod(pod));
   REQUIRE(us.has_value());
   CHECK(us->revision == env.t.to);
   CHECK(us->updateTimestamp == Ts(T0()));
@@ -191,12 +192,12 @@ TEST_CASE("Normal → Updating in one write when nothing holds the pod") {
 TEST_CASE("Normal waits without budget, but a new pod still gets its gate") {
   Env env(true);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/false, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), /*mayStart=*/false, T0());
   CHECK(s.ops.empty());
   CHECK_FALSE(s.started);
 
   RemoveCondition(pod, keys::kReadyCondition);  // a new pod: gate declared, no condition
-  s = pod_update::Decide(env.t, env.rules, pod, false, T0());
+  s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0());
   auto status = Ops(s, PodOp::Kind::kStatusPatch);
   REQUIRE(status.size() == 1);
   ApplyStep(pod, s);
@@ -211,7 +212,7 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
   json::Document pod = env.NewPod();
   SetLabel(pod, "lb", "on");  // armed by the LB controller
 
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0());
   CHECK(s.started);
   REQUIRE(s.ops.size() == 2);
   CHECK(s.ops[0].kind == PodOp::Kind::kPatch);  // state first, then the gate: resumable order
@@ -224,25 +225,28 @@ TEST_CASE("Normal → PreparingUpdate while the pre-update hook is armed; gate F
   CHECK(State(pod) == "PreparingUpdate");
   CHECK(Label(pod, "version") == "v1");  // nothing of the template yet
   CHECK(Gate(pod) == false);
-  CHECK_FALSE(pod_update::GateStatus(pod).value());
+  CHECK_FALSE(pod_update::GateStatus(AsPod(pod)).value());
   // Ready is the kubelet's: the gate write leaves it for the kubelet to recompute.
   CHECK(budget::IsReady(test::AsPod(pod)));
 
   SUBCASE("it waits while any handler is present") {
-    pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(10));
+    pod_update::Step wait =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0() + seconds(10));
     CHECK(wait.ops.empty());
     CHECK(wait.wakeAfter == seconds(290));
   }
   SUBCASE("after a crash between the two writes the gate write is made on the next pass") {
     SetCondition(pod, keys::kReadyCondition, "True");
-    pod_update::Step again = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(1));
+    pod_update::Step again =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0() + seconds(1));
     REQUIRE(again.ops.size() == 1);
     CHECK(again.ops[0].kind == PodOp::Kind::kStatusPatch);
     CHECK(again.ops[0].stampTransition);
   }
   SUBCASE("released: the pod write follows") {
     SetLabel(pod, "lb", std::nullopt);
-    pod_update::Step w = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(20));
+    pod_update::Step w =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(20));
     CHECK_FALSE(w.started);     // it started when it left Normal
     CHECK(Reasons(w).empty());  // an ordinary step: no Event
     ApplyStep(pod, w);
@@ -257,7 +261,7 @@ TEST_CASE("a declared but unarmed hook lets the pod through; finalizer handlers 
       R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"},"finalizersHandler":["example.com/drain"]}})";
   Env env(false, kHook);
   json::Document pod = env.NewPod();
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0());
   CHECK(Reasons(s).empty());  // an ordinary step: no Event
 
   json::Document held = env.NewPod("web-b");
@@ -265,7 +269,7 @@ TEST_CASE("a declared but unarmed hook lets the pod through; finalizer handlers 
   json::Value finalizers(rapidjson::kArrayType);
   finalizers.PushBack("example.com/drain", a);
   held["metadata"].AddMember("finalizers", finalizers, a);
-  s = pod_update::Decide(env.t, env.rules, held, true, T0());
+  s = pod_update::Decide(env.t, env.rules, AsPod(held), true, T0());
   CHECK(Reasons(s).empty());  // an ordinary step: no Event
 }
 
@@ -288,7 +292,7 @@ TEST_CASE("default drain: with the gate and no gracePeriodSeconds, gate False, t
     CAPTURE(c.what);
     Env env(c.gate, "", c.policy);
     json::Document pod = env.NewPod();
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
     if (c.drain < 0) {
       CHECK(State(pod) == "Updating");
       continue;
@@ -297,10 +301,10 @@ TEST_CASE("default drain: with the gate and no gracePeriodSeconds, gate False, t
     CHECK(Gate(pod) == false);
     // The anchors have whole seconds and the gate's is stamped as its write is sent: 1.5 s of
     // slack keeps the drain at least as long.
-    pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false,
+    pod_update::Step early = pod_update::Decide(env.t, env.rules, AsPod(pod), false,
                                                 T0() + seconds(c.drain + 1) + milliseconds(499));
     CHECK(early.ops.empty());
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false,
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false,
                                       T0() + seconds(c.drain + 1) + milliseconds(500)));
     CHECK(State(pod) == "Updating");
   }
@@ -310,32 +314,34 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
   Env env(true, "", R"({"annotations":["config/*"],"gracePeriodSeconds":30})");
   json::Document pod = env.NewPod();
 
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0());
   CHECK(Reasons(s).empty());  // an ordinary step: no Event
   CHECK(Ops(s, PodOp::Kind::kStatusPatch).size() == 1);
   ApplyStep(pod, s);
   CHECK(State(pod) == "PreparingUpdate");
   CHECK(Gate(pod) == false);
 
-  pod_update::Step early = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(10));
+  pod_update::Step early =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(10));
   CHECK(early.ops.empty());
   // Cluster timestamps have whole seconds, and the gate's write is stored after its stamp: 1.5 s
   // of slack keeps the drain >= 30 s.
   CHECK(early.wakeAfter == seconds(21) + milliseconds(500));
-  CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31)).ops.empty());
+  CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(31)).ops.empty());
 
-  pod_update::Step late =
-      pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(31) + milliseconds(500));
+  pod_update::Step late = pod_update::Decide(env.t, env.rules, AsPod(pod), false,
+                                             T0() + seconds(31) + milliseconds(500));
   CHECK(Reasons(late).empty());  // an ordinary step: no Event
 
   SUBCASE("the grace counts from the gate going False, not from an earlier hook wait") {
     json::Document p = env.NewPod("web-c");
     Enter(p, keys::kStatePreparingUpdate, T0() - seconds(600));  // held by a hook for 10 min
-    pod_update::Step g = pod_update::Decide(env.t, env.rules, p, false, T0());
+    pod_update::Step g = pod_update::Decide(env.t, env.rules, AsPod(p), false, T0());
     REQUIRE(Ops(g, PodOp::Kind::kStatusPatch).size() == 1);  // gate False now
     CHECK(Ops(g, PodOp::Kind::kPatch).empty());
     ApplyStep(p, g);
-    pod_update::Step wait = pod_update::Decide(env.t, env.rules, p, false, T0() + seconds(5));
+    pod_update::Step wait =
+        pod_update::Decide(env.t, env.rules, AsPod(p), false, T0() + seconds(5));
     CHECK(wait.ops.empty());
     CHECK(wait.wakeAfter == seconds(26) + milliseconds(500));
   }
@@ -354,7 +360,7 @@ TEST_CASE("a pod's state is one of four, read from its label; anything else read
            {R"({"inplace-webhook.io/state":"Paused"})", PodState::kNormal},
            {R"({"app":"web"})", PodState::kNormal}}) {
     json::Document pod = Parse(std::string(R"({"metadata":{"labels":)") + label + "}}");
-    CHECK(pod_update::StateOf(pod) == want);
+    CHECK(pod_update::StateOf(AsPod(pod)) == want);
   }
 }
 
@@ -378,7 +384,7 @@ TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole
   using On = pod_update::PodWait::On;
   // Decides at `at`, checks the wait and its words, applies the step.
   auto pass = [&](Clock::time_point at, bool mayStart, On on, const std::string& words) {
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, mayStart, at);
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), mayStart, at);
     CHECK(s.wait.on == on);
     CHECK(pod_update::Describe(s.wait, at) == words);
     CHECK(pod_update::WaitName(s.wait.on).empty() == (on == On::kNothing));
@@ -417,23 +423,25 @@ TEST_CASE("Updating → Normal once every changed container runs its new image; 
   Env env(true, "", kNoDrain);
   json::Document pod = env.NewPod();
   SetCondition(pod, keys::kReadyCondition, "False");  // as if drained: the write's return sets it
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
-  REQUIRE(pod_update::LabelStateOf(pod) == pod_update::PodState::kUpdating);
-  CHECK_FALSE(pod_update::ReadUpdateState(pod)->completesOnReport);
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
+  REQUIRE(pod_update::LabelStateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+  CHECK_FALSE(pod_update::ReadUpdateState(AsPod(pod))->completesOnReport);
 
-  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+  pod_update::Step wait =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(5));
   CHECK(wait.ops.empty());
   CHECK(wait.wakeAfter == seconds(595));  // the default Updating timeout
 
   Restart(pod, "app", "nginx:1.27");
-  pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(42));
+  pod_update::Step done =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(42));
   CHECK(done.completed);
   CHECK(done.updateSeconds == doctest::Approx(42));
   CHECK(Reasons(done).empty());  // an ordinary step: no Event
   ApplyStep(pod, done);
   CHECK(State(pod) == "Normal");
   CHECK(Gate(pod) == true);
-  CHECK(pod_update::AtTarget(env.t, pod));
+  CHECK(pod_update::AtTarget(env.t, AsPod(pod)));
 }
 
 TEST_CASE(
@@ -442,21 +450,21 @@ TEST_CASE(
       R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on","registered":"yes"},"timeoutSeconds":60}})";
   Env env(true, kHook, kNoDrain);
   json::Document pod = env.NewPod();
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));  // not armed: write
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));  // not armed: write
   REQUIRE(State(pod) == "Updating");
   Restart(pod, "app", "nginx:1.27");
 
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5));
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(5));
   ApplyStep(pod, s);
   CHECK(State(pod) == "Updated");
   CHECK(s.wakeAfter == seconds(60));
 
   SetLabel(pod, "lb", "on");  // one of two handlers back: not enough (kruise#528)
-  s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(6));
+  s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(6));
   CHECK(Ops(s, PodOp::Kind::kPatch).empty());
 
   SetLabel(pod, "registered", "yes");
-  s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(7));
+  s = pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(7));
   ApplyStep(pod, s);
   CHECK(State(pod) == "Normal");
   CHECK(Reasons(s).empty());  // an ordinary step: no Event
@@ -465,14 +473,14 @@ TEST_CASE(
 TEST_CASE("an empty post-update hook counts as all present") {
   Env env(false, R"({"postUpdate":{}})");
   json::Document pod = env.NewPod();
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
   Restart(pod, "app", "nginx:1.27");
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1)));
   CHECK(State(pod) == "Normal");
 
   SUBCASE("and a pod left in Updated moves on") {
     Enter(pod, keys::kStateUpdated, T0());
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(2)));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(2)));
     CHECK(State(pod) == "Normal");
   }
 }
@@ -510,15 +518,15 @@ TEST_CASE("completion: imageID changed, or containerID changed and the image mat
   for (const Case& c : cases) {
     CAPTURE(c.what);
     SetContainerStatus(pod, "app", c.image, c.imageID, c.containerID);
-    CHECK(pod_update::UpdateCompleted(pod, st) == c.done);
+    CHECK(pod_update::UpdateCompleted(AsPod(pod), st) == c.done);
   }
   SUBCASE("a recorded container without a status is not done") {
     st.lastContainerStatuses["gone"] = {"x", "y", 0};
     SetContainerStatus(pod, "app", "nginx:1.27", "nginx@sha256:bbb", "containerd://2");
-    CHECK_FALSE(pod_update::UpdateCompleted(pod, st));
+    CHECK_FALSE(pod_update::UpdateCompleted(AsPod(pod), st));
   }
   SUBCASE("no recorded container: a metadata-only update is done at once") {
-    CHECK(pod_update::UpdateCompleted(pod, pod_update::UpdateState{}));
+    CHECK(pod_update::UpdateCompleted(AsPod(pod), pod_update::UpdateState{}));
   }
 }
 
@@ -685,7 +693,7 @@ TEST_CASE("completion from what containerd and the kubelet report (DESIGN.md 8.2
     pod_update::UpdateState st;
     st.updateTimestamp = at;
     st.lastContainerStatuses["app"] = c.recorded;
-    CHECK(pod_update::UpdateCompleted(pod, st) == c.done);
+    CHECK(pod_update::UpdateCompleted(AsPod(pod), st) == c.done);
   }
 }
 
@@ -694,7 +702,7 @@ TEST_CASE("Updating → Normal on a node whose clock is 5 minutes behind the loo
   // startedAt by the node's, 5 minutes earlier. Completion reads only the kubelet's report.
   Env env(false, "", kNoDrain);
   json::Document pod = env.NewPod();
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
   REQUIRE(State(pod) == "Updating");
   auto& a = pod.GetAllocator();
   for (auto& st : pod["status"]["containerStatuses"].GetArray()) {
@@ -712,7 +720,7 @@ TEST_CASE("Updating → Normal on a node whose clock is 5 minutes behind the loo
   // Labelled Normal at the write (nothing returns it): done on the kubelet's report, no write.
   SUBCASE("a retag: the same bits, in the container that replaced the recorded one") {
     CHECK(State(pod) == "Normal");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(5)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(5)).ops.empty());
   }
   SUBCASE("the new image by name") {
     SetContainerStatus(pod, "app", "docker.io/library/nginx:1.27",
@@ -731,8 +739,9 @@ TEST_CASE("hook timeouts are reported once, the pod stays where it is") {
     json::Document pod = env.NewPod();
     SetLabel(pod, "lb", "on");
     Enter(pod, keys::kStatePreparingUpdate, T0());
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(59)).ops.empty());
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(61));
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(59)).ops.empty());
+    pod_update::Step s =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(61));
     CHECK(s.timedOut);
     REQUIRE(s.ops.size() == 2);
     CHECK(s.ops[0].kind == PodOp::Kind::kEvent);  // Event first: the marker only after it
@@ -745,37 +754,41 @@ TEST_CASE("hook timeouts are reported once, the pod stays where it is") {
     ApplyStep(pod, s);
     CHECK(State(pod) == "PreparingUpdate");  // never skipped
     CHECK(Annotation(pod, keys::kHookTimeoutAnnotation) == "PreparingUpdate@" + Ts(T0()));
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(600)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(600)).ops.empty());
 
     // A later wait in another state is reported again, and the marker is cleared on the way.
     SetLabel(pod, "lb", std::nullopt);
-    pod_update::Step w = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(601));
+    pod_update::Step w =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(601));
     CHECK(w.ops[0].body["metadata"]["annotations"][keys::kHookTimeoutAnnotation.data()].IsNull());
   }
   SUBCASE("post-update hook") {
     json::Document pod = env.NewPod();
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
     Restart(pod, "app", "nginx:1.27");
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0()));
     REQUIRE(State(pod) == "Updated");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(119)).ops.empty());
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(121)).timedOut);
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(119)).ops.empty());
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(121)).timedOut);
   }
   SUBCASE("Updating: the largest hook timeout") {
     json::Document pod = env.NewPod();
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
     REQUIRE(State(pod) == "Updating");
-    CHECK(pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(119)).ops.empty());
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(121));
+    CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(119)).ops.empty());
+    pod_update::Step s =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(121));
     CHECK(s.timedOut);
     CHECK(s.ops[0].event.message.find("kubelet") != std::string::npos);
   }
   SUBCASE("Updating without any hook timeout: 600 s") {
     Env plain(false);
     json::Document pod = plain.NewPod();
-    ApplyStep(pod, pod_update::Decide(plain.t, plain.rules, pod, true, T0()));
-    CHECK_FALSE(pod_update::Decide(plain.t, plain.rules, pod, false, T0() + seconds(599)).timedOut);
-    CHECK(pod_update::Decide(plain.t, plain.rules, pod, false, T0() + seconds(600)).timedOut);
+    ApplyStep(pod, pod_update::Decide(plain.t, plain.rules, AsPod(pod), true, T0()));
+    CHECK_FALSE(
+        pod_update::Decide(plain.t, plain.rules, AsPod(pod), false, T0() + seconds(599)).timedOut);
+    CHECK(
+        pod_update::Decide(plain.t, plain.rules, AsPod(pod), false, T0() + seconds(600)).timedOut);
   }
   SUBCASE("a hook without timeoutSeconds waits for ever") {
     Env forever(false, R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})");
@@ -783,7 +796,7 @@ TEST_CASE("hook timeouts are reported once, the pod stays where it is") {
     SetLabel(pod, "lb", "on");
     Enter(pod, keys::kStatePreparingUpdate, T0());
     pod_update::Step s =
-        pod_update::Decide(forever.t, forever.rules, pod, false, T0() + seconds(100000));
+        pod_update::Decide(forever.t, forever.rules, AsPod(pod), false, T0() + seconds(100000));
     CHECK(s.ops.empty());
     CHECK_FALSE(s.wakeAfter.has_value());
   }
@@ -792,7 +805,8 @@ TEST_CASE("hook timeouts are reported once, the pod stays where it is") {
 TEST_CASE("re-target: a pod mid-update goes through again to the newest template") {
   Env env(false);
   json::Document pod = env.NewPod();
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));  // at T2 = env.target
+  ApplyStep(pod,
+            pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));  // at T2 = env.target
   REQUIRE(State(pod) == "Updating");
 
   // T3: version back to v1, an image change of its own; `from` stays the base template.
@@ -802,16 +816,17 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
   auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
                                         Hash(env.base), Hash(t3));
   REQUIRE(target3.ok());
-  CHECK_FALSE(pod_update::AtTarget(*target3, pod));
+  CHECK_FALSE(pod_update::AtTarget(*target3, AsPod(pod)));
 
-  pod_update::Step s = pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(3));
+  pod_update::Step s =
+      pod_update::Decide(*target3, env.rules, AsPod(pod), false, T0() + seconds(3));
   CHECK(Reasons(s).empty());  // an ordinary step: no Event
   ApplyStep(pod, s);
   CHECK(State(pod) == "Updating");
   CHECK(Label(pod, "version") == "v1");  // put back although T3 does not change it vs. the base
-  CHECK(pod_update::ReadUpdateState(pod)->revision == target3->to);
+  CHECK(pod_update::ReadUpdateState(AsPod(pod))->revision == target3->to);
   // The baseline of the restart still pending from the first write is kept.
-  CHECK(pod_update::ReadUpdateState(pod)->lastContainerStatuses.at("app").imageID ==
+  CHECK(pod_update::ReadUpdateState(AsPod(pod))->lastContainerStatuses.at("app").imageID ==
         "nginx:1.25@sha256:old-app");
 
   SUBCASE("a re-target that asks nothing more only re-stamps the revision") {
@@ -819,11 +834,12 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
     auto target4 = pod_update::MakeTarget(Parse(env.base), Parse(t4), env.settings.policy,
                                           Hash(env.base), "t4hash");
     REQUIRE(target4.ok());
-    pod_update::Step r = pod_update::Decide(*target4, env.rules, pod, false, T0() + seconds(4));
+    pod_update::Step r =
+        pod_update::Decide(*target4, env.rules, AsPod(pod), false, T0() + seconds(4));
     REQUIRE(r.ops.size() == 1);
     ApplyStep(pod, r);
     CHECK(State(pod) == "Updating");
-    CHECK(pod_update::ReadUpdateState(pod)->revision == "t4hash");
+    CHECK(pod_update::ReadUpdateState(AsPod(pod))->revision == "t4hash");
   }
   SUBCASE("a pod in PreparingUpdate re-targeted back to its own template is released") {
     json::Document waiting = env.NewPod("web-w");
@@ -831,7 +847,7 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
     auto back = pod_update::MakeTarget(Parse(env.base), Parse(env.base), env.settings.policy,
                                        Hash(env.base), Hash(env.base));
     REQUIRE(back.ok());
-    pod_update::Step b = pod_update::Decide(*back, env.rules, waiting, false, T0());
+    pod_update::Step b = pod_update::Decide(*back, env.rules, AsPod(waiting), false, T0());
     ApplyStep(waiting, b);
     CHECK(State(waiting) == "Normal");
     CHECK_FALSE(b.completed);
@@ -842,9 +858,9 @@ TEST_CASE("a pod in Updated targeted by a newer template waits in the pre-update
   constexpr std::string_view kHook = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})";
   Env env(false, kHook);
   json::Document pod = env.NewPod();
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
   Restart(pod, "app", "nginx:1.27");
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0()));
   REQUIRE(State(pod) == "Updated");
 
   std::string t3 =
@@ -854,7 +870,7 @@ TEST_CASE("a pod in Updated targeted by a newer template waits in the pre-update
                                         Hash(env.base), Hash(t3));
   REQUIRE(target3.ok());
   SetLabel(pod, "lb", "on");  // re-registered meanwhile: the pre-update hook holds it again
-  ApplyStep(pod, pod_update::Decide(*target3, env.rules, pod, false, T0() + seconds(1)));
+  ApplyStep(pod, pod_update::Decide(*target3, env.rules, AsPod(pod), false, T0() + seconds(1)));
   CHECK(State(pod) == "PreparingUpdate");
 }
 
@@ -870,7 +886,7 @@ TEST_CASE("GatePatch writes only the gate, never the kubelet's Ready") {
   };
   for (const Case& c : {Case{false, "False", true}, Case{true, "True", false}}) {
     CAPTURE(c.value);
-    json::Document p = pod_update::GatePatch(pod, c.value, T0());
+    json::Document p = pod_update::GatePatch(AsPod(pod), c.value, T0());
     const json::Value& conditions = p["status"]["conditions"];
     REQUIRE(conditions.Size() == 1);
     CHECK(json::StringOr(&conditions[0], "type") == keys::kReadyCondition);
@@ -937,22 +953,23 @@ TEST_CASE("Release: back to Normal with the gate True, from any state the update
     Env env(c.gate, "", kPolicyConfig);
     json::Document pod = env.NewPod();
     if (c.gate)
-      ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));  // gate True
+      ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0()));  // gate True
     if (!c.state.empty()) Enter(pod, c.state, T0());
     if (c.gateFalse) {
-      json::Document g = pod_update::GatePatch(pod, false, T0());
+      json::Document g = pod_update::GatePatch(AsPod(pod), false, T0());
       pod_update::Step s;
       s.ops.push_back(PodOp{PodOp::Kind::kStatusPatch, std::move(g), {}});
       ApplyStep(pod, s);
       REQUIRE(Gate(pod) == false);
     }
-    pod_update::Step step = pod_update::Release(pod, T0() + seconds(5));
+    pod_update::Step step = pod_update::Release(AsPod(pod), T0() + seconds(5));
     CHECK(Ops(step, PodOp::Kind::kPatch).size() == c.patches);
     CHECK(Ops(step, PodOp::Kind::kStatusPatch).size() == c.statusPatches);
     ApplyStep(pod, step);
     CHECK(State(pod) == "Normal");
     if (c.gate) CHECK(Gate(pod) == true);
-    CHECK(pod_update::Release(pod, T0() + seconds(6)).ops.empty());  // nothing left to release
+    CHECK(
+        pod_update::Release(AsPod(pod), T0() + seconds(6)).ops.empty());  // nothing left to release
   }
 }
 
@@ -1117,11 +1134,11 @@ TEST_CASE(
       std::set<std::string> troubleKeys;
       for (int pass = 0; pass < 12 && !done; ++pass) {
         const Clock::time_point now = T0() + seconds(2 * pass);
-        pod_update::Step s =
-            pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
+        pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod),
+                                                pod_update::WantsStart(env.t, AsPod(pod)), now);
         // Done: Normal at the target, and a pass has nothing more to write.
-        done = s.ops.empty() && State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
-               pod_update::ReadUpdateState(pod).has_value();
+        done = s.ops.empty() && State(pod) == "Normal" && pod_update::AtTarget(env.t, AsPod(pod)) &&
+               pod_update::ReadUpdateState(AsPod(pod)).has_value();
         podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
         for (const auto* e : Ops(s, PodOp::Kind::kEvent)) {
           if (e->event.reason == "PodImageNotRunning") {
@@ -1148,7 +1165,7 @@ TEST_CASE(
       CHECK(done == c.done);
       CHECK(podPatches == c.podPatches);
       CHECK(restarts <= 1);
-      auto us = pod_update::ReadUpdateState(pod);
+      auto us = pod_update::ReadUpdateState(AsPod(pod));
       REQUIRE(us.has_value());
       REQUIRE(us->images.contains("app"));
       CHECK(us->images.at("app").asked == "nginx:1.27");
@@ -1203,28 +1220,28 @@ TEST_CASE(
     us.lastContainerStatuses["app"] = {"x", "containerd://web-a-app", 0};
     if (c.record) us.images["app"] = *c.record;
     SetAnnotation(pod, keys::kUpdateStateAnnotation, pod_update::SerializeUpdateState(us));
-    CHECK(pod_update::ComputeChanges(env.t, pod).images.contains("app") == c.write);
+    CHECK(pod_update::ComputeChanges(env.t, AsPod(pod)).images.contains("app") == c.write);
     // Round trip of the record.
-    CHECK(pod_update::ReadUpdateState(pod) == us);
+    CHECK(pod_update::ReadUpdateState(AsPod(pod)) == us);
   }
 
   SUBCASE("re-targeted to another image after a rewrite: the new image is asked, got cleared") {
     json::Document pod = env.NewPod();
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
     SetSpecImage(pod, "app", mirrored);  // the other webhook
-    ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1)));
-    REQUIRE(pod_update::ReadUpdateState(pod)->images.at("app").got == mirrored);
+    ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1)));
+    REQUIRE(pod_update::ReadUpdateState(AsPod(pod))->images.at("app").got == mirrored);
     std::string next =
         Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
                  {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
     auto t3 = pod_update::MakeTarget(Parse(env.base), Parse(next), env.settings.policy, env.t.from,
                                      Hash(next));
     REQUIRE(t3.ok());
-    CHECK(pod_update::ComputeChanges(*t3, pod).images.at("app") == "nginx:1.28");
-    pod_update::Step s = pod_update::Decide(*t3, env.rules, pod, false, T0() + seconds(2));
+    CHECK(pod_update::ComputeChanges(*t3, AsPod(pod)).images.at("app") == "nginx:1.28");
+    pod_update::Step s = pod_update::Decide(*t3, env.rules, AsPod(pod), false, T0() + seconds(2));
     ApplyStep(pod, s);
     CHECK(SpecImage(pod, "app") == "nginx:1.28");
-    auto us = pod_update::ReadUpdateState(pod);
+    auto us = pod_update::ReadUpdateState(AsPod(pod));
     CHECK(us->images.at("app") == pod_update::ImageRecord{"nginx:1.28", "", mirrored});
   }
 }
@@ -1269,7 +1286,7 @@ TEST_CASE("why a changed container does not run its new image, in the kubelet's 
     pod_update::UpdateState us;
     us.lastContainerStatuses["app"] = {"sha256:x", "containerd://old", 0};
     us.images["app"] = {asked, c.spec == asked ? "" : c.spec, "nginx:1.25"};
-    std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(pod, us);
+    std::optional<pod_update::ImageTrouble> t = pod_update::FindImageTrouble(AsPod(pod), us);
     CHECK(t.has_value() == !c.text.empty());
     if (t) {
       CHECK(t->text == c.text);
@@ -1284,18 +1301,19 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
   Env env(true);  // the gate and the default drain, no hook
   json::Document pod = env.NewPod();
   SetCondition(pod, keys::kReadyCondition, "True");
-  pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, /*mayStart=*/true, T0());
+  pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), /*mayStart=*/true, T0());
   CHECK(s.started);
   REQUIRE(s.ops.size() == 1);  // no state write: the gate is the drain's one record
   CHECK(s.ops[0].kind == PodOp::Kind::kStatusPatch);
   CHECK(s.ops[0].stampTransition);
   ApplyStep(pod, s);
-  CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kNormal);
-  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate);
-  CHECK_FALSE(pod_update::WantsStart(env.t, pod));  // in the update: it needs no turn again
+  CHECK(pod_update::LabelStateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+  CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kPreparingUpdate);
+  CHECK_FALSE(pod_update::WantsStart(env.t, AsPod(pod)));  // in the update: it needs no turn again
 
   // A pass during the drain (a restarted loop included: all it needs is in the pod) waits.
-  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, false, T0() + seconds(1));
+  pod_update::Step wait =
+      pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1));
   CHECK(wait.ops.empty());
   CHECK(wait.wait.on == pod_update::PodWait::On::kDrain);
   CHECK(wait.wait.until ==
@@ -1303,26 +1321,26 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
 
   SUBCASE("past the drain: the pod write") {
     pod_update::Step write = pod_update::Decide(
-        env.t, env.rules, pod, false,
+        env.t, env.rules, AsPod(pod), false,
         T0() + seconds(pod_update::kDefaultDrainSeconds + 1) + milliseconds(500));
     REQUIRE(Ops(write, PodOp::Kind::kPatch).size() == 1);
     CHECK(Ops(write, PodOp::Kind::kStatusPatch).empty());
     ApplyStep(pod, write);
-    CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kUpdating);
+    CHECK(pod_update::LabelStateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
     CHECK(SpecImage(pod, "app") == "nginx:1.27");
   }
   SUBCASE("an abort: only the gate back") {
-    pod_update::Step r = pod_update::Release(pod, T0() + seconds(1));
+    pod_update::Step r = pod_update::Release(AsPod(pod), T0() + seconds(1));
     REQUIRE(r.ops.size() == 1);
     CHECK(r.ops[0].kind == PodOp::Kind::kStatusPatch);
     ApplyStep(pod, r);
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
   }
   SUBCASE("re-targeted back while draining: only the gate back") {
     auto back = pod_update::MakeTarget(Parse(env.target), Parse(env.base), env.settings.policy,
                                        Hash(env.target), Hash(env.base));
     REQUIRE(back.ok());
-    pod_update::Step r = pod_update::Decide(*back, env.rules, pod, false, T0() + seconds(1));
+    pod_update::Step r = pod_update::Decide(*back, env.rules, AsPod(pod), false, T0() + seconds(1));
     REQUIRE(r.ops.size() == 1);
     CHECK(r.ops[0].kind == PodOp::Kind::kStatusPatch);
   }
@@ -1330,10 +1348,10 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
     Env hooked(true, R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})");
     json::Document p = hooked.NewPod();
     SetCondition(p, keys::kReadyCondition, "True");  // the hook not armed: a drain all the same
-    pod_update::Step h = pod_update::Decide(hooked.t, hooked.rules, p, true, T0());
+    pod_update::Step h = pod_update::Decide(hooked.t, hooked.rules, AsPod(p), true, T0());
     CHECK(Ops(h, PodOp::Kind::kPatch).size() == 1);
     ApplyStep(p, h);
-    CHECK(pod_update::LabelStateOf(p) == pod_update::PodState::kPreparingUpdate);
+    CHECK(pod_update::LabelStateOf(AsPod(p)) == pod_update::PodState::kPreparingUpdate);
   }
 }
 
@@ -1364,14 +1382,14 @@ TEST_CASE("what one pod's update costs: pod writes and gate writes, played with 
     Env env(c.gate, c.lifecycle, c.policy);
     json::Document pod = env.NewPod();
     Report(pod, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
-    if (c.gate) ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));
+    if (c.gate) ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0()));
     std::string running = SpecImage(pod, "app");
     int podPatches = 0, statusPatches = 0;
     bool done = false;
     for (int pass = 0; pass < 20 && !done; ++pass) {
       const Clock::time_point now = T0() + seconds(pass + 1);
-      pod_update::Step s =
-          pod_update::Decide(env.t, env.rules, pod, pod_update::WantsStart(env.t, pod), now);
+      pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod),
+                                              pod_update::WantsStart(env.t, AsPod(pod)), now);
       podPatches += static_cast<int>(Ops(s, PodOp::Kind::kPatch).size());
       statusPatches += static_cast<int>(Ops(s, PodOp::Kind::kStatusPatch).size());
       ApplyStep(pod, s);
@@ -1380,8 +1398,8 @@ TEST_CASE("what one pod's update costs: pod writes and gate writes, played with 
         Report(pod, "app", running, "sha256:" + std::string(64, 'd'), "containerd://new");
       }
       if (State(pod) == "Updated") SetLabel(pod, "lb", "on");  // the hook's own controller
-      done = State(pod) == "Normal" && pod_update::AtTarget(env.t, pod) &&
-             pod_update::ReadUpdateState(pod).has_value() && Gate(pod) != false;
+      done = State(pod) == "Normal" && pod_update::AtTarget(env.t, AsPod(pod)) &&
+             pod_update::ReadUpdateState(AsPod(pod)).has_value() && Gate(pod) != false;
     }
     CHECK(done);
     CHECK(SpecImage(pod, "app") == "nginx:1.27");
@@ -1395,17 +1413,17 @@ TEST_CASE("a step goes back in service together: a done pod waits for the rest o
   Env env(true);
   json::Document pod = env.NewPod();
   Report(pod, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-a-app");
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, T0()));  // gate True
-  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pod));                // Normal
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));   // gate False
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0()));  // gate True
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, AsPod(pod)));                // Normal
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));   // gate False
   REQUIRE(State(pod) == "PreparingUpdate");
-  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));  // draining
+  CHECK(pod_update::OnItsWay(env.t, env.rules, AsPod(pod)));  // draining
   const Clock::time_point written = T0() + seconds(5);
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, false, written));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false, written));
   REQUIRE(State(pod) == "Updating");
-  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));  // restarting
+  CHECK(pod_update::OnItsWay(env.t, env.rules, AsPod(pod)));  // restarting
   Report(pod, "app", "nginx:1.27", "sha256:" + std::string(64, 'd'), "containerd://new");
-  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pod));  // done
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, AsPod(pod)));  // done
 
   struct Case {
     const char* what;
@@ -1422,7 +1440,7 @@ TEST_CASE("a step goes back in service together: a done pod waits for the rest o
   for (const Case& c : cases) {
     INFO(std::string(c.what));
     pod_update::Step s =
-        pod_update::Decide(env.t, env.rules, pod, false, written + c.after, c.stepBusy);
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false, written + c.after, c.stepBusy);
     if (c.waits) {
       CHECK(s.ops.empty());
       CHECK(s.wait.on == pod_update::PodWait::On::kStep);
@@ -1441,19 +1459,19 @@ TEST_CASE("a step goes back in service together: a done pod waits for the rest o
   Env hooked(true, R"({"preUpdate":{"labelsHandler":{"lb":"on"}}})");
   json::Document held = hooked.NewPod("web-b");
   SetLabel(held, "lb", "on");
-  ApplyStep(held, pod_update::Decide(hooked.t, hooked.rules, held, true, T0()));
+  ApplyStep(held, pod_update::Decide(hooked.t, hooked.rules, AsPod(held), true, T0()));
   REQUIRE(State(held) == "PreparingUpdate");
-  CHECK_FALSE(pod_update::OnItsWay(hooked.t, hooked.rules, held));
+  CHECK_FALSE(pod_update::OnItsWay(hooked.t, hooked.rules, AsPod(held)));
 
   json::Document pulling = env.NewPod("web-c");
   Report(pulling, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-c-app");
-  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, false, T0()));
-  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, true, T0()));
-  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, pulling, false, written));
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, AsPod(pulling), false, T0()));
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, AsPod(pulling), true, T0()));
+  ApplyStep(pulling, pod_update::Decide(env.t, env.rules, AsPod(pulling), false, written));
   REQUIRE(State(pulling) == "Updating");
   Report(pulling, "app", "nginx:1.25", "sha256:" + std::string(64, 'c'), "containerd://web-c-app",
          "ErrImagePull");
-  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, pulling));
+  CHECK_FALSE(pod_update::OnItsWay(env.t, env.rules, AsPod(pulling)));
 }
 
 TEST_CASE("a pod written Normal reads Updating until the kubelet's report says done") {
@@ -1461,56 +1479,58 @@ TEST_CASE("a pod written Normal reads Updating until the kubelet's report says d
   json::Document pod = env.NewPod();
   json::Document before;
   before.CopyFrom(pod, before.GetAllocator());
-  ApplyStep(pod, pod_update::Decide(env.t, env.rules, pod, true, T0()));
+  ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0()));
   // Nothing returns it later (no gate, no resize, no post-update hook): labelled Normal.
-  CHECK(pod_update::LabelStateOf(pod) == pod_update::PodState::kNormal);
-  REQUIRE(pod_update::ReadUpdateState(pod).has_value());
-  CHECK(pod_update::ReadUpdateState(pod)->completesOnReport);
+  CHECK(pod_update::LabelStateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+  REQUIRE(pod_update::ReadUpdateState(AsPod(pod)).has_value());
+  CHECK(pod_update::ReadUpdateState(AsPod(pod))->completesOnReport);
   CHECK(Annotation(pod, keys::kUpdateStateAnnotation)->ends_with(R"(,"completesOnReport":true})"));
-  CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
-  CHECK_FALSE(pod_update::WantsStart(env.t, pod));  // counted in flight, never started twice
-  CHECK_FALSE(pod_update::CompletedOnReport(before, pod, T0()).has_value());
+  CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+  CHECK_FALSE(pod_update::WantsStart(env.t, AsPod(pod)));  // counted in flight, never started twice
+  CHECK_FALSE(pod_update::CompletedOnReport(AsPod(before), AsPod(pod), T0()).has_value());
 
-  pod_update::Step wait = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(5));
+  pod_update::Step wait = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0() + seconds(5));
   CHECK(wait.ops.empty());
   CHECK(wait.wait.on == pod_update::PodWait::On::kRestart);
-  CHECK(pod_update::OnItsWay(env.t, env.rules, pod));
+  CHECK(pod_update::OnItsWay(env.t, env.rules, AsPod(pod)));
 
   SUBCASE("the restart done: Normal, no write, the completion counted once") {
     json::Document restarting;
     restarting.CopyFrom(pod, restarting.GetAllocator());
     Restart(pod, "app", "nginx:1.27");
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
-    CHECK(pod_update::AtTarget(env.t, pod));
-    pod_update::Step done = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(42));
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+    CHECK(pod_update::AtTarget(env.t, AsPod(pod)));
+    pod_update::Step done =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0() + seconds(42));
     CHECK(done.ops.empty());
     CHECK(done.wait.on == pod_update::PodWait::On::kNothing);
-    CHECK(pod_update::CompletedOnReport(restarting, pod, T0() + seconds(42)) ==
+    CHECK(pod_update::CompletedOnReport(AsPod(restarting), AsPod(pod), T0() + seconds(42)) ==
           doctest::Approx(42));
     // A watch that skipped the restarting version (a relist) still counts it.
-    CHECK(pod_update::CompletedOnReport(before, pod, T0() + seconds(42)).has_value());
-    CHECK_FALSE(pod_update::CompletedOnReport(pod, pod, T0() + seconds(43)).has_value());
+    CHECK(pod_update::CompletedOnReport(AsPod(before), AsPod(pod), T0() + seconds(42)).has_value());
+    CHECK_FALSE(
+        pod_update::CompletedOnReport(AsPod(pod), AsPod(pod), T0() + seconds(43)).has_value());
   }
   SUBCASE("an image the kubelet cannot pull: Updating, reported, not done") {
     Report(pod, "app", "nginx:1.25", "nginx:1.25@sha256:old-app", "containerd://web-a-app",
            "ErrImagePull");
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);
-    pod_update::Step s = pod_update::Decide(env.t, env.rules, pod, true, T0() + seconds(10));
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);
+    pod_update::Step s = pod_update::Decide(env.t, env.rules, AsPod(pod), true, T0() + seconds(10));
     CHECK(s.wait.on == pod_update::PodWait::On::kImage);
     CHECK(Reasons(s) == std::vector<std::string>{"PodImageNotRunning"});
   }
   SUBCASE("an abort: the record stops saying Updating, in one pod patch") {
-    pod_update::Step r = pod_update::Release(pod, T0() + seconds(10));
+    pod_update::Step r = pod_update::Release(AsPod(pod), T0() + seconds(10));
     REQUIRE(r.ops.size() == 1);
     CHECK(r.ops[0].kind == PodOp::Kind::kPatch);
     ApplyStep(pod, r);
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
-    CHECK_FALSE(pod_update::ReadUpdateState(pod)->completesOnReport);
-    CHECK(pod_update::Release(pod, T0() + seconds(11)).ops.empty());
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
+    CHECK_FALSE(pod_update::ReadUpdateState(AsPod(pod))->completesOnReport);
+    CHECK(pod_update::Release(AsPod(pod), T0() + seconds(11)).ops.empty());
   }
   SUBCASE("opt-in label removed: the pod reads as its label") {
     SetLabel(pod, keys::kEnabledLabel, std::nullopt);
-    CHECK(pod_update::StateOf(pod) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
   }
   SUBCASE("a record of an earlier update reads as not done: not this update's, waits its turn") {
     Restart(pod, "app", "nginx:1.27");
@@ -1519,9 +1539,9 @@ TEST_CASE("a pod written Normal reads Updating until the kubelet's report says d
     REQUIRE(next.ok());
     json::Set(pod["metadata"], "generation", json::Value(3), pod.GetAllocator());
     json::Set(pod["status"], "observedGeneration", json::Value(2), pod.GetAllocator());
-    REQUIRE(pod_update::StateOf(pod) == pod_update::PodState::kUpdating);  // for a moment
+    REQUIRE(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdating);  // for a moment
     pod_update::Step s =
-        pod_update::Decide(*next, env.rules, pod, /*mayStart=*/false, T0() + seconds(60));
+        pod_update::Decide(*next, env.rules, AsPod(pod), /*mayStart=*/false, T0() + seconds(60));
     CHECK(s.ops.empty());
     CHECK(s.wait.on == pod_update::PodWait::On::kTurn);
   }

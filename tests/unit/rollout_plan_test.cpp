@@ -12,6 +12,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsPod;
 using namespace iw::fixtures;
 using rollout::Phase;
 using rollout::WriteKind;
@@ -291,7 +292,8 @@ TEST_CASE("unavailable pods count against the budget; pods in an update hold the
     s.spec.lifecycle = R"({"inPlaceUpdate":{"labelsHandler":{"lb":"on"}}})";
     SetLabel(*s.PodNamed("web-a"), "lb", "on");
     s.Apply(s.Plan());
-    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kPreparingUpdate);
+    REQUIRE(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) ==
+            pod_update::PodState::kPreparingUpdate);
     for (int i = 0; i < 3; ++i) {
       rollout::Plan p = s.Plan(T0() + seconds(i));
       CHECK(Started(p).empty());
@@ -325,7 +327,7 @@ TEST_CASE("a pod whose opt-in label was removed is left as it is; the update wai
         std::string::npos);
   CHECK(p.stuckReason.empty());  // others still move
   s.Apply(p);
-  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-b")) == false);
+  REQUIRE(pod_update::GateStatus(AsPod(*s.PodNamed("web-b"))) == false);
   // A pod an update holds stays the loop's (its label removed by a write that bypassed the
   // pod-state policy): it goes on, and back in service.
   SetLabel(*s.PodNamed("web-b"), keys::kEnabledLabel, std::nullopt);
@@ -338,8 +340,8 @@ TEST_CASE("a pod whose opt-in label was removed is left as it is; the update wai
   }
   CHECK(wroteB);
   CHECK(Label(*s.PodNamed("web-b"), "version") == "v2");
-  CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == pod_update::PodState::kNormal);
-  CHECK(pod_update::GateStatus(*s.PodNamed("web-b")) == true);
+  CHECK(pod_update::StateOf(AsPod(*s.PodNamed("web-b"))) == pod_update::PodState::kNormal);
+  CHECK(pod_update::GateStatus(AsPod(*s.PodNamed("web-b"))) == true);
   // Only the unlabelled pods are left: stuck at once, naming them; no finish, no write to them.
   CHECK(Label(*s.PodNamed("web-c"), "version") == "v2");
   rollout::Plan last = s.Plan(T0() + seconds(1000));
@@ -367,9 +369,10 @@ TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight bac
   Scenario s(3, /*gate=*/true);
   s.spec.policy = R"({"gracePeriodSeconds":30})";
   s.Apply(s.Plan());  // web-a is PreparingUpdate, draining: its gate False, its label still Normal
-  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-a")) == false);
-  REQUIRE(pod_update::LabelStateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
-  REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kPreparingUpdate);
+  REQUIRE(pod_update::GateStatus(AsPod(*s.PodNamed("web-a"))) == false);
+  REQUIRE(pod_update::LabelStateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kNormal);
+  REQUIRE(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) ==
+          pod_update::PodState::kPreparingUpdate);
   s.spec.abort = "true";
   rollout::Plan p = s.Plan();
   CHECK(p.phase == Phase::kAborted);
@@ -379,8 +382,8 @@ TEST_CASE("abort: restore paused, drop in-progress and abort; pods in flight bac
   CHECK(p.actions[0].kind == WriteKind::kPodStatusPatch);
   SUBCASE("the pod in flight is in service again, its content as it was") {
     s.Apply(p);
-    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
-    CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
+    CHECK(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kNormal);
+    CHECK(pod_update::GateStatus(AsPod(*s.PodNamed("web-a"))) == true);
     CHECK(Label(*s.PodNamed("web-a"), "version") == "v1");
   }
   std::erase_if(p.actions, [](const rollout::Action& a) {
@@ -412,7 +415,7 @@ TEST_CASE("an update the webhook ended without the loop: its pods out of service
   Scenario s(3, /*gate=*/true);
   s.spec.policy = R"({"gracePeriodSeconds":30})";
   s.Apply(s.Plan());  // web-a is PreparingUpdate, draining with its gate False
-  REQUIRE(pod_update::GateStatus(*s.PodNamed("web-a")) == false);
+  REQUIRE(pod_update::GateStatus(AsPod(*s.PodNamed("web-a"))) == false);
   // The webhook ended the update (DESIGN.md §9.8): no record, unpaused, the abort kept.
   s.spec.inProgress.reset();
   s.spec.paused = false;
@@ -423,8 +426,8 @@ TEST_CASE("an update the webhook ended without the loop: its pods out of service
   CHECK(p.actions[0].kind == WriteKind::kPodStatusPatch);
   CHECK(p.actions[0].pod == "web-a");
   s.Apply(p);
-  CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
-  CHECK(pod_update::GateStatus(*s.PodNamed("web-a")) == true);
+  CHECK(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kNormal);
+  CHECK(pod_update::GateStatus(AsPod(*s.PodNamed("web-a"))) == true);
   CHECK(s.Plan().actions.empty());  // nothing more once they are back
 }
 
@@ -495,7 +498,7 @@ TEST_CASE("cpu/memory goes native, with a Warning, when a pod's kubelet cannot r
     rollout::Plan start = s.Plan();
     REQUIRE(start.phase == Phase::kUpdating);
     s.Apply(start);
-    REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kUpdating);
+    REQUIRE(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kUpdating);
     json::Remove(s.pods[2]["status"]["containerStatuses"][0], "resources");
     rollout::Plan p = s.Plan();
     CHECK(p.phase == Phase::kAborted);
@@ -544,7 +547,7 @@ TEST_CASE("strategy Recreate: the loop hands the update to the native rollout (D
     s.spec.inProgress->pausedByUs = true;
     if (row.podMoved) {
       s.Apply(s.Plan());  // web-a written (RollingUpdate, maxUnavailable 1)
-      REQUIRE(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kUpdating);
+      REQUIRE(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kUpdating);
     }
     s.spec.inProgress->pausedByUs = row.pausedByUs;
     s.spec.strategy = R"({"type":"Recreate"})";
@@ -716,16 +719,17 @@ TEST_CASE("resume: every intermediate state gives the same next step on a fresh 
   for (int pass = 0; pass < 20; ++pass) {
     rollout::Plan p = s.Plan(now);
     CHECK(Serialized(s.Plan(now)) == Serialized(p));
-    states.push_back(std::string(pod_update::StateName(pod_update::StateOf(pod))) + "/" +
+    states.push_back(std::string(pod_update::StateName(pod_update::StateOf(AsPod(pod)))) + "/" +
                      std::string(rollout::PhaseName(p.phase)));
     if (p.phase == Phase::kCompleted) break;
     s.Apply(p);
     // The world moves on: the LB controller releases the pre-hook, kubelet restarts, the LB
     // re-registers the pod after the update.
-    if (pod_update::StateOf(pod) == pod_update::PodState::kPreparingUpdate)
+    if (pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kPreparingUpdate)
       SetLabel(pod, "lb", std::nullopt);
     s.Kubelet();
-    if (pod_update::StateOf(pod) == pod_update::PodState::kUpdated) SetLabel(pod, "lb", "on");
+    if (pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kUpdated)
+      SetLabel(pod, "lb", "on");
     now += seconds(3);
   }
   const std::vector<std::string> expected = {
@@ -739,7 +743,7 @@ TEST_CASE("resume: every intermediate state gives the same next step on a fresh 
       "Normal/completed",
   };
   CHECK(states == expected);
-  CHECK(pod_update::GateStatus(pod) == true);
+  CHECK(pod_update::GateStatus(AsPod(pod)) == true);
   CHECK(Label(pod, "version") == "v2");
   CHECK(Label(pod, "lb") == "on");
 }
@@ -933,8 +937,8 @@ TEST_CASE("a user's pause holds the update: no pod starts, pods in flight go on"
     rollout::Plan held = s.Plan();
     CHECK(Started(held).empty());
     s.Apply(held);
-    CHECK(pod_update::StateOf(*s.PodNamed("web-a")) == pod_update::PodState::kNormal);
-    CHECK(pod_update::StateOf(*s.PodNamed("web-b")) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(*s.PodNamed("web-a"))) == pod_update::PodState::kNormal);
+    CHECK(pod_update::StateOf(AsPod(*s.PodNamed("web-b"))) == pod_update::PodState::kNormal);
     CHECK(Label(*s.PodNamed("web-b"), "version") == "v1");
   }
   SUBCASE("every pod at the target: the finish leaves the Deployment paused") {
