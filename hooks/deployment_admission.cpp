@@ -52,7 +52,7 @@ StatusOr<Deployments> ReadRequest(const Request& req) {
 // The user-facing reason why `object` is not a fixed point of `d`.
 std::string DenialMessage(const Decision& d, const kube::Deployment& object) {
   const std::string abort = "to stop the in-place update and let the normal rollout run: " +
-                            deployment::AbortCommand(object.json());
+                            deployment::AbortCommand(object);
   const std::string key(keys::kInProgressAnnotation);
   switch (d.action) {
     case Decision::Action::kNone:
@@ -81,14 +81,14 @@ std::string DenialMessage(const Decision& d, const kube::Deployment& object) {
 
 // The lifecycle/policy annotations parse (opted-in objects). Drain (markPodNotReady, a grace
 // period) needs no readiness gate in the template: the pod webhook adds it to new pods.
-Status CheckSettings(const json::Value& object) {
+Status CheckSettings(const kube::Deployment& object) {
   return lifecycle::ReadSettings(object).status();
 }
 
 // A template that declares the readiness gate itself gives it to pods created when nothing of ours
 // runs (after an uninstall), which then never become Ready: accepted, with a warning.
-std::vector<std::string> TemplateGateWarnings(const json::Value& object) {
-  if (!deployment::IsOptedIn(object) || !deployment::HasReadinessGate(object)) return {};
+std::vector<std::string> TemplateGateWarnings(const kube::Deployment& object) {
+  if (!deployment::IsOptedIn(object.json()) || !deployment::HasReadinessGate(object)) return {};
   return {"template declares readiness gate " + std::string(keys::kReadyCondition) +
           ": the webhook adds it; if uninstalled, new pods never get Ready"};
 }
@@ -132,20 +132,19 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   const json::Value& object = *req.object;
   if (read->object->deleting()) return Allowed();
   if (deployment::IsOptedIn(object)) {
-    if (Status s = CheckSettings(object); !s.ok()) return Denied(s.message());
+    if (Status s = CheckSettings(*read->object); !s.ok()) return Denied(s.message());
   }
   if (const std::string forged = NewForgedTemplateKeys(object, req.oldObject); !forged.empty()) {
     return Denied("the pod template carries " + forged +
                   ", which the inplace-webhook controller alone writes on pods: remove it");
   }
-  auto allowed = [&object] {
+  auto allowed = [&read] {
     Response r = Allowed();
-    r.warnings = TemplateGateWarnings(object);
+    r.warnings = TemplateGateWarnings(*read->object);
     return r;
   };
   if (req.operation == Operation::kCreate) {
-    if (deployment::IsOptedIn(object) &&
-        deployment::Annotation(object, keys::kInProgressAnnotation)) {
+    if (deployment::IsOptedIn(object) && read->object->annotation(keys::kInProgressAnnotation)) {
       return Denied(std::string(keys::kInProgressAnnotation) +
                     " is written by inplace-webhook only: create the Deployment without it");
     }

@@ -42,12 +42,8 @@ bool AbortRequested(const kube::Deployment& deployment) {
   return deployment.annotation(keys::kAbortAnnotation) == keys::kTrue;
 }
 
-std::string DeploymentRef(const json::Value& deployment) {
-  return "deploy/" +
-         std::string(json::StringOr(json::Find(&deployment, "metadata"), "name", "NAME"));
-}
 std::string DeploymentRef(const kube::Deployment& deployment) {
-  return DeploymentRef(deployment.json());
+  return "deploy/" + std::string(deployment.name().empty() ? "NAME" : deployment.name());
 }
 
 // The in-progress record the write carries, when it parses (the written record is never trusted;
@@ -188,13 +184,12 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
   // The native Recreate replaces every pod at once: from then on no two templates run together
   // (DESIGN.md §3.2).
   if (newD.recreate()) return end("strategy Recreate");
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
-  eligibility::Result r =
-      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy, ctx.resize);
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy, ctx.resize);
   switch (r.verdict) {
     case eligibility::Verdict::kNoChange:
       d.reason = "in-place update running; template unchanged";
@@ -227,7 +222,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
       (written != stored && written != std::string_view(*d.inProgress))) {
     d.warnings.push_back(Warning(
         "in-place update in progress: spec.paused=true and inplace-webhook.io/in-progress kept"));
-    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD.json())));
+    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newD)));
   }
   return d;
 }
@@ -244,13 +239,12 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
         Warning("in-place update not possible (" + why + "): a normal rollout follows"));
     return d;
   };
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD.json());
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
   if (!settings.ok()) {
     d.reason = settings.status().message() + " (the validator denies this write)";
     return d;
   }
-  eligibility::Result r =
-      eligibility::CompareDeployments(oldD.json(), newD.json(), settings->policy, ctx.resize);
+  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy, ctx.resize);
   if (r.verdict == eligibility::Verdict::kNoChange) {
     d.reason = "no template change";
     return d;
@@ -318,7 +312,7 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
     d.warnings.push_back(
         Warning("in-place update: no inplace-webhook controller is known to run; the update "
                 "waits until one does"));
-    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newD.json())));
+    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newD)));
   }
   return d;
 }
@@ -326,31 +320,31 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
 }  // namespace
 
 bool IsOptedIn(const json::Value& object) {
-  return Label(object, keys::kEnabledLabel) == keys::kTrue;
+  return kube::LabelOf(object, keys::kEnabledLabel) == keys::kTrue;
 }
 
 std::string ForgedStateKeys(const json::Value& object) {
   std::string out;
-  std::optional<std::string_view> state = Label(object, keys::kStateLabel);
+  std::optional<std::string_view> state = kube::LabelOf(object, keys::kStateLabel);
   if (state && *state != keys::kStateNormal) AppendItem(out, keys::kStateLabel);
-  if (Annotation(object, keys::kUpdateStateAnnotation)) {
+  if (kube::AnnotationOf(object, keys::kUpdateStateAnnotation)) {
     AppendItem(out, keys::kUpdateStateAnnotation);
   }
-  if (Annotation(object, keys::kHookTimeoutAnnotation)) {
+  if (kube::AnnotationOf(object, keys::kHookTimeoutAnnotation)) {
     AppendItem(out, keys::kHookTimeoutAnnotation);
   }
   return out;
 }
 
-bool HasReadinessGate(const json::Value& deployment) {
-  return json::FindNamed(json::Path(&deployment, {"spec", "template", "spec", "readinessGates"}),
+bool HasReadinessGate(const kube::Deployment& deployment) {
+  return json::FindNamed(json::Path(&deployment.podTemplate(), {"spec", "readinessGates"}),
                          "conditionType", keys::kReadyCondition) != nullptr;
 }
 
-std::string AbortCommand(const json::Value& deployment) {
+std::string AbortCommand(const kube::Deployment& deployment) {
   std::string out = "kubectl annotate " + DeploymentRef(deployment) + " " +
                     std::string(keys::kAbortAnnotation) + "=true";
-  std::string_view ns = kube::MetaOf(deployment, "namespace");
+  std::string_view ns = deployment.ns();
   if (!ns.empty()) out += " -n " + std::string(ns);
   return out;
 }
@@ -420,18 +414,6 @@ Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& n
   return d;
 }
 
-Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
-                const Facts& ctx) {
-  StatusOr<kube::Deployment> oldD = kube::Deployment::From(oldDeployment, "oldObject");
-  StatusOr<kube::Deployment> newD = kube::Deployment::From(newDeployment, "object");
-  if (!oldD.ok() || !newD.ok()) {
-    Decision d;
-    d.reason = (oldD.ok() ? newD.status() : oldD.status()).message();
-    return d;
-  }
-  return Decide(*oldD, *newD, ctx);
-}
-
 bool Conforms(const Decision& decision, const kube::Deployment& deployment) {
   if (decision.action == Action::kIgnore) return true;
   if (decision.dropPauseCommand && deployment.annotation(keys::kPauseAnnotation)) return false;
@@ -469,7 +451,7 @@ void Apply(const Decision& decision, json::Value& deployment, json::Allocator& a
               json::Value(*decision.paused), alloc);
   }
   if (decision.inProgress) {
-    if (Annotation(deployment, keys::kInProgressAnnotation) !=
+    if (kube::AnnotationOf(deployment, keys::kInProgressAnnotation) !=
         std::string_view(*decision.inProgress)) {
       json::Value& meta = json::EnsureObject(deployment, "metadata", alloc);
       json::SetString(json::EnsureObject(meta, "annotations", alloc), keys::kInProgressAnnotation,

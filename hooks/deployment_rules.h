@@ -25,19 +25,11 @@ bool IsOptedIn(const json::Value& object);
 // key names ("" = none); values are not quoted (they came from a client).
 std::string ForgedStateKeys(const json::Value& object);
 // spec.template.spec.readinessGates holds {conditionType: inplace-webhook.io/ready}.
-bool HasReadinessGate(const json::Value& deployment);
-// A string map value of metadata.annotations / metadata.labels, nullopt when absent or not a
-// string (kube::AnnotationOf / LabelOf).
-inline std::optional<std::string_view> Annotation(const json::Value& object, std::string_view key) {
-  return kube::AnnotationOf(object, key);
-}
-inline std::optional<std::string_view> Label(const json::Value& object, std::string_view key) {
-  return kube::LabelOf(object, key);
-}
+bool HasReadinessGate(const kube::Deployment& deployment);
 
 // The command that stops a running in-place update of `deployment`, for messages:
 // `kubectl annotate deploy/NAME inplace-webhook.io/abort=true -n NAMESPACE`.
-std::string AbortCommand(const json::Value& deployment);
+std::string AbortCommand(const kube::Deployment& deployment);
 
 // How long an admitted abort is left to the loop (DESIGN.md §9.8): a user write that still carries
 // the abort this long after it was first admitted ends the update in the webhook itself (as does
@@ -99,10 +91,6 @@ struct Facts {
 // answering our own output changes nothing). Applying the decision to `newDeployment` and deciding
 // again on the result gives the same decision with nothing left to change.
 Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& newDeployment,
-                const Facts& ctx);
-// As above, from raw objects (their shape checked first; a failed check decides kIgnore, its
-// reason the check's message).
-Decision Decide(const json::Value& oldDeployment, const json::Value& newDeployment,
                 const Facts& ctx);
 
 // Whether `deployment` already has what `decision` wants (paused, in-progress).

@@ -445,10 +445,11 @@ Result CompareTemplates(const json::Value* oldTemplate, const json::Value* newTe
   return Comparer(oldTemplate, newTemplate, policy, support).Run();
 }
 
-Result CompareDeployments(const json::Value& oldDeployment, const json::Value& newDeployment,
-                          const lifecycle::Policy& policy, const resize_support::Support& support) {
-  return CompareTemplates(json::Path(&oldDeployment, {"spec", "template"}),
-                          json::Path(&newDeployment, {"spec", "template"}), policy, support);
+Result CompareDeployments(const kube::Deployment& oldDeployment,
+                          const kube::Deployment& newDeployment, const lifecycle::Policy& policy,
+                          const resize_support::Support& support) {
+  return CompareTemplates(&oldDeployment.podTemplate(), &newDeployment.podTemplate(), policy,
+                          support);
 }
 
 }  // namespace iw::eligibility

@@ -87,8 +87,8 @@ Result CompareTemplates(const json::Value* oldTemplate, const json::Value* newTe
 Plan::Resources ResourcesOf(const json::Value& container);
 
 // CompareTemplates on the spec.template of two Deployments: nothing else of them matters.
-Result CompareDeployments(const json::Value& oldDeployment, const json::Value& newDeployment,
-                          const lifecycle::Policy& policy,
+Result CompareDeployments(const kube::Deployment& oldDeployment,
+                          const kube::Deployment& newDeployment, const lifecycle::Policy& policy,
                           const resize_support::Support& support = {});
 
 }  // namespace iw::eligibility

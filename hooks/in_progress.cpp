@@ -83,12 +83,10 @@ std::string SerializeInProgress(const InProgress& record) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-StatusOr<std::optional<InProgress>> ReadInProgress(const json::Value& deployment) {
-  const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
-  const json::Value* v = json::Find(annotations, keys::kInProgressAnnotation);
-  if (v == nullptr) return std::optional<InProgress>();
-  if (!v->IsString()) return Status::InvalidArgument("in-progress annotation must be a string");
-  StatusOr<InProgress> parsed = ParseInProgress(json::View(*v));
+StatusOr<std::optional<InProgress>> ReadInProgress(const kube::Deployment& deployment) {
+  const std::optional<std::string_view> v = deployment.annotation(keys::kInProgressAnnotation);
+  if (!v) return std::optional<InProgress>();
+  StatusOr<InProgress> parsed = ParseInProgress(*v);
   if (!parsed.ok()) return parsed.status();
   return std::optional<InProgress>(*std::move(parsed));
 }

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 #include "lib/status.h"
 
 namespace iw {
@@ -34,7 +35,7 @@ std::string SerializeInProgress(const InProgress& record);
 
 // Reads the annotation from a Deployment: nullopt when absent, InvalidArgument when present but
 // malformed (the caller decides: the mutator treats it as absent-and-restored, the loop aborts).
-StatusOr<std::optional<InProgress>> ReadInProgress(const json::Value& deployment);
+StatusOr<std::optional<InProgress>> ReadInProgress(const kube::Deployment& deployment);
 
 // The stable hash of a pod template (spec.template of a Deployment or ReplicaSet), ignoring the
 // `pod-template-hash` label. Algorithm: copy the template; delete metadata.labels

@@ -192,22 +192,15 @@ StatusOr<Policy> ParsePolicy(std::string_view text) {
   return out;
 }
 
-StatusOr<Settings> ReadSettings(const json::Value& deployment) {
-  const json::Value* annotations = json::Path(&deployment, {"metadata", "annotations"});
+StatusOr<Settings> ReadSettings(const kube::Deployment& deployment) {
   Settings out;
-  if (const json::Value* v = json::Find(annotations, keys::kLifecycleAnnotation)) {
-    if (!v->IsString()) {
-      return Fail(keys::kLifecycleAnnotation, "annotation value must be a string");
-    }
-    StatusOr<Lifecycle> parsed = ParseLifecycle(json::View(*v));
+  if (std::optional<std::string_view> v = deployment.annotation(keys::kLifecycleAnnotation)) {
+    StatusOr<Lifecycle> parsed = ParseLifecycle(*v);
     if (!parsed.ok()) return parsed.status();
     out.lifecycle = std::move(*parsed);
   }
-  if (const json::Value* v = json::Find(annotations, keys::kPolicyAnnotation)) {
-    if (!v->IsString()) {
-      return Fail(keys::kPolicyAnnotation, "annotation value must be a string");
-    }
-    StatusOr<Policy> parsed = ParsePolicy(json::View(*v));
+  if (std::optional<std::string_view> v = deployment.annotation(keys::kPolicyAnnotation)) {
+    StatusOr<Policy> parsed = ParsePolicy(*v);
     if (!parsed.ok()) return parsed.status();
     out.policy = std::move(*parsed);
   }

@@ -68,7 +68,7 @@ struct Settings {
   Lifecycle lifecycle;
   Policy policy;
 };
-StatusOr<Settings> ReadSettings(const json::Value& deployment);
+StatusOr<Settings> ReadSettings(const kube::Deployment& deployment);
 
 // Kruise's IsPodHooked: any handler label matches exactly or any handler finalizer is present.
 // An empty hook is never hooked.

@@ -21,7 +21,7 @@ constexpr StateKey kStateKeys[] = {
 };
 
 std::optional<std::string_view> StateValue(const json::Value& pod, const StateKey& k) {
-  return k.map == "labels" ? deployment::Label(pod, k.key) : deployment::Annotation(pod, k.key);
+  return k.map == "labels" ? kube::LabelOf(pod, k.key) : kube::AnnotationOf(pod, k.key);
 }
 
 Status CheckRequest(const Request& req) {
@@ -90,13 +90,12 @@ Response MutatePod(const Request& req, const Context& ctx) {
                                            keys::kHookTimeoutAnnotation.size()));
     }
   }
-  const bool hasState = deployment::Label(pod, keys::kStateLabel).has_value();
+  const bool hasState = kube::LabelOf(pod, keys::kStateLabel).has_value();
   if (!hasState || !forged.empty()) {
     json::SetString(json::EnsureObject(mutated, "labels", alloc), keys::kStateLabel,
                     keys::kStateNormal, alloc);
   }
-  if (!hasState || !forged.empty() ||
-      !deployment::Annotation(pod, keys::kStateTimestampAnnotation)) {
+  if (!hasState || !forged.empty() || !kube::AnnotationOf(pod, keys::kStateTimestampAnnotation)) {
     json::SetString(json::EnsureObject(mutated, "annotations", alloc),
                     keys::kStateTimestampAnnotation, rfc3339::Format(ctx.now), alloc);
   }

@@ -126,7 +126,7 @@ namespace {
 // The deadline a stall is judged by: ProgressDeadline, none while the user holds the update paused
 // (the controller has none while paused).
 std::optional<int> StallDeadline(const kube::Deployment& d) {
-  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d.json());
+  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d);
   const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
   return userPause ? std::nullopt : ProgressDeadline(d);
 }

@@ -826,7 +826,7 @@ Plan PlanRunning(Pass& run) {
   const bool abortDeferred =
       run.d.annotation(keys::kAbortAnnotation) == keys::kTrue && RevertPending(run.s, run.d);
   if (std::optional<Plan> ended = EndsBeforeStart(run, abortDeferred)) return *std::move(ended);
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(run.d.json());
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(run.d);
   if (!settings.ok()) {
     return Abort(run.s, run.d, run.record, settings.status().message(), run.s.now);
   }
@@ -872,7 +872,7 @@ Plan PlanRollout(const Snapshot& snapshot) {
   const kube::Deployment& d = *s.deployment;
   if (d.deleting()) return plan;
 
-  StatusOr<std::optional<InProgress>> read = ReadInProgress(d.json());
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(d);
   if (!read.ok()) {
     return Abort(s, d, std::nullopt, "malformed in-progress record: " + read.status().message(),
                  s.now);
@@ -911,18 +911,15 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
   return out;
 }
 
-std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
-                                            const json::Value& rsJson) {
-  StatusOr<kube::Deployment> deployment = kube::Deployment::From(deploymentJson, "deployment");
-  StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(rsJson, "replicaSet");
-  if (!deployment.ok() || !rs.ok()) return std::nullopt;
-  if (rs->controllerUid() != deployment->uid() || deployment->uid().empty()) return std::nullopt;
-  if (deployment->annotation(keys::kInProgressAnnotation)) return std::nullopt;
+std::optional<Action> PlanReplicaSetCleanup(const kube::Deployment& deployment,
+                                            const kube::ReplicaSet& rs) {
+  if (rs.controllerUid() != deployment.uid() || deployment.uid().empty()) return std::nullopt;
+  if (deployment.annotation(keys::kInProgressAnnotation)) return std::nullopt;
   // Only an opted-in Deployment's ReplicaSets are ours to clean: product keys on anyone else's
   // objects cause no write (issue 28: a user's keys must not start a write fight).
-  if (deployment->label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
+  if (deployment.label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
   // Nor a ReplicaSet of a template not opted in: the chart's policy decides "ours" by its label.
-  if (rs->label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
+  if (rs.label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
   json::Document body(rapidjson::kObjectType);
   auto& a = body.GetAllocator();
   bool any = false;
@@ -934,17 +931,17 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
   };
   for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation,
                              keys::kPauseAnnotation, keys::kUndoAnnotation}) {
-    if (rs->annotation(k) && !deployment->annotation(k)) set(k, Value(rapidjson::kNullType));
+    if (rs.annotation(k) && !deployment.annotation(k)) set(k, Value(rapidjson::kNullType));
   }
   // Never remove what the Deployment itself carries: the Deployment controller copies its
   // annotations onto the ReplicaSet again, and removing them would be a fight without end.
   for (std::string_view k :
        {keys::kPreviousTemplateHashAnnotation, keys::kPreviousTemplateAnnotation}) {
-    if (rs->annotation(k) && !deployment->annotation(k)) set(k, Value(rapidjson::kNullType));
+    if (rs.annotation(k) && !deployment.annotation(k)) set(k, Value(rapidjson::kNullType));
   }
   for (std::string_view k : kSettingsKeys) {
-    const std::optional<std::string_view> want = deployment->annotation(k);
-    const std::optional<std::string_view> have = rs->annotation(k);
+    const std::optional<std::string_view> want = deployment.annotation(k);
+    const std::optional<std::string_view> have = rs.annotation(k);
     if (!want && have) {
       set(k, Value(rapidjson::kNullType));
     } else if (want && want != have) {
@@ -952,8 +949,8 @@ std::optional<Action> PlanReplicaSetCleanup(const json::Value& deploymentJson,
     }
   }
   if (!any) return std::nullopt;
-  return Write(WriteKind::kReplicaSetPatch, *rs, std::move(body),
-               "ReplicaSet " + std::string(rs->name()) +
+  return Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
+               "ReplicaSet " + std::string(rs.name()) +
                    ": in-place bookkeeping removed, settings as the Deployment has them");
 }
 

@@ -25,6 +25,7 @@
 
 #include "hooks/plan.h"
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::rollout {
 
@@ -52,6 +53,7 @@ std::vector<Action> PlanNewPodGates(const std::vector<const json::Value*>& pods,
 // undo never copies them into a Deployment; nullopt when there is nothing to remove or `rs` is
 // not controlled by `deployment`, or the Deployment still has `in-progress`, or is not opted in.
 // A key the Deployment itself carries is never removed (the controller would copy it back).
-std::optional<Action> PlanReplicaSetCleanup(const json::Value& deployment, const json::Value& rs);
+std::optional<Action> PlanReplicaSetCleanup(const kube::Deployment& deployment,
+                                            const kube::ReplicaSet& rs);
 
 }  // namespace iw::rollout

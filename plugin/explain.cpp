@@ -108,12 +108,16 @@ StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& 
   json::Document oldD = AsWritten(deployment, earlier, true);
   json::Document newD = AsWritten(deployment, nullptr, false);
   const deployment::Facts facts{std::chrono::system_clock::now(), /*loopAlive=*/true, resize};
-  deployment::Decision d = deployment::Decide(oldD, newD, facts);
+  StatusOr<kube::Deployment> oldView = kube::Deployment::From(oldD, "deployment");
+  StatusOr<kube::Deployment> newView = kube::Deployment::From(newD, "deployment");
+  if (!oldView.ok()) return oldView.status();
+  if (!newView.ok()) return newView.status();
+  deployment::Decision d = deployment::Decide(*oldView, *newView, facts);
   e.decisionReason = d.reason;
   e.warnings = d.warnings;
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deployment);
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(*dv);
   lifecycle::Policy policy = settings.ok() ? settings->policy : lifecycle::Policy{};
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, policy, resize);
+  eligibility::Result r = eligibility::CompareDeployments(*oldView, *newView, policy, resize);
   using Action = deployment::Decision::Action;
   if (d.action == Action::kIgnore) {
     e.kind = Explanation::Kind::kNotOptedIn;

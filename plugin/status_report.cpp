@@ -100,7 +100,7 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   if (const Value* c = d.condition("Progressing")) r.controllerReason = json::StringOr(c, "reason");
 
   // The loop's rules and target, when they can be made (else rows say less).
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(deploymentJson);
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d);
   lifecycle::Settings noSettings;
   const lifecycle::Settings& s = settings.ok() ? *settings : noSettings;
   const pod_update::Rules rules = pod_update::MakeRules(s);

@@ -315,7 +315,9 @@ std::optional<std::vector<std::string>> Loop::Resync() {
       if (!view.ok()) continue;  // not ours to clean: PlanReplicaSetCleanup reads it the same way
       auto owner = byUid.find(view->controllerUid());
       if (owner == byUid.end()) continue;
-      if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*owner->second, *rs)) {
+      StatusOr<kube::Deployment> deployment = kube::Deployment::From(*owner->second, "deployment");
+      if (!deployment.ok()) continue;  // the planner refuses it the same way
+      if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*deployment, *view)) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
         Apply(kube::ObjectKey(kube::MetaOf(*owner->second, "namespace"),
@@ -412,9 +414,11 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     lastPhase_.erase(key);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
     ReconcileResult res;
+    StatusOr<kube::Deployment> deployment = kube::Deployment::From(d->Value(), "deployment");
     for (const kube::ObjectPtr& rs : owned) {
-      if (std::optional<rollout::Action> a =
-              rollout::PlanReplicaSetCleanup(d->Value(), rs->Value())) {
+      StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(rs->Value(), "replicaSet");
+      if (!deployment.ok() || !view.ok()) continue;
+      if (std::optional<rollout::Action> a = rollout::PlanReplicaSetCleanup(*deployment, *view)) {
         std::vector<rollout::Action> one;
         one.push_back(std::move(*a));
         ReconcileResult r = Apply(key, one, &expectations_.Of(key), /*cached=*/true);

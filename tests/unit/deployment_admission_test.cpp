@@ -22,6 +22,7 @@ using Action = deployment::Decision::Action;
 
 namespace {
 
+using test::AsDeployment;
 using test::Parse;
 
 // An opted-in Deployment whose last rollout finished: 3 replicas, all updated.
@@ -138,11 +139,11 @@ json::Document Patched(const json::Value& object, const admission::Response& r) 
 }
 
 std::string InProgressText(const json::Value& d) {
-  return std::string(deployment::Annotation(d, kInProgressKey).value_or(""));
+  return std::string(kube::AnnotationOf(d, kInProgressKey).value_or(""));
 }
 
 InProgress RecordOf(const json::Value& d) {
-  StatusOr<std::optional<InProgress>> r = ReadInProgress(d);
+  StatusOr<std::optional<InProgress>> r = ReadInProgress(AsDeployment(d));
   REQUIRE_MESSAGE(r.ok(), r.status().message());
   REQUIRE(r->has_value());
   return **r;
@@ -632,7 +633,8 @@ TEST_CASE("a pause written with the change holds the update; the end leaves it p
     json::Document plain = Deployment(kImage);
     json::Document first = Patched(plain, admission::MutateDeployment(Update(old, plain), Ctx()));
     REQUIRE(RecordOf(first).pausedByUs);
-    deployment::Decision d = deployment::Decide(old, first, FactsOf(Ctx(1)));
+    deployment::Decision d =
+        deployment::Decide(AsDeployment(old), AsDeployment(first), FactsOf(Ctx(1)));
     CHECK(d.action == Action::kStart);
     CHECK(deployment::Conforms(d, test::AsDeployment(first)));
   }
@@ -770,7 +772,7 @@ TEST_CASE(
 TEST_CASE("a malformed stored record is kept for the loop to abort") {
   json::Document old = With(Deployment(kPause), SetAnnotation(kInProgressKey, "garbage"));
   json::Document obj = With(With(old, kUnpause), kEnv);
-  deployment::Decision d = deployment::Decide(old, obj, FactsOf(Ctx()));
+  deployment::Decision d = deployment::Decide(AsDeployment(old), AsDeployment(obj), FactsOf(Ctx()));
   CHECK(d.action == Action::kKeep);
   json::Document out = Patched(obj, admission::MutateDeployment(Update(old, obj), Ctx()));
   CHECK(test::AsDeployment(out).paused());
@@ -826,12 +828,14 @@ TEST_CASE("idempotent: answering its own output again changes nothing, even a se
   for (const Scenario& s : Scenarios()) {
     const std::string name = s.name;
     CAPTURE(name);
-    CHECK(deployment::Decide(s.old, s.obj, FactsOf(Ctx())).action == s.action);
+    CHECK(deployment::Decide(AsDeployment(s.old), AsDeployment(s.obj), FactsOf(Ctx())).action ==
+          s.action);
     json::Document first = Patched(s.obj, admission::MutateDeployment(Update(s.old, s.obj), Ctx()));
     admission::Response again = admission::MutateDeployment(Update(s.old, first), Ctx(1));
     CHECK(again.allowed);
     CHECK_MESSAGE(again.patch.empty(), again.patch);
-    deployment::Decision d = deployment::Decide(s.old, first, FactsOf(Ctx(1)));
+    deployment::Decision d =
+        deployment::Decide(AsDeployment(s.old), AsDeployment(first), FactsOf(Ctx(1)));
     CHECK(d.action == s.action);
     CHECK(deployment::Conforms(d, test::AsDeployment(first)));
   }
@@ -1082,7 +1086,8 @@ TEST_CASE("a change the pod API refuses takes the native rollout, with a warning
       Patched(runningChanged, admission::MutateDeployment(Update(running, runningChanged), Ctx()));
   CHECK(InProgressText(out).empty());
   CHECK_FALSE(test::AsDeployment(out).paused());
-  deployment::Decision d = deployment::Decide(running, runningChanged, FactsOf(Ctx()));
+  deployment::Decision d =
+      deployment::Decide(AsDeployment(running), AsDeployment(runningChanged), FactsOf(Ctx()));
   CHECK(d.action == Action::kEnd);
   CHECK(AnyContains(d.warnings, "annotation container.apparmor.security.beta.kubernetes.io/app"));
 
@@ -1113,7 +1118,7 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     auto [out, warnings] = mutateAndValidate(old, obj);
     CHECK_FALSE(RecordOf(out).pausedByUs);
     CHECK(test::AsDeployment(out).paused());
-    CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
+    CHECK_FALSE(kube::AnnotationOf(out, pauseKey).has_value());
     REQUIRE_FALSE(warnings.empty());
     CHECK(warnings[0].find("in-place update paused") != std::string::npos);
   }
@@ -1141,7 +1146,7 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     json::Document old = Deployment();
     auto [out, warnings] = mutateAndValidate(old, With(old, SetAnnotation(pauseKey, "true")));
     CHECK(test::AsDeployment(out).paused());
-    CHECK_FALSE(deployment::Annotation(out, pauseKey).has_value());
+    CHECK_FALSE(kube::AnnotationOf(out, pauseKey).has_value());
   }
   SUBCASE("the pause command with the change that starts an update: it starts held") {
     json::Document old = Deployment();
@@ -1153,7 +1158,7 @@ TEST_CASE("a user's pause and resume of a running update (DESIGN.md §8.5)") {
     json::Document old = Deployment();
     auto [out, warnings] =
         mutateAndValidate(old, With(old, SetAnnotation("inplace-webhook.io/undo", "true")));
-    CHECK_FALSE(deployment::Annotation(out, "inplace-webhook.io/undo").has_value());
+    CHECK_FALSE(kube::AnnotationOf(out, "inplace-webhook.io/undo").has_value());
     REQUIRE_FALSE(warnings.empty());
     CHECK(warnings.back().find("kubectl rollout undo") != std::string::npos);
   }
@@ -1238,7 +1243,7 @@ TEST_CASE("an abort: left to a running loop, ended by the webhook when no loop a
     CHECK(a.mutation.allowed);
     CHECK_MESSAGE(a.validation.allowed, a.validation.message);
     CHECK(AnyContains(a.mutation.warnings, row.warning));
-    CHECK(deployment::Annotation(a.out, kAbortKey) == "true");
+    CHECK(kube::AnnotationOf(a.out, kAbortKey) == "true");
     if (row.ends) {
       CHECK_FALSE(test::AsDeployment(a.out).paused());
       CHECK(InProgressText(a.out).empty());
@@ -1304,13 +1309,13 @@ TEST_CASE("the abort left by an update the webhook ended is consumed by the next
     json::Document obj = With(ended, R"([{"op":"replace","path":"/spec/replicas","value":5}])");
     Admitted a = Admit(ended, obj, Ctx(), Ctx());
     CHECK_MESSAGE(a.validation.allowed, a.validation.message);
-    CHECK_FALSE(deployment::Annotation(a.out, kAbortKey).has_value());
+    CHECK_FALSE(kube::AnnotationOf(a.out, kAbortKey).has_value());
   }
   SUBCASE("an eligible change: in place, not blocked by the leftover") {
     json::Document obj = With(ended, kImage2);
     Admitted a = Admit(ended, obj, Ctx(), Ctx());
     CHECK_MESSAGE(a.validation.allowed, a.validation.message);
-    CHECK_FALSE(deployment::Annotation(a.out, kAbortKey).has_value());
+    CHECK_FALSE(kube::AnnotationOf(a.out, kAbortKey).has_value());
     CHECK(test::AsDeployment(a.out).paused());
     CHECK_FALSE(InProgressText(a.out).empty());
   }

@@ -20,6 +20,7 @@ using namespace iw;
 using eligibility::Plan;
 using eligibility::Verdict;
 using resize_support::Support;
+using test::AsDeployment;
 
 namespace {
 
@@ -180,8 +181,8 @@ void RunTable(const std::vector<Row>& rows) {
     // CompareDeployments reads the same templates.
     json::Document oldD = Parse(R"({"spec":{"template":)" + json::Serialize(oldT) + "}}");
     json::Document newD = Parse(R"({"spec":{"template":)" + json::Serialize(newT) + "}}");
-    CHECK(Outcome(eligibility::CompareDeployments(oldD, newD, policy, row.support)) ==
-          std::string(row.expected));
+    CHECK(Outcome(eligibility::CompareDeployments(AsDeployment(oldD), AsDeployment(newD), policy,
+                                                  row.support)) == std::string(row.expected));
   }
 }
 

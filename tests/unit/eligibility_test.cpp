@@ -11,6 +11,7 @@
 
 using namespace iw;
 using eligibility::Verdict;
+using test::AsDeployment;
 
 namespace {
 
@@ -272,11 +273,12 @@ TEST_CASE("only the templates matter: changes outside them neither block nor cou
       "template":{"metadata":{"labels":{"app":"web"}},
       "spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}},"status":{"replicas":4}})");
   lifecycle::Policy none;
-  CHECK(Outcome(eligibility::CompareDeployments(oldD, newD, none)) ==
+  CHECK(Outcome(eligibility::CompareDeployments(AsDeployment(oldD), AsDeployment(newD), none)) ==
         "eligible: image app=nginx:1.27");
   json::Document scaled = Parse(json::Serialize(oldD));
   scaled["spec"]["replicas"].SetInt(7);
-  CHECK(Outcome(eligibility::CompareDeployments(oldD, scaled, none)) == "no change");
+  CHECK(Outcome(eligibility::CompareDeployments(AsDeployment(oldD), AsDeployment(scaled), none)) ==
+        "no change");
 }
 
 // OpenKruise's own unit-test tables for this rule (DESIGN.md §3), ported from its

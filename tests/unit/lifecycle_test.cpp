@@ -9,6 +9,7 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsDeployment;
 using test::AsPod;
 using namespace iw::lifecycle;
 
@@ -189,25 +190,27 @@ TEST_CASE("Policy::AllowsAnnotation: exact keys and trailing-star prefixes, neve
 
 TEST_CASE(
     "ReadSettings: absent annotations give defaults, malformed ones an error naming the key") {
-  auto none = ReadSettings(Parse(R"({"metadata":{"name":"web"}})"));
+  auto none = ReadSettings(AsDeployment(Parse(R"({"metadata":{"name":"web"}})")));
   REQUIRE(none.ok());
   CHECK_FALSE(none->lifecycle.inPlaceUpdate.has_value());
   CHECK(none->policy.annotations.empty());
 
-  auto both = ReadSettings(Parse(R"({"metadata":{"annotations":{
+  auto both = ReadSettings(AsDeployment(Parse(R"({"metadata":{"annotations":{
       "inplace-webhook.io/lifecycle":"{\"inPlaceUpdate\":{\"labelsHandler\":{\"a\":\"1\"}}}",
-      "inplace-webhook.io/policy":"{\"gracePeriodSeconds\":3}"}}})"));
+      "inplace-webhook.io/policy":"{\"gracePeriodSeconds\":3}"}}})")));
   REQUIRE_MESSAGE(both.ok(), both.status().message());
   CHECK(both->lifecycle.inPlaceUpdate->labelsHandler.at("a") == "1");
   CHECK(both->policy.gracePeriodSeconds == 3);
 
   const Status badLifecycle =
-      ReadSettings(Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/lifecycle":"{"}}})"))
+      ReadSettings(AsDeployment(Parse(
+                       R"({"metadata":{"annotations":{"inplace-webhook.io/lifecycle":"{"}}})")))
           .status();
   CHECK_FALSE(badLifecycle.ok());
   CHECK(badLifecycle.message().starts_with("inplace-webhook.io/lifecycle: "));
   const Status badPolicy =
-      ReadSettings(Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/policy":"[]"}}})"))
+      ReadSettings(
+          AsDeployment(Parse(R"({"metadata":{"annotations":{"inplace-webhook.io/policy":"[]"}}})")))
           .status();
   CHECK_FALSE(badPolicy.ok());
   CHECK(badPolicy.message().starts_with("inplace-webhook.io/policy: "));

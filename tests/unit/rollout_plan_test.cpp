@@ -12,7 +12,9 @@
 #include "tests/unit/test_json.h"
 
 using namespace iw;
+using test::AsDeployment;
 using test::AsPod;
+using test::AsReplicaSet;
 using namespace iw::fixtures;
 using rollout::Phase;
 using rollout::WriteKind;
@@ -653,7 +655,8 @@ TEST_CASE(
     s.spec.inProgress.reset();
     json::Document d = Parse(DeploymentJson(s.spec));
     for (const json::Document& rs : s.replicaSets) {
-      std::optional<rollout::Action> c = rollout::PlanReplicaSetCleanup(d, rs);
+      std::optional<rollout::Action> c =
+          rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs));
       json::Document after;
       after.CopyFrom(rs, after.GetAllocator());
       if (c) fake::MergePatch(after, c->body, after.GetAllocator());
@@ -801,7 +804,7 @@ TEST_CASE(
   SetAnnotation(rs, keys::kLifecycleAnnotation, "{}");
   SetAnnotation(rs, keys::kPolicyAnnotation, "{}");
   SetAnnotation(rs, keys::kPreviousTemplateHashAnnotation, "abc");
-  auto a = rollout::PlanReplicaSetCleanup(d, rs);
+  auto a = rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs));
   REQUIRE(a.has_value());
   CHECK(json::Serialize(a->body) ==
         R"({"metadata":{"annotations":{"inplace-webhook.io/in-progress":null,)"
@@ -812,14 +815,18 @@ TEST_CASE(
   fake::MergePatch(rs, a->body, rs.GetAllocator());
 
   SetAnnotation(rs, keys::kInProgressAnnotation, std::nullopt);
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs)).has_value());
 
   SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
   s.spec.inProgress = InProgress{"a", "b", true, "", ""};
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
+  CHECK_FALSE(
+      rollout::PlanReplicaSetCleanup(AsDeployment(Parse(DeploymentJson(s.spec))), AsReplicaSet(rs))
+          .has_value());
   s.spec.inProgress.reset();
   s.spec.uid = "someone-else";
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(Parse(DeploymentJson(s.spec)), rs).has_value());
+  CHECK_FALSE(
+      rollout::PlanReplicaSetCleanup(AsDeployment(Parse(DeploymentJson(s.spec))), AsReplicaSet(rs))
+          .has_value());
 }
 
 TEST_CASE("ReplicaSet cleanup never fights the Deployment controller's copies") {
@@ -833,17 +840,18 @@ TEST_CASE("ReplicaSet cleanup never fights the Deployment controller's copies") 
   SetAnnotation(rs, keys::kAbortAnnotation, "true");
   SetAnnotation(rs, keys::kPreviousTemplateHashAnnotation, "abc");
   // Opted in: nothing to remove, every copy is the Deployment's own.
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs)).has_value());
   // Not opted in: no write at all, even for a stale copy the Deployment no longer has.
   SetAnnotation(rs, keys::kInProgressAnnotation, "{}");
-  REQUIRE(rollout::PlanReplicaSetCleanup(d, rs).has_value());  // opted in: the stale copy goes
+  REQUIRE(rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs))
+              .has_value());  // opted in: the stale copy goes
   // A ReplicaSet of a template not opted in is not the loop's to write (the chart's policy).
   SetLabel(rs, keys::kEnabledLabel, std::nullopt);
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs)).has_value());
   SetLabel(rs, keys::kEnabledLabel, std::string(keys::kTrue));
   json::Value& labels = d["metadata"]["labels"];
   labels.RemoveMember("inplace-webhook.io/enabled");
-  CHECK_FALSE(rollout::PlanReplicaSetCleanup(d, rs).has_value());
+  CHECK_FALSE(rollout::PlanReplicaSetCleanup(AsDeployment(d), AsReplicaSet(rs)).has_value());
 }
 
 TEST_CASE("Events are core/v1 Events from inplace-webhook") {
@@ -964,7 +972,7 @@ TEST_CASE("the undo command re-targets the update to the template the pods start
   fake::MergePatch(d, body, d.GetAllocator());
   CHECK(TemplateHash(d["spec"]["template"]) == s.From());
   CHECK_FALSE(Annotation(d, keys::kUndoAnnotation).has_value());
-  StatusOr<std::optional<InProgress>> read = ReadInProgress(d);
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(AsDeployment(d));
   REQUIRE(read.ok());
   const std::optional<InProgress> next = *read;
   REQUIRE(next);
