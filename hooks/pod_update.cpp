@@ -13,6 +13,7 @@
 #include "lib/clip.h"
 #include "lib/image_ref.h"
 #include "lib/kube_objects.h"
+#include "lib/kube_patch.h"
 #include "lib/list_text.h"
 #include "lib/quantity.h"
 
@@ -54,19 +55,31 @@ std::string PodName(const kube::Pod& pod) {
   return std::string(pod.name());
 }
 
-// A copied string value; an empty view may have a null data() (StringOr's default).
-Value Str(std::string_view s, Allocator& a) {
-  return s.empty() ? Value("", 0, a)
-                   : Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+// The pod's state label `state`, stamped `now`, and a hook-timeout marker cleared.
+kube::PatchBuilder StateChange(const kube::Pod& pod, PodState state, Clock::time_point now) {
+  kube::PatchBuilder patch;
+  patch.Label(keys::kStateLabel, StateName(state))
+      .Annotation(keys::kStateTimestampAnnotation, rfc3339::Format(now));
+  if (pod.annotation(keys::kHookTimeoutAnnotation)) {
+    patch.Annotation(keys::kHookTimeoutAnnotation, std::nullopt);
+  }
+  return patch;
 }
 
-void SetOrNull(Value& object, std::string_view key, const std::optional<std::string>& value,
-               Allocator& alloc) {
-  if (value) {
-    json::SetString(object, key, *value, alloc);
-  } else {
-    json::Set(object, key, Value(rapidjson::kNullType), alloc);
-  }
+// The readiness-gate condition at `value`: its transition time kept when the status stays.
+void SetGateCondition(kube::PatchBuilder& patch, const kube::Pod& pod, bool value,
+                      Clock::time_point now) {
+  const std::string ts = rfc3339::Format(now);
+  const Value* old = pod.condition(keys::kReadyCondition);
+  const bool same = old != nullptr && pod.conditionTrue(keys::kReadyCondition) == value;
+  patch.SetCondition(
+      {.type = keys::kReadyCondition,
+       .status = value ? "True" : "False",
+       .reason = value ? "InPlaceUpdateReady" : "StartInPlaceUpdate",
+       .message = value ? "no in-place update holds this pod"
+                        : "inplace-webhook: out of service for an in-place update",
+       .lastUpdateTime = {},
+       .lastTransitionTime = same ? json::StringOr(old, "lastTransitionTime", ts) : ts});
 }
 
 std::string Seconds(Clock::duration d) {
@@ -164,11 +177,7 @@ void AddPatch(Step& step, PodOp::Kind kind, json::Document body) {
 
 // A pod patch (strategic merge) that sets one annotation and nothing else.
 void AddAnnotationPatch(Step& step, std::string_view key, std::string_view value) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::SetString(json::EnsureObject(json::EnsureObject(d, "metadata", a), "annotations", a), key,
-                  value, a);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  AddPatch(step, PodOp::Kind::kPatch, kube::PatchBuilder().Annotation(key, value).Take());
 }
 
 // A change of the gate to `value`, stamped when the writer sends it (PodOp::stampTransition).
@@ -197,9 +206,10 @@ void ReturnTo(Step& step, const kube::Pod& pod, PodState state, Clock::time_poin
   }
   AddGateChange(step, pod, true, now);
   if (!writeState) return;
-  json::Document& body = step.ops.back().body;
-  json::Document meta = StatePatch(pod, state, now);
-  body.AddMember("metadata", Value(meta["metadata"], body.GetAllocator()), body.GetAllocator());
+  // The gate's status patch also carries the state (its metadata), one write.
+  kube::PatchBuilder both(std::move(step.ops.back().body));
+  both.MergeMetadata(StateChange(pod, state, now));
+  step.ops.back().body = both.Take();
 }
 
 // The pod has waited in its state longer than `timeoutSeconds`: report it once (Events first, then
@@ -309,17 +319,8 @@ void RecordContainers(const kube::Pod& pod, const std::map<std::string, std::str
   }
 }
 
-void AddImages(json::Document& d, const std::map<std::string, std::string>& images) {
-  if (images.empty()) return;
-  auto& a = d.GetAllocator();
-  Value containers(rapidjson::kArrayType);
-  for (const auto& [name, image] : images) {
-    Value c(rapidjson::kObjectType);
-    c.AddMember("name", Str(name, a), a);
-    c.AddMember("image", Str(image, a), a);
-    containers.PushBack(c, a);
-  }
-  json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
+void AddImages(kube::PatchBuilder& patch, const std::map<std::string, std::string>& images) {
+  for (const auto& [name, image] : images) patch.ContainerImage(name, image);
 }
 
 void AddResize(Step& step, const Changes& changes) {
@@ -359,17 +360,13 @@ void Write(const Target& target, const Rules& rules, const View& v, Step& step,
   // until it shows the change done (StateOf): one pod write in all.
   next.completesOnReport = !resizeFirst && rules.post == nullptr && !(v.hasGate && v.gate == false);
 
-  json::Document d =
-      StatePatch(*v.pod, next.completesOnReport ? PodState::kNormal : PodState::kUpdating, now);
-  auto& a = d.GetAllocator();
-  Value& meta = d["metadata"];
-  Value& labels = meta["labels"];
-  for (const auto& [k, value] : v.changes.labels) SetOrNull(labels, k, value, a);
-  Value& annotations = meta["annotations"];
-  for (const auto& [k, value] : v.changes.annotations) SetOrNull(annotations, k, value, a);
-  json::SetString(annotations, keys::kUpdateStateAnnotation, SerializeUpdateState(next), a);
-  if (!resizeFirst) AddImages(d, v.changes.images);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  kube::PatchBuilder patch =
+      StateChange(*v.pod, next.completesOnReport ? PodState::kNormal : PodState::kUpdating, now);
+  for (const auto& [k, value] : v.changes.labels) patch.Label(k, value);
+  for (const auto& [k, value] : v.changes.annotations) patch.Annotation(k, value);
+  patch.Annotation(keys::kUpdateStateAnnotation, SerializeUpdateState(next));
+  if (!resizeFirst) AddImages(patch, v.changes.images);
+  AddPatch(step, PodOp::Kind::kPatch, patch.Take());
   AddResize(step, v.changes);
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
   step.summary =
@@ -383,12 +380,10 @@ void WriteImages(const Target& target, const Rules& rules, const View& v, Step& 
   UpdateState next = *v.updateState;
   next.updateTimestamp = rfc3339::Format(now);
   RecordContainers(*v.pod, v.changes.images, next);
-  json::Document d = StatePatch(*v.pod, PodState::kUpdating, now);
-  auto& a = d.GetAllocator();
-  json::SetString(d["metadata"]["annotations"], keys::kUpdateStateAnnotation,
-                  SerializeUpdateState(next), a);
-  AddImages(d, v.changes.images);
-  AddPatch(step, PodOp::Kind::kPatch, std::move(d));
+  kube::PatchBuilder patch = StateChange(*v.pod, PodState::kUpdating, now);
+  patch.Annotation(keys::kUpdateStateAnnotation, SerializeUpdateState(next));
+  AddImages(patch, v.changes.images);
+  AddPatch(step, PodOp::Kind::kPatch, patch.Take());
   Changes images;
   images.images = v.changes.images;
   Wake(step, std::chrono::seconds(rules.updatingTimeoutSeconds));
@@ -757,24 +752,13 @@ bool ResizePending(const Target& target, const kube::Pod& pod) {
 }
 
 json::Document ResizePatch(const std::map<std::string, eligibility::Plan::Resources>& resources) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  Value containers(rapidjson::kArrayType);
+  kube::PatchBuilder patch;
   for (const auto& [name, r] : resources) {
-    Value c(rapidjson::kObjectType);
-    c.AddMember("name", Str(name, a), a);
-    Value res(rapidjson::kObjectType);
     for (auto [kind, map] : {std::pair{"requests", &r.requests}, std::pair{"limits", &r.limits}}) {
-      if (map->empty()) continue;
-      Value list(rapidjson::kObjectType);
-      for (const auto& [resource, q] : *map) json::SetString(list, resource, q, a);
-      json::Set(res, kind, std::move(list), a);
+      for (const auto& [resource, q] : *map) patch.ContainerResource(name, kind, resource, q);
     }
-    c.AddMember("resources", res, a);
-    containers.PushBack(c, a);
   }
-  json::EnsureObject(d, "spec", a).AddMember("containers", containers, a);
-  return d;
+  return patch.Take();
 }
 
 bool AtTarget(const Target& target, const kube::Pod& pod) {
@@ -831,16 +815,7 @@ std::optional<ImageTrouble> FindImageTrouble(const kube::Pod& pod, const UpdateS
 }
 
 json::Document StatePatch(const kube::Pod& pod, PodState state, Clock::time_point now) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  Value& meta = json::EnsureObject(d, "metadata", a);
-  json::SetString(json::EnsureObject(meta, "labels", a), keys::kStateLabel, StateName(state), a);
-  Value& annotations = json::EnsureObject(meta, "annotations", a);
-  json::SetString(annotations, keys::kStateTimestampAnnotation, rfc3339::Format(now), a);
-  if (PodAnnotation(pod, keys::kHookTimeoutAnnotation)) {
-    json::Set(annotations, keys::kHookTimeoutAnnotation, Value(rapidjson::kNullType), a);
-  }
-  return d;
+  return StateChange(pod, state, now).Take();
 }
 
 bool HasGate(const kube::Pod& pod) {
@@ -848,27 +823,9 @@ bool HasGate(const kube::Pod& pod) {
 }
 
 json::Document GatePatch(const kube::Pod& pod, bool value, Clock::time_point now) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  const std::string ts = rfc3339::Format(now);
-  Value conditions(rapidjson::kArrayType);
-
-  Value gate(rapidjson::kObjectType);
-  gate.AddMember("type", Str(keys::kReadyCondition, a), a);
-  gate.AddMember("status", Str(value ? "True" : "False", a), a);
-  const Value* old = pod.condition(keys::kReadyCondition);
-  const bool same = old != nullptr && (json::StringOr(old, "status") == "True") == value;
-  gate.AddMember("lastTransitionTime",
-                 Str(same ? json::StringOr(old, "lastTransitionTime", ts) : ts, a), a);
-  gate.AddMember("reason", Str(value ? "InPlaceUpdateReady" : "StartInPlaceUpdate", a), a);
-  gate.AddMember("message",
-                 Str(value ? "no in-place update holds this pod"
-                           : "inplace-webhook: out of service for an in-place update",
-                     a),
-                 a);
-  conditions.PushBack(gate, a);
-  json::EnsureObject(d, "status", a).AddMember("conditions", conditions, a);
-  return d;
+  kube::PatchBuilder patch;
+  SetGateCondition(patch, pod, value, now);
+  return patch.Take();
 }
 
 std::string_view WaitName(PodWait::On on) {
@@ -961,9 +918,9 @@ Step Release(const kube::Pod& pod, Clock::time_point now) {
     if (step.ops.empty()) {
       AddAnnotationPatch(step, keys::kUpdateStateAnnotation, text);
     } else {  // the hook-timeout marker's removal: one pod patch for both
-      json::Document& body = step.ops.back().body;
-      json::SetString(body["metadata"]["annotations"], keys::kUpdateStateAnnotation, text,
-                      body.GetAllocator());
+      kube::PatchBuilder both(std::move(step.ops.back().body));
+      both.Annotation(keys::kUpdateStateAnnotation, text);
+      step.ops.back().body = both.Take();
     }
   }
   if (labelled != PodState::kNormal || onReport) {

@@ -8,6 +8,7 @@
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
+#include "lib/kube_patch.h"
 
 namespace iw::progress {
 
@@ -36,18 +37,15 @@ std::optional<Condition> Find(const kube::Deployment& d, std::string_view type) 
 
 // `want` with its times filled from `stored`: lastTransitionTime kept while the status is the
 // same, lastUpdateTime as given ("" = now).
-Value ConditionValue(std::string_view type, const Condition& want,
-                     const std::optional<Condition>& stored, const std::string& now,
-                     json::Allocator& a) {
-  Value c(rapidjson::kObjectType);
-  json::SetString(c, "type", type, a);
-  json::SetString(c, "status", want.status, a);
-  json::SetString(c, "reason", want.reason, a);
-  json::SetString(c, "message", want.message, a);
-  json::SetString(c, "lastUpdateTime", want.lastUpdateTime.empty() ? now : want.lastUpdateTime, a);
+void SetConditionOf(kube::PatchBuilder& patch, std::string_view type, const Condition& want,
+                    const std::optional<Condition>& stored, const std::string& now) {
   const bool keep = stored && stored->status == want.status && !stored->lastTransitionTime.empty();
-  json::SetString(c, "lastTransitionTime", keep ? stored->lastTransitionTime : now, a);
-  return c;
+  patch.SetCondition({.type = type,
+                      .status = want.status,
+                      .reason = want.reason,
+                      .message = want.message,
+                      .lastUpdateTime = want.lastUpdateTime.empty() ? now : want.lastUpdateTime,
+                      .lastTransitionTime = keep ? stored->lastTransitionTime : now});
 }
 
 bool Same(const std::optional<Condition>& stored, const Condition& want) {
@@ -60,17 +58,11 @@ Action StatusPatch(const kube::Deployment& d, std::optional<Condition> ours,
                    const std::optional<Condition>& storedOurs, std::optional<Condition> progressing,
                    const std::optional<Condition>& storedProgressing, Clock::time_point now,
                    std::string summary) {
-  json::Document body(rapidjson::kObjectType);
-  auto& a = body.GetAllocator();
-  Value list(rapidjson::kArrayType);
+  kube::PatchBuilder patch;
   const std::string ts = rfc3339::Format(now);
-  if (ours) list.PushBack(ConditionValue(keys::kProgressCondition, *ours, storedOurs, ts, a), a);
-  if (progressing) {
-    list.PushBack(ConditionValue("Progressing", *progressing, storedProgressing, ts, a), a);
-  }
-  Value status(rapidjson::kObjectType);
-  status.AddMember("conditions", list, a);
-  body.AddMember("status", status, a);
+  if (ours) SetConditionOf(patch, keys::kProgressCondition, *ours, storedOurs, ts);
+  if (progressing) SetConditionOf(patch, "Progressing", *progressing, storedProgressing, ts);
+  json::Document body = patch.Take();
   Action act;
   act.kind = rollout::WriteKind::kDeploymentStatusPatch;
   act.ns = std::string(d.ns());

@@ -13,6 +13,7 @@
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
 #include "lib/kube_objects.h"
+#include "lib/kube_patch.h"
 
 namespace iw::rollout {
 
@@ -138,16 +139,11 @@ std::string Duration(double seconds) {
 
 // The Deployment patch that ends the update: drop `in-progress` (and `abort`), unpause if asked.
 Action EndPatch(const kube::Deployment& d, bool unpause, std::string summary) {
-  json::Document body(rapidjson::kObjectType);
-  auto& a = body.GetAllocator();
-  Value& annotations =
-      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-  json::Set(annotations, keys::kInProgressAnnotation, Value(rapidjson::kNullType), a);
-  if (d.annotation(keys::kAbortAnnotation)) {
-    json::Set(annotations, keys::kAbortAnnotation, Value(rapidjson::kNullType), a);
-  }
-  if (unpause) json::EnsureObject(body, "spec", a).AddMember("paused", false, a);
-  return Write(WriteKind::kDeploymentPatch, d, std::move(body), std::move(summary));
+  kube::PatchBuilder patch;
+  patch.Annotation(keys::kInProgressAnnotation, std::nullopt);
+  if (d.annotation(keys::kAbortAnnotation)) patch.Annotation(keys::kAbortAnnotation, std::nullopt);
+  if (unpause) patch.Paused(false);
+  return Write(WriteKind::kDeploymentPatch, d, patch.Take(), std::move(summary));
 }
 
 void AddPodStep(Plan& plan, const kube::Deployment& d, const kube::Pod& pod, pod_update::Step step);
@@ -455,17 +451,13 @@ void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::Replic
   }
 
   json::Document desired = WithHashLabel(d.podTemplate(), HashLabel(base));
-  json::Document body(rapidjson::kObjectType);
-  auto& a = body.GetAllocator();
-  Value& annotations =
-      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-  json::SetString(annotations, keys::kPreviousTemplateHashAnnotation, record.from, a);
+  kube::PatchBuilder patch;
+  patch.Annotation(keys::kPreviousTemplateHashAnnotation, record.from);
   if (base.annotation(keys::kPreviousTemplateAnnotation)) {
-    json::Set(annotations, keys::kPreviousTemplateAnnotation, Value(rapidjson::kNullType), a);
+    patch.Annotation(keys::kPreviousTemplateAnnotation, std::nullopt);
   }
-  Value templatePatch = MergeDiff(current, desired, a);
-  json::EnsureObject(body, "spec", a).AddMember("template", templatePatch, a);
-  plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, std::move(body),
+  patch.Template(MergeDiff(current, desired, patch.allocator()));
+  plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, patch.Take(),
                                "ReplicaSet " + std::string(base.name()) +
                                    " template := Deployment template " + record.to + " (was " +
                                    currentHash + ")"));
@@ -508,15 +500,11 @@ Plan Undo(const kube::Deployment& d, const Value& fromTemplate, const InProgress
   }
   InProgress next = record;
   next.to = record.from;
-  json::Document body(rapidjson::kObjectType);
-  auto& a = body.GetAllocator();
-  Value& annotations =
-      json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-  json::Set(annotations, keys::kUndoAnnotation, Value(rapidjson::kNullType), a);
-  json::SetString(annotations, keys::kInProgressAnnotation, SerializeInProgress(next), a);
-  json::EnsureObject(body, "spec", a)
-      .AddMember("template", MergeDiff(d.podTemplate(), desired, a), a);
-  plan.actions.push_back(Write(WriteKind::kDeploymentPatch, d, std::move(body),
+  kube::PatchBuilder patch;
+  patch.Annotation(keys::kUndoAnnotation, std::nullopt)
+      .Annotation(keys::kInProgressAnnotation, SerializeInProgress(next));
+  patch.Template(MergeDiff(d.podTemplate(), desired, patch.allocator()));
+  plan.actions.push_back(Write(WriteKind::kDeploymentPatch, d, patch.Take(),
                                "undo: template := " + record.from + " (was " + record.to + ")"));
   plan.actions.push_back(
       DeploymentEvent(d, "Normal", "InPlaceUpdateUndone",
@@ -920,36 +908,28 @@ std::optional<Action> PlanReplicaSetCleanup(const kube::Deployment& deployment,
   if (deployment.label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
   // Nor a ReplicaSet of a template not opted in: the chart's policy decides "ours" by its label.
   if (rs.label(keys::kEnabledLabel) != keys::kTrue) return std::nullopt;
-  json::Document body(rapidjson::kObjectType);
-  auto& a = body.GetAllocator();
-  bool any = false;
-  auto set = [&](std::string_view k, Value v) {
-    Value& annotations =
-        json::EnsureObject(json::EnsureObject(body, "metadata", a), "annotations", a);
-    json::Set(annotations, k, std::move(v), a);
-    any = true;
-  };
+  kube::PatchBuilder patch;
   for (std::string_view k : {keys::kInProgressAnnotation, keys::kAbortAnnotation,
                              keys::kPauseAnnotation, keys::kUndoAnnotation}) {
-    if (rs.annotation(k) && !deployment.annotation(k)) set(k, Value(rapidjson::kNullType));
+    if (rs.annotation(k) && !deployment.annotation(k)) patch.Annotation(k, std::nullopt);
   }
   // Never remove what the Deployment itself carries: the Deployment controller copies its
   // annotations onto the ReplicaSet again, and removing them would be a fight without end.
   for (std::string_view k :
        {keys::kPreviousTemplateHashAnnotation, keys::kPreviousTemplateAnnotation}) {
-    if (rs.annotation(k) && !deployment.annotation(k)) set(k, Value(rapidjson::kNullType));
+    if (rs.annotation(k) && !deployment.annotation(k)) patch.Annotation(k, std::nullopt);
   }
   for (std::string_view k : kSettingsKeys) {
     const std::optional<std::string_view> want = deployment.annotation(k);
     const std::optional<std::string_view> have = rs.annotation(k);
     if (!want && have) {
-      set(k, Value(rapidjson::kNullType));
+      patch.Annotation(k, std::nullopt);
     } else if (want && want != have) {
-      set(k, Str(*want, a));
+      patch.Annotation(k, *want);
     }
   }
-  if (!any) return std::nullopt;
-  return Write(WriteKind::kReplicaSetPatch, rs, std::move(body),
+  if (patch.empty()) return std::nullopt;
+  return Write(WriteKind::kReplicaSetPatch, rs, patch.Take(),
                "ReplicaSet " + std::string(rs.name()) +
                    ": in-place bookkeeping removed, settings as the Deployment has them");
 }
