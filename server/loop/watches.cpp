@@ -73,7 +73,12 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
     auto on = [this](const kube::ObjectPtr& o) { OnPod(o); };
     opts.handlers.onAdd = on;
     opts.handlers.onUpdate = [this, on](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      if (podDone_ && old != nullptr) {
+      // Only a pod whose write left it Normal completes on the kubelet's report (one text search
+      // before any view is made: every pod event passes here).
+      const std::optional<std::string_view> record =
+          kube::AnnotationOf(now->Value(), keys::kUpdateStateAnnotation);
+      if (podDone_ && old != nullptr && record &&
+          record->find("\"completesOnReport\":true") != std::string_view::npos) {
         const StatusOr<kube::Pod> before = kube::Pod::From(old->Value(), "pod");
         const StatusOr<kube::Pod> after = kube::Pod::From(now->Value(), "pod");
         if (!before.ok() || !after.ok()) return on(now);
