@@ -32,8 +32,9 @@ PodState LabelStateOf(const kube::Pod& pod) {
 }
 
 std::optional<bool> GateStatus(const kube::Pod& pod) {
-  if (pod.condition(keys::kReadyCondition) == nullptr) return std::nullopt;
-  return pod.conditionTrue(keys::kReadyCondition);
+  const json::Value* c = pod.condition(keys::kReadyCondition);
+  if (c == nullptr) return std::nullopt;
+  return json::StringOr(c, "status") == "True";
 }
 
 PodState StateOf(const kube::Pod& pod) {

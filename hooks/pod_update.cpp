@@ -71,7 +71,7 @@ void SetGateCondition(kube::PatchBuilder& patch, const kube::Pod& pod, bool valu
                       Clock::time_point now) {
   const std::string ts = rfc3339::Format(now);
   const Value* old = pod.condition(keys::kReadyCondition);
-  const bool same = old != nullptr && pod.conditionTrue(keys::kReadyCondition) == value;
+  const bool same = old != nullptr && (json::StringOr(old, "status") == "True") == value;
   patch.SetCondition(
       {.type = keys::kReadyCondition,
        .status = value ? "True" : "False",
@@ -649,33 +649,31 @@ Changes ComputeChanges(const Target& target, const kube::Pod& pod) {
         it == target.annotations.end() ? std::nullopt : std::optional<std::string>(it->second);
     if (PodAnnotation(pod, k) != want) out.annotations[k] = want;
   }
-  {
-    for (const kube::Container& c : pod.containers()) {
-      std::string name(c.name());
-      if (resized.contains(name)) {
-        auto want = target.resources.find(name);
-        if (want != target.resources.end() && !SpecHas(c, want->second)) {
-          out.resources[name] = want->second;
-        }
+  for (const kube::Container& c : pod.containers()) {
+    std::string name(c.name());
+    if (resized.contains(name)) {
+      auto want = target.resources.find(name);
+      if (want != target.resources.end() && !SpecHas(c, want->second)) {
+        out.resources[name] = want->second;
       }
-      if (!containerNames.contains(name)) continue;
-      auto it = target.images.find(name);
-      if (it == target.images.end() || it->second.empty()) continue;
-      const std::string_view image = c.image();
-      if (image_ref::SameImage(image, it->second)) continue;
-      // This run asked for the target's image and the API server stored another reference
-      // (admission rewrote it: a registry mirror, a digest pin): the stored one is the target,
-      // unless the spec changed since it was recorded. Asked for another image (a later target),
-      // the pod is written again.
-      if (inRun) {
-        auto rec = us->images.find(name);
-        if (rec != us->images.end() && rec->second.asked == it->second &&
-            (rec->second.got.empty() || rec->second.got == image)) {
-          continue;
-        }
-      }
-      out.images[name] = it->second;
     }
+    if (!containerNames.contains(name)) continue;
+    auto it = target.images.find(name);
+    if (it == target.images.end() || it->second.empty()) continue;
+    const std::string_view image = c.image();
+    if (image_ref::SameImage(image, it->second)) continue;
+    // This run asked for the target's image and the API server stored another reference
+    // (admission rewrote it: a registry mirror, a digest pin): the stored one is the target,
+    // unless the spec changed since it was recorded. Asked for another image (a later target),
+    // the pod is written again.
+    if (inRun) {
+      auto rec = us->images.find(name);
+      if (rec != us->images.end() && rec->second.asked == it->second &&
+          (rec->second.got.empty() || rec->second.got == image)) {
+        continue;
+      }
+    }
+    out.images[name] = it->second;
   }
   return out;
 }

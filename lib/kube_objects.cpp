@@ -475,32 +475,41 @@ bool Pod::conditionTrue(std::string_view type) const {
   return json::StringOr(condition(type), "status") == "True";
 }
 
+namespace {
+
+// The entry named `name` of the list at `path` of a pod, as a `View`.
+template <class View>
+std::optional<View> NamedEntry(const json::Value& pod, std::initializer_list<std::string_view> path,
+                               std::string_view name) {
+  const json::Value* e = json::FindNamed(json::Path(&pod, path), "name", name);
+  if (e == nullptr) return std::nullopt;
+  return View(*e);
+}
+
+// Every entry of the list at `path` of a pod, in order, as `View`s.
+template <class View>
+std::vector<View> Entries(const json::Value& pod, std::initializer_list<std::string_view> path) {
+  std::vector<View> out;
+  const json::Value* list = json::Path(&pod, path);
+  if (list == nullptr || !list->IsArray()) return out;
+  out.reserve(list->Size());
+  for (const auto& e : list->GetArray()) out.emplace_back(e);
+  return out;
+}
+
+}  // namespace
+
 std::optional<Container> Pod::container(std::string_view name) const {
-  const json::Value* c = json::FindNamed(json::Path(&json(), {"spec", "containers"}), "name", name);
-  if (c == nullptr) return std::nullopt;
-  return Container(*c);
+  return NamedEntry<Container>(json(), {"spec", "containers"}, name);
 }
 std::vector<Container> Pod::containers() const {
-  std::vector<Container> out;
-  const json::Value* list = json::Path(&json(), {"spec", "containers"});
-  if (list == nullptr || !list->IsArray()) return out;
-  out.reserve(list->Size());
-  for (const auto& c : list->GetArray()) out.emplace_back(c);
-  return out;
+  return Entries<Container>(json(), {"spec", "containers"});
 }
 std::optional<ContainerStatus> Pod::containerStatus(std::string_view name) const {
-  const json::Value* s =
-      json::FindNamed(json::Path(&json(), {"status", "containerStatuses"}), "name", name);
-  if (s == nullptr) return std::nullopt;
-  return ContainerStatus(*s);
+  return NamedEntry<ContainerStatus>(json(), {"status", "containerStatuses"}, name);
 }
 std::vector<ContainerStatus> Pod::containerStatuses() const {
-  std::vector<ContainerStatus> out;
-  const json::Value* list = json::Path(&json(), {"status", "containerStatuses"});
-  if (list == nullptr || !list->IsArray()) return out;
-  out.reserve(list->Size());
-  for (const auto& s : list->GetArray()) out.emplace_back(s);
-  return out;
+  return Entries<ContainerStatus>(json(), {"status", "containerStatuses"});
 }
 std::string_view Pod::nodeName() const {
   return json::StringOr(json::Find(&json(), "spec"), "nodeName");
