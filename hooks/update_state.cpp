@@ -136,6 +136,10 @@ std::string SerializeUpdateState(const UpdateState& state) {
   return {buf.GetString(), buf.GetSize()};
 }
 
+bool MayCompleteOnReport(std::string_view text) {
+  return text.find(R"("completesOnReport":true)") != std::string_view::npos;
+}
+
 std::optional<UpdateState> ReadUpdateState(const kube::ObjectView& pod) {
   std::optional<std::string_view> text = pod.annotation(keys::kUpdateStateAnnotation);
   if (!text) return std::nullopt;

@@ -52,6 +52,11 @@ struct UpdateState {
 };
 std::optional<UpdateState> ParseUpdateState(std::string_view text);
 std::string SerializeUpdateState(const UpdateState& state);
+// A cheap test, without parsing, that `text` may be a record with completesOnReport set: true for
+// every such record SerializeUpdateState writes (it writes the flag as `"completesOnReport":true`),
+// false for every record it writes without it. For hot paths that skip the records that cannot
+// complete on the kubelet's report before any parse.
+bool MayCompleteOnReport(std::string_view text);
 // The pod's update-state annotation; nullopt when absent or not of that shape.
 std::optional<UpdateState> ReadUpdateState(const kube::ObjectView& pod);
 

@@ -77,8 +77,7 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
       // before any view is made: every pod event passes here).
       const std::optional<std::string_view> record =
           kube::AnnotationOf(now->Value(), keys::kUpdateStateAnnotation);
-      if (podDone_ && old != nullptr && record &&
-          record->find("\"completesOnReport\":true") != std::string_view::npos) {
+      if (podDone_ && old != nullptr && record && pod_update::MayCompleteOnReport(*record)) {
         const StatusOr<kube::Pod> before = kube::Pod::From(old->Value(), "pod");
         const StatusOr<kube::Pod> after = kube::Pod::From(now->Value(), "pod");
         if (!before.ok() || !after.ok()) return on(now);

@@ -905,6 +905,11 @@ TEST_CASE("update-state round-trips and reads Kruise's shape") {
   auto back = pod_update::ParseUpdateState(pod_update::SerializeUpdateState(s));
   REQUIRE(back.has_value());
   CHECK(*back == s);
+  // The loop's pod watch skips records by text before parsing: exact for what we write.
+  CHECK_FALSE(pod_update::MayCompleteOnReport(pod_update::SerializeUpdateState(s)));
+  pod_update::UpdateState flagged = s;
+  flagged.completesOnReport = true;
+  CHECK(pod_update::MayCompleteOnReport(pod_update::SerializeUpdateState(flagged)));
 
   auto kruise = pod_update::ParseUpdateState(
       R"({"revision":"rev_new","updateTimestamp":"2022-03-22T09:06:55Z","lastContainerStatuses":null,)"
