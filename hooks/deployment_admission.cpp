@@ -88,20 +88,18 @@ Status CheckSettings(const kube::Deployment& object) {
 // A template that declares the readiness gate itself gives it to pods created when nothing of ours
 // runs (after an uninstall), which then never become Ready: accepted, with a warning.
 std::vector<std::string> TemplateGateWarnings(const kube::Deployment& object) {
-  if (!deployment::IsOptedIn(object.json()) || !deployment::HasReadinessGate(object)) return {};
+  if (!deployment::IsOptedIn(object) || !deployment::HasReadinessGate(object)) return {};
   return {"template declares readiness gate " + std::string(keys::kReadyCondition) +
           ": the webhook adds it; if uninstalled, new pods never get Ready"};
 }
 
 // The pod state keys of ours the template gives its pods (ForgedStateKeys), unless the old
 // template gave the same ones (a Deployment stored before this check is not blocked).
-std::string NewForgedTemplateKeys(const json::Value& object, const json::Value* old) {
-  const json::Value* tmpl = json::Path(&object, {"spec", "template"});
-  if (tmpl == nullptr || !tmpl->IsObject()) return "";
-  std::string forged = deployment::ForgedStateKeys(*tmpl);
-  if (forged.empty() || old == nullptr) return forged;
-  const json::Value* was = json::Path(old, {"spec", "template"});
-  if (was != nullptr && was->IsObject() && deployment::ForgedStateKeys(*was) == forged) return "";
+std::string NewForgedTemplateKeys(const kube::Deployment& object,
+                                  const std::optional<kube::Deployment>& old) {
+  std::string forged = deployment::ForgedStateKeys(object.podTemplate());
+  if (forged.empty() || !old) return forged;
+  if (deployment::ForgedStateKeys(old->podTemplate()) == forged) return "";
   return forged;
 }
 
@@ -129,12 +127,12 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
   StatusOr<Deployments> read = ReadRequest(req);
   if (!read.ok()) return Errored(400, read.status().message());
-  const json::Value& object = *req.object;
-  if (read->object->deleting()) return Allowed();
+  const kube::Deployment& object = *read->object;
+  if (object.deleting()) return Allowed();
   if (deployment::IsOptedIn(object)) {
-    if (Status s = CheckSettings(*read->object); !s.ok()) return Denied(s.message());
+    if (Status s = CheckSettings(object); !s.ok()) return Denied(s.message());
   }
-  if (const std::string forged = NewForgedTemplateKeys(object, req.oldObject); !forged.empty()) {
+  if (const std::string forged = NewForgedTemplateKeys(object, read->old); !forged.empty()) {
     return Denied("the pod template carries " + forged +
                   ", which the inplace-webhook controller alone writes on pods: remove it");
   }
@@ -144,7 +142,7 @@ Response ValidateDeployment(const Request& req, const Context& ctx) {
     return r;
   };
   if (req.operation == Operation::kCreate) {
-    if (deployment::IsOptedIn(object) && read->object->annotation(keys::kInProgressAnnotation)) {
+    if (deployment::IsOptedIn(object) && object.annotation(keys::kInProgressAnnotation)) {
       return Denied(std::string(keys::kInProgressAnnotation) +
                     " is written by inplace-webhook only: create the Deployment without it");
     }

@@ -180,7 +180,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
         Warning(PodApiRefuses(r) + ": the in-place update ends, a normal rollout follows");
     return d;
   };
-  if (!IsOptedIn(newD.json())) return end("Deployment label inplace-webhook.io/enabled removed");
+  if (!IsOptedIn(newD)) return end("Deployment label inplace-webhook.io/enabled removed");
   // The native Recreate replaces every pod at once: from then on no two templates run together
   // (DESIGN.md §3.2).
   if (newD.recreate()) return end("strategy Recreate");
@@ -197,7 +197,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     case eligibility::Verdict::kNotEligible:
       return notEligible(r);
     case eligibility::Verdict::kEligible: {
-      const json::Value& tmpl = newD.podTemplate();
+      const kube::PodTemplate tmpl = newD.podTemplate();
       if (!IsOptedIn(tmpl)) return end("template label inplace-webhook.io/enabled removed");
       record->to = TemplateHash(tmpl);
       d.action = Action::kRetarget;
@@ -231,8 +231,8 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
 Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, const Facts& ctx) {
   Decision d;
   d.action = Action::kNone;
-  const json::Value* oldT = &oldD.podTemplate();
-  const json::Value* newT = &newD.podTemplate();
+  const kube::PodTemplate oldT = oldD.podTemplate();
+  const kube::PodTemplate newT = newD.podTemplate();
   auto skip = [&](std::string why) {
     d.reason = "no in-place update: " + why;
     d.warnings.push_back(
@@ -261,7 +261,7 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
     return d;
   }
   if (AbortRequested(newD) && !AbortRequested(oldD)) return skip("inplace-webhook.io/abort is set");
-  if (!IsOptedIn(*oldT) || !IsOptedIn(*newT)) {
+  if (!IsOptedIn(oldT) || !IsOptedIn(newT)) {
     return skip("pod template lacks label inplace-webhook.io/enabled=true");
   }
   // Recreate promises that no pod runs the new template while one runs the old; hooks and the
@@ -277,7 +277,7 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
   if (oldD.statusReplicas() == 0) return skip("no pod runs yet");
   // A pause written with the change is the user's, as much as one stored before it: upstream,
   // a paused Deployment never rolls out (DESIGN.md §8.5).
-  InProgress record{TemplateHash(*oldT), TemplateHash(*newT), !oldD.paused() && !newD.paused(),
+  InProgress record{TemplateHash(oldT), TemplateHash(newT), !oldD.paused() && !newD.paused(),
                     rfc3339::Format(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then, and its pausedByUs where
   // the stored object was not paused (the pause on our output is then the one our record says:
@@ -319,26 +319,25 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
 
 }  // namespace
 
-bool IsOptedIn(const json::Value& object) {
-  return kube::LabelOf(object, keys::kEnabledLabel) == keys::kTrue;
+bool IsOptedIn(const kube::ObjectView& object) {
+  return object.label(keys::kEnabledLabel) == keys::kTrue;
 }
 
-std::string ForgedStateKeys(const json::Value& object) {
+std::string ForgedStateKeys(const kube::ObjectView& object) {
   std::string out;
-  std::optional<std::string_view> state = kube::LabelOf(object, keys::kStateLabel);
+  std::optional<std::string_view> state = object.label(keys::kStateLabel);
   if (state && *state != keys::kStateNormal) AppendItem(out, keys::kStateLabel);
-  if (kube::AnnotationOf(object, keys::kUpdateStateAnnotation)) {
+  if (object.annotation(keys::kUpdateStateAnnotation)) {
     AppendItem(out, keys::kUpdateStateAnnotation);
   }
-  if (kube::AnnotationOf(object, keys::kHookTimeoutAnnotation)) {
+  if (object.annotation(keys::kHookTimeoutAnnotation)) {
     AppendItem(out, keys::kHookTimeoutAnnotation);
   }
   return out;
 }
 
 bool HasReadinessGate(const kube::Deployment& deployment) {
-  return json::FindNamed(json::Path(&deployment.podTemplate(), {"spec", "readinessGates"}),
-                         "conditionType", keys::kReadyCondition) != nullptr;
+  return deployment.podTemplate().hasReadinessGate(keys::kReadyCondition);
 }
 
 std::string AbortCommand(const kube::Deployment& deployment) {
@@ -371,7 +370,7 @@ Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& n
     if (d.action == Action::kEnd) RestartWhenNoRolloutFollows(d, *stored, newDeployment, ctx);
     return d;
   }
-  if (!IsOptedIn(newDeployment.json())) {
+  if (!IsOptedIn(newDeployment)) {
     Decision d;
     d.reason = "not opted in (label inplace-webhook.io/enabled=true)";
     return d;
@@ -420,15 +419,13 @@ bool Conforms(const Decision& decision, const kube::Deployment& deployment) {
   if (decision.dropUndoCommand && deployment.annotation(keys::kUndoAnnotation)) return false;
   if (decision.dropAbortCommand && deployment.annotation(keys::kAbortAnnotation)) return false;
   if (decision.paused && deployment.paused() != *decision.paused) return false;
-  if (decision.restartedAt &&
-      json::StringOr(json::Path(&deployment.podTemplate(), {"metadata", "annotations"}),
-                     keys::kRestartedAtAnnotation) != std::string_view(*decision.restartedAt)) {
+  if (decision.restartedAt && deployment.podTemplate().annotation(keys::kRestartedAtAnnotation) !=
+                                  std::string_view(*decision.restartedAt)) {
     return false;
   }
   std::optional<std::string_view> written = deployment.annotation(keys::kInProgressAnnotation);
   if (decision.inProgress) return written == std::string_view(*decision.inProgress);
-  return !json::Find(json::Path(&deployment.json(), {"metadata", "annotations"}),
-                     keys::kInProgressAnnotation);
+  return !written;
 }
 
 void Apply(const Decision& decision, json::Value& deployment, json::Allocator& alloc) {

@@ -17,13 +17,13 @@
 namespace iw::deployment {
 
 // metadata.labels["inplace-webhook.io/enabled"] == "true" on a Deployment, a pod template or a pod.
-bool IsOptedIn(const json::Value& object);
+bool IsOptedIn(const kube::ObjectView& object);
 
 // The pod state keys of ours that `object`'s metadata (a pod, or a Deployment's pod template)
 // carries and that no new pod may start with: `state` other than Normal, `update-state` and
 // `hook-timeout` (the loop's records of an update step and of a hook's timeout). Comma-separated
 // key names ("" = none); values are not quoted (they came from a client).
-std::string ForgedStateKeys(const json::Value& object);
+std::string ForgedStateKeys(const kube::ObjectView& object);
 // spec.template.spec.readinessGates holds {conditionType: inplace-webhook.io/ready}.
 bool HasReadinessGate(const kube::Deployment& deployment);
 

@@ -239,7 +239,7 @@ class Comparer {
         }
       }
     }
-    Plan::Resources want = ResourcesOf(nc);
+    Plan::Resources want = ResourcesOf(kube::Container(nc));
     if (want.requests.empty() && want.limits.empty()) return;  // e.g. `{}` for an absent one
     if (firstResized_.empty()) firstResized_ = at;
     result_.plan.resources[std::string(name)] = std::move(want);
@@ -423,10 +423,10 @@ class Comparer {
 
 }  // namespace
 
-Plan::Resources ResourcesOf(const json::Value& container) {
+Plan::Resources ResourcesOf(const kube::Container& container) {
   Plan::Resources out;
   for (auto [key, map] : {std::pair{"requests", &out.requests}, std::pair{"limits", &out.limits}}) {
-    const json::Value* list = json::Path(&container, {"resources", key});
+    const json::Value* list = container.resources(key);
     for (std::string_view resource : {"cpu", "memory"}) {
       const json::Value* q = json::Find(list, resource);
       if (q == nullptr || q->IsNull()) continue;
@@ -440,16 +440,19 @@ Plan::Resources ResourcesOf(const json::Value& container) {
   return out;
 }
 
-Result CompareTemplates(const json::Value* oldTemplate, const json::Value* newTemplate,
+Result CompareTemplates(const kube::PodTemplate* oldTemplate, const kube::PodTemplate* newTemplate,
                         const lifecycle::Policy& policy, const resize_support::Support& support) {
-  return Comparer(oldTemplate, newTemplate, policy, support).Run();
+  // The comparison walks every field of both templates, known to the views or not.
+  auto raw = [](const kube::PodTemplate* t) { return t != nullptr ? &t->json() : nullptr; };
+  return Comparer(raw(oldTemplate), raw(newTemplate), policy, support).Run();
 }
 
 Result CompareDeployments(const kube::Deployment& oldDeployment,
                           const kube::Deployment& newDeployment, const lifecycle::Policy& policy,
                           const resize_support::Support& support) {
-  return CompareTemplates(&oldDeployment.podTemplate(), &newDeployment.podTemplate(), policy,
-                          support);
+  const kube::PodTemplate oldTemplate = oldDeployment.podTemplate();
+  const kube::PodTemplate newTemplate = newDeployment.podTemplate();
+  return CompareTemplates(&oldTemplate, &newTemplate, policy, support);
 }
 
 }  // namespace iw::eligibility

@@ -12,6 +12,7 @@
 #include "hooks/lifecycle.h"
 #include "hooks/resize_support.h"
 #include "lib/json.h"
+#include "lib/kube_objects.h"
 
 namespace iw::eligibility {
 
@@ -77,14 +78,14 @@ struct Result {
 // eligible; `blockingPath` names the first one met, walking metadata before spec and each object
 // in the new template's member order, then members only the old one has.
 // A missing template (nullptr) on either side is not eligible (`spec.template`) unless both are.
-Result CompareTemplates(const json::Value* oldTemplate, const json::Value* newTemplate,
+Result CompareTemplates(const kube::PodTemplate* oldTemplate, const kube::PodTemplate* newTemplate,
                         const lifecycle::Policy& policy,
                         const resize_support::Support& support = {});
 
 // The cpu/memory requests and limits of a container object (quantities as written; numbers as
 // their JSON text), with a limit's request defaulted to it where the container sets none, as the
 // API server does for a pod made from it.
-Plan::Resources ResourcesOf(const json::Value& container);
+Plan::Resources ResourcesOf(const kube::Container& container);
 
 // CompareTemplates on the spec.template of two Deployments: nothing else of them matters.
 Result CompareDeployments(const kube::Deployment& oldDeployment,

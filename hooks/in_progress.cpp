@@ -98,13 +98,13 @@ std::optional<InProgress> ParseInProgressOrNone(std::optional<std::string_view> 
   return *std::move(parsed);
 }
 
-std::string TemplateHash(const json::Value& podTemplate) {
+std::string TemplateHash(const kube::PodTemplate& podTemplate) {
   // The template as if pod-template-hash were not among its labels (and labels absent when it
   // was the only one), without copying it.
   const json::Value::Member* omit = nullptr;
-  const json::Value* metadata = json::Find(&podTemplate, "metadata");
-  const json::Value* labels = json::Find(metadata, "labels");
-  if (labels != nullptr && labels->IsObject()) {
+  const json::Value* metadata = json::Find(&podTemplate.json(), "metadata");
+  const json::Value* labels = podTemplate.labels();
+  if (labels != nullptr) {
     const std::string_view key = keys::kPodTemplateHashLabel;
     auto hash = labels->FindMember(json::Value(
         rapidjson::StringRef(key.data(), static_cast<rapidjson::SizeType>(key.size()))));
@@ -112,7 +112,7 @@ std::string TemplateHash(const json::Value& podTemplate) {
       omit = labels->MemberCount() == 1 ? &*metadata->FindMember("labels") : &*hash;
     }
   }
-  return Sha256Hex(json::SerializeCanonical(podTemplate, omit)).substr(0, 10);
+  return Sha256Hex(json::SerializeCanonical(podTemplate.json(), omit)).substr(0, 10);
 }
 
 }  // namespace iw

@@ -45,6 +45,6 @@ StatusOr<std::optional<InProgress>> ReadInProgress(const kube::Deployment& deplo
 // as UTF-8 with JSON escapes); SHA-256 (OpenSSL EVP) of those bytes; the first 10 lowercase hex
 // digits. Equal templates hash equal in every process and every version of this binary. Not the
 // Deployment controller's FNV pod-template-hash: never compare the two.
-std::string TemplateHash(const json::Value& podTemplate);
+std::string TemplateHash(const kube::PodTemplate& podTemplate);
 
 }  // namespace iw

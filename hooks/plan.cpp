@@ -82,7 +82,7 @@ std::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
-json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,
+json::Document MakeEvent(const kube::ObjectView& involved, std::string_view apiVersion,
                          std::string_view kind, std::string_view type, std::string_view reason,
                          std::string_view message, Clock::time_point now, std::string_view name) {
   json::Document e(rapidjson::kObjectType);
@@ -92,13 +92,14 @@ json::Document MakeEvent(const json::Value& involved, std::string_view apiVersio
   json::SetString(e, "kind", "Event", a);
   json::Value& meta = json::EnsureObject(e, "metadata", a);
   if (!name.empty()) json::SetString(meta, "name", name, a);
-  json::SetString(meta, "namespace", kube::MetaOf(involved, "namespace"), a);
+  json::SetString(meta, "namespace", involved.ns(), a);
   json::Value& obj = json::EnsureObject(e, "involvedObject", a);
   json::SetString(obj, "apiVersion", apiVersion, a);
   json::SetString(obj, "kind", kind, a);
-  for (const char* field : {"namespace", "name", "uid", "resourceVersion"}) {
-    json::SetString(obj, field, kube::MetaOf(involved, field), a);
-  }
+  json::SetString(obj, "namespace", involved.ns(), a);
+  json::SetString(obj, "name", involved.name(), a);
+  json::SetString(obj, "uid", involved.uid(), a);
+  json::SetString(obj, "resourceVersion", involved.resourceVersion(), a);
   json::SetString(e, "reason", reason, a);
   json::SetString(e, "message", Truncate(std::string(message), kMaxEventMessage), a);
   json::SetString(e, "type", type, a);
@@ -119,7 +120,7 @@ Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion
   act.kind = WriteKind::kEvent;
   act.ns = std::string(involved.ns());
   act.name = name;
-  act.body = MakeEvent(involved.json(), apiVersion, kind, type, reason, message, now, name);
+  act.body = MakeEvent(involved, apiVersion, kind, type, reason, message, now, name);
   act.metric = metric;
   act.summary = std::string(reason) + ": " + std::string(message);
   return act;

@@ -105,7 +105,7 @@ struct Plan {
 
 // A core/v1 Event about `involved` (whose apiVersion/kind are given: list items lack them).
 // `name` "" leaves metadata.name for the driver to fill.
-json::Document MakeEvent(const json::Value& involved, std::string_view apiVersion,
+json::Document MakeEvent(const kube::ObjectView& involved, std::string_view apiVersion,
                          std::string_view kind, std::string_view type, std::string_view reason,
                          std::string_view message, Clock::time_point now, std::string_view name);
 

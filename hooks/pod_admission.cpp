@@ -20,18 +20,33 @@ constexpr StateKey kStateKeys[] = {
     {"annotations", keys::kHookTimeoutAnnotation},  // the loop's record of a hook that timed out
 };
 
-std::optional<std::string_view> StateValue(const json::Value& pod, const StateKey& k) {
-  return k.map == "labels" ? kube::LabelOf(pod, k.key) : kube::AnnotationOf(pod, k.key);
+std::optional<std::string_view> StateValue(const kube::ObjectView& pod, const StateKey& k) {
+  return k.map == "labels" ? pod.label(k.key) : pod.annotation(k.key);
 }
 
-Status CheckRequest(const Request& req) {
+// The request's pods as metadata views: `object`, and `old` for an UPDATE (the checks here read
+// labels and annotations only).
+struct Pods {
+  std::optional<kube::ObjectView> object;
+  std::optional<kube::ObjectView> old;
+};
+
+// The request objects through their metadata shape check; a failure is answered with
+// Errored(400).
+StatusOr<Pods> ReadRequest(const Request& req) {
   if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
-  if (Status s = kube::CheckMetadataShape(*req.object, "request.object"); !s.ok()) return s;
-  if (req.operation != Operation::kUpdate) return Status::Ok();
+  Pods out;
+  StatusOr<kube::ObjectView> object = kube::ObjectView::From(*req.object, "request.object");
+  if (!object.ok()) return object.status();
+  out.object = *object;
+  if (req.operation != Operation::kUpdate) return out;
   if (req.oldObject == nullptr) {
     return Status::InvalidArgument("request.oldObject is missing for UPDATE");
   }
-  return kube::CheckMetadataShape(*req.oldObject, "request.oldObject");
+  StatusOr<kube::ObjectView> old = kube::ObjectView::From(*req.oldObject, "request.oldObject");
+  if (!old.ok()) return old.status();
+  out.old = *old;
+  return out;
 }
 
 // Appends to `r.patch` the JSON Patch operation that adds the readiness gate
@@ -70,11 +85,12 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
 
 Response MutatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
-  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
-  const json::Value& pod = *req.object;
+  StatusOr<Pods> read = ReadRequest(req);
+  if (!read.ok()) return Errored(400, read.status().message());
+  const kube::ObjectView& pod = *read->object;
   if (!deployment::IsOptedIn(pod)) return Allowed();
   // Only metadata changes: copy and diff that subtree (an object: IsOptedIn read its labels).
-  const json::Value& meta = *json::Find(&pod, "metadata");
+  const json::Value& meta = *json::Find(&pod.json(), "metadata");
   json::Document mutated(req.scratch);
   auto& alloc = mutated.GetAllocator();
   static_cast<json::Value&>(mutated) = json::CopySharingStrings(meta, alloc);  // moves
@@ -90,12 +106,12 @@ Response MutatePod(const Request& req, const Context& ctx) {
                                            keys::kHookTimeoutAnnotation.size()));
     }
   }
-  const bool hasState = kube::LabelOf(pod, keys::kStateLabel).has_value();
+  const bool hasState = pod.label(keys::kStateLabel).has_value();
   if (!hasState || !forged.empty()) {
     json::SetString(json::EnsureObject(mutated, "labels", alloc), keys::kStateLabel,
                     keys::kStateNormal, alloc);
   }
-  if (!hasState || !forged.empty() || !kube::AnnotationOf(pod, keys::kStateTimestampAnnotation)) {
+  if (!hasState || !forged.empty() || !pod.annotation(keys::kStateTimestampAnnotation)) {
     json::SetString(json::EnsureObject(mutated, "annotations", alloc),
                     keys::kStateTimestampAnnotation, rfc3339::Format(ctx.now), alloc);
   }
@@ -110,7 +126,7 @@ Response MutatePod(const Request& req, const Context& ctx) {
                        " from the new pod: it starts Normal (the controller's keys)");
   }
   Response r = PatchedAt("/metadata", meta, mutated, std::move(warnings));
-  if (ctx.loopAlive) AddReadinessGate(pod, r);
+  if (ctx.loopAlive) AddReadinessGate(pod.json(), r);
   return r;
 }
 
@@ -118,8 +134,9 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty()) return Allowed();
   if (req.operation != Operation::kCreate && req.operation != Operation::kUpdate) return Allowed();
   if (req.username == ctx.controllerUser) return Allowed();
-  if (Status s = CheckRequest(req); !s.ok()) return Errored(400, s.message());
-  const json::Value& pod = *req.object;
+  StatusOr<Pods> read = ReadRequest(req);
+  if (!read.ok()) return Errored(400, read.status().message());
+  const kube::ObjectView& pod = *read->object;
   if (req.operation == Operation::kCreate) {
     if (const std::string forged = deployment::ForgedStateKeys(pod); !forged.empty()) {
       return Denied("a pod may be created only with " + std::string(keys::kStateLabel) + "=" +
@@ -133,7 +150,7 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   }
   std::string changed;
   for (const StateKey& k : kStateKeys) {
-    if (StateValue(pod, k) == StateValue(*req.oldObject, k)) continue;
+    if (StateValue(pod, k) == StateValue(*read->old, k)) continue;
     if (!changed.empty()) changed += ", ";
     changed += std::string(k.map == "labels" ? "label " : "annotation ") + std::string(k.key);
   }

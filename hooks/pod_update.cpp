@@ -522,17 +522,20 @@ void Complete(const Target& target, const Rules& rules, const View& v, Step& ste
 
 }  // namespace
 
-StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+StatusOr<Target> MakeTarget(const kube::PodTemplate& baseTemplate,
+                            const kube::PodTemplate& targetTemplate,
                             const lifecycle::Policy& policy, std::string from, std::string to) {
   // The base comes from a ReplicaSet: its hash label is not part of the template's meaning.
-  json::Document base;
-  base.CopyFrom(baseTemplate, base.GetAllocator());
-  if (Value* labels = json::FindMutable(json::FindMutable(&base, "metadata"), "labels")) {
+  json::Document copy;
+  copy.CopyFrom(baseTemplate.json(), copy.GetAllocator());
+  if (Value* labels = json::FindMutable(json::FindMutable(&copy, "metadata"), "labels")) {
     json::Remove(*labels, keys::kPodTemplateHashLabel);
   }
+  StatusOr<kube::PodTemplate> base = kube::PodTemplate::From(copy, "base template");
+  if (!base.ok()) return base.status();
   // The webhook decided what is in place; the loop applies whatever it let through.
   eligibility::Result r =
-      eligibility::CompareTemplates(&base, &targetTemplate, policy, resize_support::kAll);
+      eligibility::CompareTemplates(&*base, &targetTemplate, policy, resize_support::kAll);
   if (r.verdict == eligibility::Verdict::kNotEligible) {
     return Status::InvalidArgument("the change of " + r.blockingPath +
                                    " cannot be applied in place (" + r.reason + ")");
@@ -541,16 +544,13 @@ StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& 
   t.from = std::move(from);
   t.to = std::move(to);
   t.policy = policy;
-  t.labels = StringMap(json::Path(&targetTemplate, {"metadata", "labels"}));
+  t.labels = StringMap(targetTemplate.labels());
   t.labels.erase(std::string(keys::kPodTemplateHashLabel));
-  t.annotations = StringMap(json::Path(&targetTemplate, {"metadata", "annotations"}));
-  const Value* containers = json::Path(&targetTemplate, {"spec", "containers"});
-  if (containers != nullptr && containers->IsArray()) {
-    for (const auto& c : containers->GetArray()) {
-      const std::string name(json::StringOr(&c, "name"));
-      t.images[name] = std::string(json::StringOr(&c, "image"));
-      t.resources[name] = eligibility::ResourcesOf(c);
-    }
+  t.annotations = StringMap(targetTemplate.annotations());
+  for (const kube::Container& c : targetTemplate.containers()) {
+    const std::string name(c.name());
+    t.images[name] = std::string(c.image());
+    t.resources[name] = eligibility::ResourcesOf(c);
   }
   for (const auto& [k, v] : r.plan.labels) {
     if (!IsReservedLabel(k)) t.changedLabels.insert(k);

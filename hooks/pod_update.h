@@ -84,7 +84,8 @@ struct Target {
 
 // Builds the Target; InvalidArgument when the difference is not one that can be applied in place
 // (a non-eligible change reached the loop, e.g. past a failed webhook).
-StatusOr<Target> MakeTarget(const json::Value& baseTemplate, const json::Value& targetTemplate,
+StatusOr<Target> MakeTarget(const kube::PodTemplate& baseTemplate,
+                            const kube::PodTemplate& targetTemplate,
                             const lifecycle::Policy& policy, std::string from, std::string to);
 
 // The hook rules of the Deployment, resolved for the two phases.

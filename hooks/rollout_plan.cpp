@@ -214,17 +214,13 @@ std::vector<const kube::ReplicaSet*> Holders(const std::vector<const kube::Repli
 // The template the pods of `rs` were created from: its own, or, once the finish wrote a later
 // template into it, the update's starting template as its history ReplicaSet holds it (so pods
 // created meanwhile from a stale cache are still brought to the target).
-json::Document BaseTemplate(const kube::ReplicaSet& rs,
-                            const std::vector<const kube::ReplicaSet*>& owned,
-                            const InProgress& record) {
-  json::Document out;
-  const Value* t = &rs.podTemplate();
-  if (TemplateHash(*t) != record.from) {
-    std::vector<const kube::ReplicaSet*> history = Holders(owned, &rs, record.from);
-    if (!history.empty()) t = &history.front()->podTemplate();
-  }
-  out.CopyFrom(*t, out.GetAllocator());
-  return out;
+kube::PodTemplate BaseTemplate(const kube::ReplicaSet& rs,
+                               const std::vector<const kube::ReplicaSet*>& owned,
+                               const InProgress& record) {
+  const kube::PodTemplate own = rs.podTemplate();
+  if (TemplateHash(own) == record.from) return own;
+  std::vector<const kube::ReplicaSet*> history = Holders(owned, &rs, record.from);
+  return history.empty() ? own : history.front()->podTemplate();
 }
 
 bool Moved(const kube::Pod& pod, const InProgress& record) {
@@ -305,9 +301,9 @@ void StampEvents(Plan& plan, Clock::time_point now) {
 
 // `tmpl` with its pod-template-hash label set to `hash` (every template a ReplicaSet holds must
 // carry the hash of the ReplicaSet's selector).
-json::Document WithHashLabel(const Value& tmpl, std::string_view hash) {
+json::Document WithHashLabel(const kube::PodTemplate& tmpl, std::string_view hash) {
   json::Document out;
-  out.CopyFrom(tmpl, out.GetAllocator());
+  out.CopyFrom(tmpl.json(), out.GetAllocator());
   auto& a = out.GetAllocator();
   if (!out.IsObject()) out.SetObject();
   Value& labels = json::EnsureObject(json::EnsureObject(out, "metadata", a), "labels", a);
@@ -359,7 +355,7 @@ json::Document HistoryAnnotations(const kube::ReplicaSet& active, const kube::De
 void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::ReplicaSet& base,
                        const std::vector<const kube::ReplicaSet*>& owned,
                        const InProgress& record) {
-  const Value& current = base.podTemplate();
+  const kube::PodTemplate current = base.podTemplate();
   const std::string currentHash = TemplateHash(current);
   if (currentHash == record.to) return;
   std::vector<const kube::ReplicaSet*> atTarget = Holders(owned, &base, record.to);
@@ -376,7 +372,7 @@ void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::Replic
       auto& a = body.GetAllocator();
       json::Document tmpl = WithHashLabel(current, HashLabel(rs));
       json::EnsureObject(body, "spec", a)
-          .AddMember("template", MergeDiff(rs.podTemplate(), tmpl, a), a);
+          .AddMember("template", MergeDiff(rs.podTemplate().json(), tmpl, a), a);
       static const Value kNoAnnotations(rapidjson::kObjectType);
       const Value* had = json::Path(&rs.json(), {"metadata", "annotations"});
       json::EnsureObject(body, "metadata", a)
@@ -456,7 +452,7 @@ void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::Replic
   if (base.annotation(keys::kPreviousTemplateAnnotation)) {
     patch.Annotation(keys::kPreviousTemplateAnnotation, std::nullopt);
   }
-  patch.Template(MergeDiff(current, desired, patch.allocator()));
+  patch.Template(MergeDiff(current.json(), desired, patch.allocator()));
   plan.actions.push_back(Write(WriteKind::kReplicaSetPatch, base, patch.Take(),
                                "ReplicaSet " + std::string(base.name()) +
                                    " template := Deployment template " + record.to + " (was " +
@@ -487,12 +483,11 @@ bool RevertPending(const Objects& s, const kube::Deployment& d) {
 // The undo command (DESIGN.md §8.1): the Deployment's template goes back to the one the pods
 // started from, and the running update is re-targeted to it, in one write (ours pass both
 // webhooks unchanged), so every pod the update moved is moved back in place.
-Plan Undo(const kube::Deployment& d, const Value& fromTemplate, const InProgress& record,
-          Clock::time_point now) {
+Plan Undo(const kube::Deployment& d, const kube::PodTemplate& fromTemplate,
+          const InProgress& record, Clock::time_point now) {
   Plan plan;
   plan.phase = Phase::kUpdating;
-  json::Document desired = WithHashLabel(fromTemplate, "");
-  if (TemplateHash(desired) != record.from) {
+  if (TemplateHash(fromTemplate) != record.from) {
     plan.phase = Phase::kBlocked;
     plan.message = "undo: the template " + record.from + " the update started from is not found";
     plan.requeueAfter = kBlockedPoll;
@@ -503,7 +498,8 @@ Plan Undo(const kube::Deployment& d, const Value& fromTemplate, const InProgress
   kube::PatchBuilder patch;
   patch.Annotation(keys::kUndoAnnotation, std::nullopt)
       .Annotation(keys::kInProgressAnnotation, SerializeInProgress(next));
-  patch.Template(MergeDiff(d.podTemplate(), desired, patch.allocator()));
+  patch.Template(
+      MergeDiff(d.podTemplate().json(), WithHashLabel(fromTemplate, ""), patch.allocator()));
   plan.actions.push_back(Write(WriteKind::kDeploymentPatch, d, patch.Take(),
                                "undo: template := " + record.from + " (was " + record.to + ")"));
   plan.actions.push_back(
@@ -820,7 +816,7 @@ Plan PlanRunning(Pass& run) {
   }
   if (std::optional<Plan> held = FindBase(run)) return *std::move(held);
 
-  json::Document baseTemplate = BaseTemplate(*run.base, run.owned, run.r);
+  const kube::PodTemplate baseTemplate = BaseTemplate(*run.base, run.owned, run.r);
   if (run.d.annotation(keys::kUndoAnnotation) == keys::kTrue) {
     return Undo(run.d, baseTemplate, run.r, run.s.now);
   }

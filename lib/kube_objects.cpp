@@ -222,6 +222,15 @@ Status CheckPodShape(const json::Value& pod, std::string_view name) {
                       {{"status", "containerStatuses"}, Kind::kObjectArray}});
 }
 
+Status CheckPodTemplateShape(const json::Value& podTemplate, std::string_view name) {
+  if (Status s = CheckMetadataShape(podTemplate, name); !s.ok()) return s;
+  return CheckFields(podTemplate, name,
+                     {{{"spec"}, Kind::kObject},
+                      {{"spec", "containers"}, Kind::kNamedArray},
+                      {{"spec", "initContainers"}, Kind::kNamedArray},
+                      {{"spec", "readinessGates"}, Kind::kObjectArray}});
+}
+
 // ---- the views ----
 
 namespace {
@@ -245,6 +254,27 @@ const json::Value& TemplateOf(const json::Value& workload) {
   static const json::Value kEmpty(rapidjson::kObjectType);
   const json::Value* t = json::Path(&workload, {"spec", "template"});
   return t != nullptr && t->IsObject() ? *t : kEmpty;
+}
+
+// The entry named `name` of the list at `path` of an object, as a `View`.
+template <class View>
+std::optional<View> NamedEntry(const json::Value& object,
+                               std::initializer_list<std::string_view> path,
+                               std::string_view name) {
+  const json::Value* e = json::FindNamed(json::Path(&object, path), "name", name);
+  if (e == nullptr) return std::nullopt;
+  return View(*e);
+}
+
+// Every entry of the list at `path` of an object, in order, as `View`s.
+template <class View>
+std::vector<View> Entries(const json::Value& object, std::initializer_list<std::string_view> path) {
+  std::vector<View> out;
+  const json::Value* list = json::Path(&object, path);
+  if (list == nullptr || !list->IsArray()) return out;
+  out.reserve(list->Size());
+  for (const auto& e : list->GetArray()) out.emplace_back(e);
+  return out;
 }
 
 int SpecReplicas(const json::Value& workload) {
@@ -292,6 +322,10 @@ const json::Value* ConditionOf(const json::Value& object, std::string_view type)
   return json::FindNamed(json::Path(&object, {"status", "conditions"}), "type", type);
 }
 
+StatusOr<ObjectView> ObjectView::From(const json::Value& object, std::string_view name) {
+  if (Status s = CheckMetadataShape(object, name); !s.ok()) return s;
+  return ObjectView(object);
+}
 std::string_view ObjectView::name() const {
   return json::StringOr(Meta(*object_), "name");
 }
@@ -316,6 +350,10 @@ std::optional<std::string_view> ObjectView::annotation(std::string_view key) con
 const json::Value* ObjectView::labels() const {
   const json::Value* l = json::Find(Meta(*object_), "labels");
   return l != nullptr && l->IsObject() ? l : nullptr;
+}
+const json::Value* ObjectView::annotations() const {
+  const json::Value* a = json::Find(Meta(*object_), "annotations");
+  return a != nullptr && a->IsObject() ? a : nullptr;
 }
 bool ObjectView::hasFinalizer(std::string_view finalizer) const {
   const json::Value* finalizers = json::Find(Meta(*object_), "finalizers");
@@ -343,8 +381,8 @@ int Deployment::replicas() const {
 bool Deployment::paused() const {
   return PausedOf(json());
 }
-const json::Value& Deployment::podTemplate() const {
-  return TemplateOf(json());
+PodTemplate Deployment::podTemplate() const {
+  return PodTemplate(TemplateOf(json()));
 }
 int Deployment::minReadySeconds() const {
   const long long n = IntAt(json::Path(&json(), {"spec", "minReadySeconds"}), 0);
@@ -394,10 +432,10 @@ StatusOr<ReplicaSet> ReplicaSet::From(const json::Value& object, std::string_vie
 int ReplicaSet::replicas() const {
   return SpecReplicas(json());
 }
-const json::Value& ReplicaSet::podTemplate() const {
-  return TemplateOf(json());
+PodTemplate ReplicaSet::podTemplate() const {
+  return PodTemplate(TemplateOf(json()));
 }
-int ReplicaSet::revision() const {
+int ObjectView::revision() const {
   std::string_view r = annotation("deployment.kubernetes.io/revision").value_or("");
   int n = 0;
   for (char c : r) {
@@ -475,36 +513,22 @@ bool Pod::conditionTrue(std::string_view type) const {
   return json::StringOr(condition(type), "status") == "True";
 }
 
-namespace {
-
-// The entry named `name` of the list at `path` of a pod, as a `View`.
-template <class View>
-std::optional<View> NamedEntry(const json::Value& pod, std::initializer_list<std::string_view> path,
-                               std::string_view name) {
-  const json::Value* e = json::FindNamed(json::Path(&pod, path), "name", name);
-  if (e == nullptr) return std::nullopt;
-  return View(*e);
-}
-
-// Every entry of the list at `path` of a pod, in order, as `View`s.
-template <class View>
-std::vector<View> Entries(const json::Value& pod, std::initializer_list<std::string_view> path) {
-  std::vector<View> out;
-  const json::Value* list = json::Path(&pod, path);
-  if (list == nullptr || !list->IsArray()) return out;
-  out.reserve(list->Size());
-  for (const auto& e : list->GetArray()) out.emplace_back(e);
-  return out;
-}
-
-}  // namespace
-
-std::optional<Container> Pod::container(std::string_view name) const {
+std::optional<Container> PodSpecView::container(std::string_view name) const {
   return NamedEntry<Container>(json(), {"spec", "containers"}, name);
 }
-std::vector<Container> Pod::containers() const {
+std::vector<Container> PodSpecView::containers() const {
   return Entries<Container>(json(), {"spec", "containers"});
 }
+bool PodSpecView::hasReadinessGate(std::string_view type) const {
+  return json::FindNamed(json::Path(&json(), {"spec", "readinessGates"}), "conditionType", type) !=
+         nullptr;
+}
+
+StatusOr<PodTemplate> PodTemplate::From(const json::Value& podTemplate, std::string_view name) {
+  if (Status s = CheckPodTemplateShape(podTemplate, name); !s.ok()) return s;
+  return PodTemplate(podTemplate);
+}
+
 std::optional<ContainerStatus> Pod::containerStatus(std::string_view name) const {
   return NamedEntry<ContainerStatus>(json(), {"status", "containerStatuses"}, name);
 }
@@ -521,10 +545,6 @@ std::optional<long long> Pod::observedGeneration() const {
 }
 std::string_view Pod::legacyResize() const {
   return json::StringOr(json::Find(&json(), "status"), "resize");
-}
-bool Pod::hasReadinessGate(std::string_view type) const {
-  return json::FindNamed(json::Path(&json(), {"spec", "readinessGates"}), "conditionType", type) !=
-         nullptr;
 }
 
 }  // namespace iw::kube

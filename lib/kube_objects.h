@@ -31,10 +31,17 @@ Status CheckReplicaSetShape(const json::Value& replicaSet, std::string_view name
 // CheckPodShape: metadata plus spec.containers, spec.readinessGates, status.phase,
 // status.conditions and status.containerStatuses.
 Status CheckPodShape(const json::Value& pod, std::string_view name);
+// CheckPodTemplateShape: a pod template on its own (a Deployment's or ReplicaSet's is checked with
+// it): metadata plus spec.containers, spec.initContainers and spec.readinessGates.
+Status CheckPodTemplateShape(const json::Value& podTemplate, std::string_view name);
 
 // What every object has: its metadata.
 class ObjectView {
  public:
+  // The view of any object's metadata, after CheckMetadataShape(object, name): what admission
+  // checks that read only labels and annotations take (of a pod, a Deployment or a template).
+  static StatusOr<ObjectView> From(const json::Value& object, std::string_view name = "object");
+
   const json::Value& json() const { return *object_; }
 
   std::string_view name() const;
@@ -46,14 +53,18 @@ class ObjectView {
   // A value of metadata.labels / metadata.annotations; nullopt when absent.
   std::optional<std::string_view> label(std::string_view key) const;
   std::optional<std::string_view> annotation(std::string_view key) const;
-  // metadata.labels (an object), or nullptr when absent.
+  // metadata.labels / metadata.annotations (an object), or nullptr when absent.
   const json::Value* labels() const;
+  const json::Value* annotations() const;
   // metadata.finalizers has `finalizer`.
   bool hasFinalizer(std::string_view finalizer) const;
   // The uid of the ownerReference with controller: true; empty when there is none.
   std::string_view controllerUid() const;
   // metadata.deletionTimestamp is set.
   bool deleting() const;
+  // The deployment.kubernetes.io/revision annotation (of a Deployment or ReplicaSet) as a number;
+  // 0 when absent or not one.
+  int revision() const;
 
  protected:
   explicit ObjectView(const json::Value& object) : object_(&object) {}
@@ -61,6 +72,8 @@ class ObjectView {
  private:
   const json::Value* object_;
 };
+
+class PodTemplate;
 
 class Deployment : public ObjectView {
  public:
@@ -71,8 +84,8 @@ class Deployment : public ObjectView {
   int replicas() const;
   // spec.paused; absent is false.
   bool paused() const;
-  // spec.template; an empty object when absent.
-  const json::Value& podTemplate() const;
+  // spec.template; an empty template when absent.
+  PodTemplate podTemplate() const;
   // spec.minReadySeconds; 0 when absent or negative.
   int minReadySeconds() const;
   // spec.progressDeadlineSeconds; nullopt when absent.
@@ -115,10 +128,8 @@ class ReplicaSet : public ObjectView {
 
   // spec.replicas; 1 when absent, never below 0.
   int replicas() const;
-  // spec.template; an empty object when absent.
-  const json::Value& podTemplate() const;
-  // The deployment.kubernetes.io/revision annotation as a number; 0 when absent or not one.
-  int revision() const;
+  // spec.template; an empty template when absent.
+  PodTemplate podTemplate() const;
 
  private:
   using ObjectView::ObjectView;
@@ -169,15 +180,39 @@ class ContainerStatus {
   const json::Value* s_;
 };
 
-class Pod : public ObjectView {
+// What a pod and a pod template share: metadata, and a pod spec's containers and readiness gates.
+class PodSpecView : public ObjectView {
+ public:
+  // spec.containers[name == `name`]; nullopt when there is no such container.
+  std::optional<Container> container(std::string_view name) const;
+  // spec.containers, in order.
+  std::vector<Container> containers() const;
+  // spec.readinessGates has an entry with conditionType `type`.
+  bool hasReadinessGate(std::string_view type) const;
+
+ protected:
+  using ObjectView::ObjectView;
+};
+
+// A pod template: spec.template of a Deployment or ReplicaSet (their podTemplate(), whose shape
+// their From checked), or one on its own through From. Its name, uid, ... read empty.
+class PodTemplate : public PodSpecView {
+ public:
+  // The view of `podTemplate`, after CheckPodTemplateShape(podTemplate, name).
+  static StatusOr<PodTemplate> From(const json::Value& podTemplate,
+                                    std::string_view name = "template");
+
+ private:
+  friend class Deployment;
+  friend class ReplicaSet;
+  using PodSpecView::PodSpecView;
+};
+
+class Pod : public PodSpecView {
  public:
   // The view of `object`, after CheckPodShape(object, name).
   static StatusOr<Pod> From(const json::Value& object, std::string_view name = "object");
 
-  // spec.containers[name == `name`]; nullopt when the pod has no such container.
-  std::optional<Container> container(std::string_view name) const;
-  // spec.containers, in order.
-  std::vector<Container> containers() const;
   // status.containerStatuses[name == `name`]; nullopt before the kubelet reports it.
   std::optional<ContainerStatus> containerStatus(std::string_view name) const;
   // status.containerStatuses, in order.
@@ -188,8 +223,6 @@ class Pod : public ObjectView {
   std::optional<long long> observedGeneration() const;
   // The deprecated status.resize (kubelets before 1.33); empty when absent.
   std::string_view legacyResize() const;
-  // spec.readinessGates has an entry with conditionType `type`.
-  bool hasReadinessGate(std::string_view type) const;
 
   // status.phase; empty when absent.
   std::string_view phase() const;
@@ -201,7 +234,7 @@ class Pod : public ObjectView {
   bool conditionTrue(std::string_view type) const;
 
  private:
-  using ObjectView::ObjectView;
+  using PodSpecView::PodSpecView;
 };
 
 // A string of metadata of any object (name, namespace, uid, resourceVersion, continue of a list,

@@ -1,6 +1,5 @@
 #include "plugin/explain.h"
 
-#include <charconv>
 #include <climits>
 #include <cstdint>
 
@@ -17,7 +16,8 @@ using json::Value;
 // The Deployment as a user's write would carry it, with `podTemplate` (if given) as its template
 // and none of the update's bookkeeping or commands; `caughtUp` sets the status the controller
 // leaves after a finished rollout (the start of an update asks for it).
-json::Document AsWritten(const Value& deployment, const Value* podTemplate, bool caughtUp) {
+json::Document AsWritten(const Value& deployment, const kube::PodTemplate* podTemplate,
+                         bool caughtUp) {
   json::Document out;
   out.CopyFrom(deployment, out.GetAllocator());
   auto& a = out.GetAllocator();
@@ -29,7 +29,7 @@ json::Document AsWritten(const Value& deployment, const Value* podTemplate, bool
   }
   Value& spec = json::EnsureObject(out, "spec", a);
   if (podTemplate != nullptr) {
-    json::Set(spec, "template", *podTemplate, a);
+    json::Set(spec, "template", podTemplate->json(), a);
     if (Value* labels = json::FindMutable(
             json::FindMutable(json::FindMutable(&spec, "template"), "metadata"), "labels")) {
       json::Remove(*labels, keys::kPodTemplateHashLabel);
@@ -54,13 +54,6 @@ json::Document AsWritten(const Value& deployment, const Value* podTemplate, bool
   return out;
 }
 
-int RevisionOf(const Value& object) {
-  std::optional<std::string_view> r = kube::AnnotationOf(object, keys::kRevisionAnnotation);
-  int revision = 0;
-  if (!r || std::from_chars(r->data(), r->data() + r->size(), revision).ec != std::errc()) return 0;
-  return revision;
-}
-
 }  // namespace
 
 StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& replicaSets,
@@ -69,35 +62,36 @@ StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& 
   if (!dv.ok()) return dv.status();
   Explanation e;
   e.name = dv->name();
-  if (!deployment::IsOptedIn(deployment)) {
+  if (!deployment::IsOptedIn(*dv)) {
     e.kind = Explanation::Kind::kNotOptedIn;
     return e;
   }
-  const int current = RevisionOf(deployment);
+  const int current = dv->revision();
   const std::string currentHash = TemplateHash(dv->podTemplate());
   std::optional<InProgress> record =
       ParseInProgressOrNone(dv->annotation(keys::kInProgressAnnotation));
-  const Value* earlier = nullptr;
+  std::optional<kube::PodTemplate> earlier;
   int earlierRevision = -1;
   const Value* items = json::Find(&replicaSets, "items");
   if (items != nullptr && items->IsArray()) {
-    for (const Value& rs : items->GetArray()) {
-      const Value* t = json::Path(&rs, {"spec", "template"});
-      if (t == nullptr || kube::ControllerNameOf(rs, "Deployment") != dv->name()) continue;
-      const int rev = RevisionOf(rs);
+    for (const Value& item : items->GetArray()) {
+      if (kube::ControllerNameOf(item, "Deployment") != dv->name()) continue;
+      StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(item, "replicaSet");
+      if (!rs.ok()) return rs.status();
+      const int rev = rs->revision();
       if (record) {
-        if (TemplateHash(*t) == record->from && rev > earlierRevision) {
-          earlier = t;
+        if (TemplateHash(rs->podTemplate()) == record->from && rev > earlierRevision) {
+          earlier = rs->podTemplate();
           earlierRevision = rev;
         }
       } else if (rev < current && rev > earlierRevision) {
-        earlier = t;
+        earlier = rs->podTemplate();
         earlierRevision = rev;
       }
     }
   }
   e.to = "revision " + std::to_string(current) + " (current, template " + currentHash + ")";
-  if (earlier == nullptr) {
+  if (!earlier) {
     e.kind = Explanation::Kind::kNoHistory;
     return e;
   }
@@ -105,7 +99,7 @@ StatusOr<Explanation> Explain(const json::Value& deployment, const json::Value& 
                   : "revision " + std::to_string(earlierRevision) + " (template " +
                         TemplateHash(*earlier) + ")";
 
-  json::Document oldD = AsWritten(deployment, earlier, true);
+  json::Document oldD = AsWritten(deployment, &*earlier, true);
   json::Document newD = AsWritten(deployment, nullptr, false);
   const deployment::Facts facts{std::chrono::system_clock::now(), /*loopAlive=*/true, resize};
   StatusOr<kube::Deployment> oldView = kube::Deployment::From(oldD, "deployment");

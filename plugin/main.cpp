@@ -55,12 +55,17 @@ Status ReadJson(const std::vector<std::string>& args, json::Document& out) {
   return last;
 }
 
+// What the commands read; `view` is the Deployment's, into `deployment` (a Snapshot is not moved).
 struct Snapshot {
   json::Document deployment, pods, replicaSets;
+  std::optional<kube::Deployment> view;
 };
 
 Status Read(const Invocation& inv, Snapshot& s, bool withPods) {
   if (Status st = ReadJson(GetDeployment(inv), s.deployment); !st.ok()) return st;
+  StatusOr<kube::Deployment> view = kube::Deployment::From(s.deployment, "deployment");
+  if (!view.ok()) return view.status();
+  s.view = *view;
   s.pods.SetObject();
   s.replicaSets.SetObject();
   if (!withPods) return Status::Ok();
@@ -167,8 +172,7 @@ int WithRunningUpdate(const Invocation& inv, const char* nothingTo,
                       std::optional<InProgress>& record) {
   Snapshot s;
   if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
-  std::optional<std::string_view> text =
-      kube::AnnotationOf(s.deployment, keys::kInProgressAnnotation);
+  std::optional<std::string_view> text = s.view->annotation(keys::kInProgressAnnotation);
   record = ParseInProgressOrNone(text);
   if (!text) {
     std::cerr << "error: no in-place update runs on deploy/" << inv.name << ": nothing to "
@@ -205,8 +209,7 @@ int Command(const Invocation& inv) {
   if (inv.command == "undo") {
     Snapshot s;
     if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
-    if (!kube::AnnotationOf(s.deployment, keys::kInProgressAnnotation))
-      return Pass(RolloutUndo(inv));
+    if (!s.view->annotation(keys::kInProgressAnnotation)) return Pass(RolloutUndo(inv));
     if (inv.toRevision) {
       std::cerr << "error: an in-place update runs on deploy/" << inv.name
                 << ": undo moves its pods back to the template they started from; "

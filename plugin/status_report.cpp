@@ -80,7 +80,7 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   StatusReport r;
   r.ns = d.ns();
   r.name = d.name();
-  r.optedIn = deployment::IsOptedIn(deploymentJson);
+  r.optedIn = deployment::IsOptedIn(d);
   r.abortRequested = d.annotation(keys::kAbortAnnotation) == keys::kTrue;
   r.undoRequested = d.annotation(keys::kUndoAnnotation) == keys::kTrue;
   if (std::optional<std::string_view> text = d.annotation(keys::kInProgressAnnotation)) {
@@ -107,11 +107,12 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   std::optional<pod_update::Target> target;
   if (r.record) {
     if (const Value* rss = Items(replicaSets)) {
-      for (const Value& rs : rss->GetArray()) {
-        const Value* t = json::Path(&rs, {"spec", "template"});
-        if (t == nullptr || TemplateHash(*t) != r.record->from) continue;
-        StatusOr<pod_update::Target> made =
-            pod_update::MakeTarget(*t, d.podTemplate(), s.policy, r.record->from, r.record->to);
+      for (const Value& item : rss->GetArray()) {
+        StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(item, "replicaSet");
+        if (!rs.ok()) return rs.status();
+        if (TemplateHash(rs->podTemplate()) != r.record->from) continue;
+        StatusOr<pod_update::Target> made = pod_update::MakeTarget(
+            rs->podTemplate(), d.podTemplate(), s.policy, r.record->from, r.record->to);
         if (made.ok()) target = *std::move(made);
         break;
       }

@@ -14,8 +14,12 @@ using json::Value;
 
 constexpr std::string_view kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
 
+// A template (or object) from a watch event, not shape-checked yet: opted in when its metadata
+// reads so; a malformed one is not (the fresh read reports it).
 bool OptedIn(const Value* templ) {
-  return templ != nullptr && deployment::IsOptedIn(*templ);
+  if (templ == nullptr) return false;
+  StatusOr<kube::ObjectView> view = kube::ObjectView::From(*templ, "template");
+  return view.ok() && deployment::IsOptedIn(*view);
 }
 
 // A copy of `full` without managedFields and the last-applied annotation.
@@ -183,7 +187,7 @@ bool PodsCacheable(const json::Value& deployment,
     StatusOr<kube::ReplicaSet> rs = kube::ReplicaSet::From(*raw, "replicaSet");
     if (!rs.ok()) return false;  // the fresh read reports it
     if (rs->replicas() == 0) continue;
-    if (!OptedIn(&rs->podTemplate())) return false;
+    if (!deployment::IsOptedIn(rs->podTemplate())) return false;
     active = true;
   }
   return active;

@@ -171,8 +171,10 @@ void LoopRuntime::RecordPodEvent(std::string_view reason, const std::string& mes
   json::Value& meta = json::EnsureObject(involved, "metadata", a);
   json::SetString(meta, "name", pod, a);
   json::SetString(meta, "namespace", eventNamespace_, a);
+  StatusOr<kube::ObjectView> view = kube::ObjectView::From(involved, "pod");
+  if (!view.ok()) return;  // built just above: cannot happen
   json::Document event =
-      rollout::MakeEvent(involved, "v1", "Pod", "Warning", reason, message, rollout::Clock::now(),
+      rollout::MakeEvent(*view, "v1", "Pod", "Warning", reason, message, rollout::Clock::now(),
                          rollout::DedupEventName(pod, reason));
   json::SetString(event, "reportingInstance", identity_, event.GetAllocator());
   kube::DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(10));

@@ -85,7 +85,7 @@ std::string SetAnnotation(std::string_view key, std::string_view value) {
 constexpr std::string_view kInProgressKey = "inplace-webhook.io/in-progress";
 
 std::string HashOf(const json::Value& d) {
-  return TemplateHash(*json::Path(&d, {"spec", "template"}));
+  return TemplateHash(test::AsTemplate(*json::Path(&d, {"spec", "template"})));
 }
 
 // The stored object of a running in-place update from kDeployment to its image 1.27.
@@ -187,16 +187,17 @@ TEST_CASE(
   // then hashlib.sha256(...).hexdigest()[:10].
   json::Document t = Parse(R"({"spec":{"containers":[{"name":"app","image":"nginx:1.25"}]},
                                "metadata":{"labels":{"pod-template-hash":"5d4f8c7b9","app":"web"}}})");
-  CHECK(TemplateHash(t) == "4d21772ec1");
+  CHECK(TemplateHash(test::AsTemplate(t)) == "4d21772ec1");
   json::Document reordered = Parse(R"({"metadata":{"labels":{"app":"web"}},
                                        "spec":{"containers":[{"image":"nginx:1.25","name":"app"}]}})");
-  CHECK(TemplateHash(reordered) == "4d21772ec1");
+  CHECK(TemplateHash(test::AsTemplate(reordered)) == "4d21772ec1");
   json::Document other = Parse(R"({"metadata":{"labels":{"app":"web"}},
                                    "spec":{"containers":[{"image":"nginx:1.27","name":"app"}]}})");
-  CHECK(TemplateHash(other) != "4d21772ec1");
+  CHECK(TemplateHash(test::AsTemplate(other)) != "4d21772ec1");
   // Only the hash label present: the same as no labels at all.
-  CHECK(TemplateHash(Parse(R"({"metadata":{"labels":{"pod-template-hash":"x"}}})")) ==
-        TemplateHash(Parse(R"({"metadata":{}})")));
+  CHECK(TemplateHash(
+            test::AsTemplate(Parse(R"({"metadata":{"labels":{"pod-template-hash":"x"}}})"))) ==
+        TemplateHash(test::AsTemplate(Parse(R"({"metadata":{}})"))));
 }
 
 // ---- Deployment facts ----

@@ -14,6 +14,7 @@
 #include "lib/json.h"
 #include "lib/json_patch.h"
 #include "lib/quantity.h"
+#include "tests/unit/eligibility_fixtures.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -133,13 +134,13 @@ std::string PlanMismatch(const json::Value& oldT, const json::Value& newT, const
   const json::Value& newCs = newT["spec"]["containers"];
   for (rapidjson::SizeType i = 0; i < newCs.Size(); ++i) {
     const std::string name(json::StringOr(&newCs[i], "name"));
-    Plan::Resources pod = Defaulted(eligibility::ResourcesOf(oldCs[i]));
+    Plan::Resources pod = Defaulted(eligibility::ResourcesOf(kube::Container(oldCs[i])));
     if (auto it = plan.resources.find(name); it != plan.resources.end()) {
       for (const auto& [resource, q] : it->second.requests) pod.requests[resource] = q;
       for (const auto& [resource, q] : it->second.limits) pod.limits[resource] = q;
       pod = Defaulted(pod);
     }
-    const Plan::Resources fresh = Defaulted(eligibility::ResourcesOf(newCs[i]));
+    const Plan::Resources fresh = Defaulted(eligibility::ResourcesOf(kube::Container(newCs[i])));
     if (!SameLists(pod.requests, fresh.requests) || !SameLists(pod.limits, fresh.limits)) {
       return name + ": the pod would have requests" + Join(pod.requests) + " limits" +
              Join(pod.limits) + ", a new pod requests" + Join(fresh.requests) + " limits" +
@@ -166,7 +167,7 @@ void RunTable(const std::vector<Row>& rows) {
     CAPTURE(name);
     json::Document oldT = Patch(kTemplate, row.both);
     json::Document newT = Patch(json::Serialize(oldT), row.change);
-    eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, policy, row.support);
+    eligibility::Result r = test::CompareJson(&oldT, &newT, policy, row.support);
     CHECK(Outcome(r) == std::string(row.expected));
     if (r.verdict == Verdict::kNotEligible) {
       const std::string reason = r.reason;
@@ -435,7 +436,7 @@ TEST_CASE("A limit without a request is resized with its defaulted request") {
     json::Document newT = Patch(
         json::Serialize(oldT),
         R"([{"op":"replace","path":"/spec/containers/0/resources/limits/cpu","value":"300m"}])");
-    eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, policy, kAll);
+    eligibility::Result r = test::CompareJson(&oldT, &newT, policy, kAll);
     const std::string outcome = Outcome(r);
     CAPTURE(outcome);
     if (r.verdict == Verdict::kEligible) CHECK(PlanMismatch(oldT, newT, r.plan) == "");

@@ -7,6 +7,7 @@
 #include "hooks/eligibility.h"
 #include "lib/json.h"
 #include "lib/json_patch.h"
+#include "tests/unit/eligibility_fixtures.h"
 #include "tests/unit/test_json.h"
 
 using namespace iw;
@@ -98,7 +99,7 @@ void RunTable(const std::vector<Row>& rows, const lifecycle::Policy& policy) {
     CAPTURE(name);
     json::Document oldT = Patch(kTemplate, row.both);
     json::Document newT = Patch(json::Serialize(oldT), row.change);
-    eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, policy);
+    eligibility::Result r = test::CompareJson(&oldT, &newT, policy);
     CHECK(Outcome(r) == std::string(row.expected));
     if (r.verdict == Verdict::kNotEligible) CHECK_FALSE(r.reason.empty());
   }
@@ -253,12 +254,12 @@ TEST_CASE("restartedAt is never eligible, even when the allow-list matches every
   json::Document newT = Patch(
       kTemplate,
       R"([{"op":"add","path":"/metadata/annotations/kubectl.kubernetes.io~1restartedAt","value":"now"}])");
-  eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, PolicyOf({"*"}));
+  eligibility::Result r = test::CompareJson(&oldT, &newT, PolicyOf({"*"}));
   CHECK(r.verdict == Verdict::kNotEligible);
   CHECK(r.reason.find("rollout restart") != std::string::npos);
   json::Document other = Patch(
       kTemplate, R"([{"op":"add","path":"/metadata/annotations/anything.io~1x","value":"y"}])");
-  CHECK(Outcome(eligibility::CompareTemplates(&oldT, &other, PolicyOf({"*"}))) ==
+  CHECK(Outcome(test::CompareJson(&oldT, &other, PolicyOf({"*"}))) ==
         "eligible: annotation anything.io/x=y");
 }
 
@@ -326,8 +327,9 @@ TEST_CASE("OpenKruise TestCalculateInPlaceUpdateSpec, env-from-metadata off") {
        "same as Kruise's labels part: {k1: v1, k2: null}"},
       {"#6 malformed templates", R"({"spec":{"name":"x","containers":[{"image":"foo1"}]}})",
        R"({"spec":{"containers":[{"name":"c1","image":"foo2","env":["k"]}]}})",
-       "not eligible: spec.template.spec.containers[0].name",
-       "same as Kruise (nil): an unnamed container cannot be matched"},
+       "refused: template.spec.containers[0].name must be a string",
+       "same as Kruise (nil): an unnamed container cannot be matched; the template view refuses "
+       "it before any comparison (a Deployment's shape check does the same)"},
   };
   lifecycle::Policy none;
   for (const KruiseRow& row : rows) {
@@ -337,7 +339,13 @@ TEST_CASE("OpenKruise TestCalculateInPlaceUpdateSpec, env-from-metadata off") {
     json::Document newT = Parse(row.newT);
     json::Document oldT;
     if (row.oldT != nullptr) oldT = Parse(row.oldT);
-    eligibility::Result r = eligibility::CompareTemplates(row.oldT ? &oldT : nullptr, &newT, none);
+    if (std::string_view(row.expected).starts_with("refused: ")) {
+      StatusOr<kube::PodTemplate> view = kube::PodTemplate::From(oldT);
+      REQUIRE(!view.ok());
+      CHECK("refused: " + view.status().message() == row.expected);
+      continue;
+    }
+    eligibility::Result r = test::CompareJson(row.oldT ? &oldT : nullptr, &newT, none);
     CHECK(Outcome(r) == std::string(row.expected));
   }
 }
@@ -400,7 +408,7 @@ TEST_CASE("OpenKruise TestDefaultCalculateInPlaceUpdateSpec, vertical scaling of
     CAPTURE(kruiseCase);
     json::Document newT =
         Parse(VerticalTemplate(row.n, row.image, row.cpu, row.memory, row.pullPolicy));
-    CHECK(Outcome(eligibility::CompareTemplates(&oldT, &newT, none)) == std::string(row.expected));
+    CHECK(Outcome(test::CompareJson(&oldT, &newT, none)) == std::string(row.expected));
   }
 }
 
@@ -479,7 +487,7 @@ TEST_CASE("what the pod API refuses to change is never eligible, whatever the al
       CAPTURE(name);
       json::Document oldT = Patch(kTemplate, row.both);
       json::Document newT = Patch(json::Serialize(oldT), row.change);
-      eligibility::Result r = eligibility::CompareTemplates(&oldT, &newT, policy);
+      eligibility::Result r = test::CompareJson(&oldT, &newT, policy);
       CHECK(Outcome(r) == "not eligible: " + std::string(row.path));
       CHECK(r.podApiRefuses == row.podApiRefuses);
       CHECK_FALSE(r.reason.empty());
@@ -491,7 +499,7 @@ TEST_CASE("what the pod API refuses to change is never eligible, whatever the al
   json::Document newT = Patch(kTemplate, R"([
       {"op":"add","path":"/metadata/annotations/seccomp.security.alpha.kubernetes.io~1pod","value":"runtime/default"},
       {"op":"replace","path":"/spec/containers/0/image","value":"nginx:1.27"}])");
-  CHECK(Outcome(eligibility::CompareTemplates(&oldT, &newT, PolicyOf({"*"}))) ==
+  CHECK(Outcome(test::CompareJson(&oldT, &newT, PolicyOf({"*"}))) ==
         "eligible: image app=nginx:1.27; annotation "
         "seccomp.security.alpha.kubernetes.io/pod=runtime/default");
 }

@@ -644,9 +644,10 @@ void KubeletSync(FakeApi& api, std::string_view ns,
 bool ControllerSync(FakeApi& api, std::string_view ns, std::string_view deployment) {
   const std::string dPath = kube::DeploymentPath(ns, deployment);
   json::Document d = api.Object(dPath);
-  if (!d.IsObject()) return true;
+  StatusOr<kube::Deployment> dv = kube::Deployment::From(d);
+  if (!dv.ok()) return true;
   const std::string uid(Meta(d, "uid"));
-  const std::string dHash = TemplateHash(*json::Path(&d, {"spec", "template"}));
+  const std::string dHash = TemplateHash(dv->podTemplate());
   std::vector<json::Document> owned;
   for (const std::string& p : api.Paths(kube::ReplicaSetsPath(ns))) {
     json::Document rs = api.Object(p);
@@ -661,7 +662,8 @@ bool ControllerSync(FakeApi& api, std::string_view ns, std::string_view deployme
   });
   const json::Document* newRs = nullptr;
   for (const auto& rs : owned) {
-    if (TemplateHash(*json::Path(&rs, {"spec", "template"})) == dHash) {
+    StatusOr<kube::ReplicaSet> view = kube::ReplicaSet::From(rs);
+    if (view.ok() && TemplateHash(view->podTemplate()) == dHash) {
       newRs = &rs;
       break;
     }

@@ -39,6 +39,56 @@ TEST_CASE("a view exists only for an object of Kubernetes' shape") {
         "p.status.phase must be a string, got number");
 }
 
+TEST_CASE("a pod template: the workload's spec.template, or one on its own through its check") {
+  json::Document d = Parse(R"({"metadata":{"annotations":{"deployment.kubernetes.io/revision":"3"}},
+    "spec":{"template":{"metadata":{"labels":{"app":"web"},"annotations":{"a":"1"}},
+    "spec":{"containers":[{"name":"app","image":"nginx:1.25"},{"name":"log","image":"busybox"}],
+            "readinessGates":[{"conditionType":"inplace-webhook.io/ready"}]}}}})");
+  const kube::Deployment deployment = test::AsDeployment(d);
+  CHECK(deployment.revision() == 3);
+  const kube::PodTemplate t = deployment.podTemplate();
+  CHECK(&t.json() == json::Path(&d, {"spec", "template"}));  // a view, not a copy
+  CHECK(t.label("app") == "web");
+  CHECK(t.annotation("a") == "1");
+  CHECK(t.annotations() != nullptr);
+  CHECK(t.name().empty());
+  REQUIRE(t.containers().size() == 2);
+  CHECK(t.containers()[1].image() == "busybox");
+  CHECK(t.container("app")->image() == "nginx:1.25");
+  CHECK_FALSE(t.container("none").has_value());
+  CHECK(t.hasReadinessGate("inplace-webhook.io/ready"));
+  CHECK_FALSE(t.hasReadinessGate("other"));
+  // Absent: an empty template, the same for a ReplicaSet.
+  json::Document bare = Parse(R"({"metadata":{"name":"rs"}})");
+  CHECK(test::AsReplicaSet(bare).podTemplate().containers().empty());
+  CHECK(test::AsReplicaSet(bare).podTemplate().labels() == nullptr);
+  // On its own, through its shape check.
+  CHECK(kube::PodTemplate::From(*json::Path(&d, {"spec", "template"})).ok());
+  struct Row {
+    const char* tmpl;
+    const char* message;
+  };
+  for (const Row& r : {
+           Row{R"({"spec":{"containers":[{"image":"x"}]}})",
+               "t.spec.containers[0].name must be a string"},
+           Row{R"({"spec":{"initContainers":{}}})",
+               "t.spec.initContainers must be an array of containers, got object"},
+           Row{R"({"spec":{"readinessGates":["x"]}})",
+               "t.spec.readinessGates[0] must be an object, got string"},
+           Row{R"({"metadata":{"annotations":{"a":true}}})",
+               "t.metadata.annotations[\"a\"] must be a string, got boolean"},
+       }) {
+    CAPTURE(r.tmpl);
+    CHECK(kube::PodTemplate::From(Parse(r.tmpl), "t").status().message() == r.message);
+  }
+  // Any object's metadata alone.
+  CHECK(
+      kube::ObjectView::From(Parse(R"({"metadata":{"labels":{"a":"b"}},"spec":3})"))->label("a") ==
+      "b");
+  CHECK(kube::ObjectView::From(Parse(R"({"metadata":{"labels":[]}})"), "o").status().message() ==
+        "o.metadata.labels must be an object of string values, got array");
+}
+
 TEST_CASE("replicas: absent is the API default 1, never below 0") {
   struct Row {
     const char* spec;

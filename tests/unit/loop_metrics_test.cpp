@@ -127,8 +127,8 @@ TEST_CASE("pod steps say which wait they end and for how long, from the state-ti
   auto p = lifecycle::ParsePolicy(R"({"gracePeriodSeconds":0})");
   REQUIRE_MESSAGE(p.ok(), p.status().message());
   settings.policy = *p;
-  auto made =
-      pod_update::MakeTarget(Parse(base), Parse(target), settings.policy, Hash(base), Hash(target));
+  auto made = pod_update::MakeTarget(test::AsTemplate(Parse(base)), test::AsTemplate(Parse(target)),
+                                     settings.policy, Hash(base), Hash(target));
   REQUIRE_MESSAGE(made.ok(), made.status().message());
   const pod_update::Rules rules = pod_update::MakeRules(settings);
   using Wait = pod_update::Step::Wait;

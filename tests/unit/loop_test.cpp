@@ -125,10 +125,10 @@ struct Cluster {
     // template the pods left.
     CHECK(api.Paths(kube::ReplicaSetsPath(kNs)).size() == 2);
     json::Document history = api.Object(kube::ReplicaSetPath(kNs, "web-" + record.from));
-    CHECK(TemplateHash(history["spec"]["template"]) == record.from);
+    CHECK(TemplateHash(test::AsTemplate(history["spec"]["template"])) == record.from);
     CHECK(history["spec"]["replicas"].GetInt() == 0);
     json::Document rs = api.Object(kube::ReplicaSetPath(kNs, "web-h1"));
-    CHECK(TemplateHash(rs["spec"]["template"]) == record.to);
+    CHECK(TemplateHash(test::AsTemplate(rs["spec"]["template"])) == record.to);
     CHECK(Label(rs["spec"]["template"], keys::kPodTemplateHashLabel) == "h1");
     CHECK(api.Paths(kube::PodsPath(kNs)).size() == podNames.size());
     for (const auto& name : podNames) {

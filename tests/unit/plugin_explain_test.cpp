@@ -85,7 +85,7 @@ TEST_CASE("plugin explain: not opted in, no history, no change") {
 
 TEST_CASE("plugin explain: while an update runs, the change is from where it started") {
   json::Document rs1 = Parse(Rs("web-1", 1, "v1", "1"));
-  const std::string from = TemplateHash(rs1["spec"]["template"]);
+  const std::string from = TemplateHash(test::AsTemplate(rs1["spec"]["template"]));
   json::Document d = Parse(Deployment("v2", "1"));
   json::Value record;
   const std::string text =

@@ -24,7 +24,7 @@ std::string Template(const std::string& image) {
 
 std::string Hash(const std::string& image) {
   json::Document t = Parse(Template(image));
-  return TemplateHash(t);
+  return TemplateHash(test::AsTemplate(t));
 }
 
 // The in-progress record of an update from -> to, started at 09:59:00.

@@ -50,7 +50,9 @@ struct ResizeEnv {
         Template({{"app", "web"}, {"version", "v2"}},
                  {{"app", imageToo ? "nginx:1.27" : "nginx:1.25"}, {"sidecar", "busybox:1.36"}}),
         "app", kLarge);
-    auto made = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
+    auto made =
+        pod_update::MakeTarget(test::AsTemplate(Parse(base)), test::AsTemplate(Parse(target)), {},
+                               Hash(base), Hash(target));
     REQUIRE_MESSAGE(made.ok(), made.status().message());
     t = *made;
     rules = pod_update::MakeRules({});
@@ -423,7 +425,8 @@ TEST_CASE("a pod waits on its kubelet for a resize until the kubelet reports it 
   SUBCASE("an update without a resources change never waits on one") {
     const std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
     const std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.27"}});
-    auto t = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
+    auto t = pod_update::MakeTarget(test::AsTemplate(Parse(base)), test::AsTemplate(Parse(target)),
+                                    {}, Hash(base), Hash(target));
     REQUIRE(t.ok());
     CHECK_FALSE(pod_update::ResizePending(*t, AsPod(Pod("web-b", "uid-rs", base))));
   }

@@ -49,8 +49,9 @@ struct Env {
     auto p = lifecycle::ParsePolicy(policyJson);
     REQUIRE_MESSAGE(p.ok(), p.status().message());
     settings.policy = *p;
-    auto made = pod_update::MakeTarget(Parse(base), Parse(target), settings.policy, Hash(base),
-                                       Hash(target));
+    auto made =
+        pod_update::MakeTarget(test::AsTemplate(Parse(base)), test::AsTemplate(Parse(target)),
+                               settings.policy, Hash(base), Hash(target));
     REQUIRE_MESSAGE(made.ok(), made.status().message());
     t = *made;
     rules = pod_update::MakeRules(settings);
@@ -126,7 +127,8 @@ TEST_CASE("the pod write carries only the template difference") {
     Env hooked(false);
     std::string base = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.25"}});
     std::string target = Template({{"app", "web"}, {"lb", "on"}}, {{"app", "nginx:1.27"}});
-    auto t = pod_update::MakeTarget(Parse(base), Parse(target), {}, Hash(base), Hash(target));
+    auto t = pod_update::MakeTarget(test::AsTemplate(Parse(base)), test::AsTemplate(Parse(target)),
+                                    {}, Hash(base), Hash(target));
     REQUIRE(t.ok());
     json::Document p = Pod("web-b", "uid-rs", base);
     SetLabel(p, "lb", std::nullopt);  // released by the LB controller
@@ -147,7 +149,9 @@ TEST_CASE("the pod write carries only the template difference") {
 TEST_CASE("MakeTarget refuses a difference that is not in-place eligible") {
   std::string base = Template({{"app", "web"}}, {{"app", "nginx:1.25"}});
   std::string target = Template({{"app", "web"}}, {{"app", "nginx:1.25"}, {"extra", "x:1"}});
-  const Status st = pod_update::MakeTarget(Parse(base), Parse(target), {}, "a", "b").status();
+  const Status st = pod_update::MakeTarget(test::AsTemplate(Parse(base)),
+                                           test::AsTemplate(Parse(target)), {}, "a", "b")
+                        .status();
   CHECK_FALSE(st.ok());
   CHECK(st.message().find("cannot be applied in place") != std::string::npos);
 }
@@ -813,8 +817,9 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
   std::string t3 =
       Template({{"app", "web"}, {"version", "v1"}, {"new", "x"}},
                {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
-  auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
-                                        Hash(env.base), Hash(t3));
+  auto target3 =
+      pod_update::MakeTarget(test::AsTemplate(Parse(env.base)), test::AsTemplate(Parse(t3)),
+                             env.settings.policy, Hash(env.base), Hash(t3));
   REQUIRE(target3.ok());
   CHECK_FALSE(pod_update::AtTarget(*target3, AsPod(pod)));
 
@@ -831,8 +836,9 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
 
   SUBCASE("a re-target that asks nothing more only re-stamps the revision") {
     std::string t4 = t3;
-    auto target4 = pod_update::MakeTarget(Parse(env.base), Parse(t4), env.settings.policy,
-                                          Hash(env.base), "t4hash");
+    auto target4 =
+        pod_update::MakeTarget(test::AsTemplate(Parse(env.base)), test::AsTemplate(Parse(t4)),
+                               env.settings.policy, Hash(env.base), "t4hash");
     REQUIRE(target4.ok());
     pod_update::Step r =
         pod_update::Decide(*target4, env.rules, AsPod(pod), false, T0() + seconds(4));
@@ -844,8 +850,9 @@ TEST_CASE("re-target: a pod mid-update goes through again to the newest template
   SUBCASE("a pod in PreparingUpdate re-targeted back to its own template is released") {
     json::Document waiting = env.NewPod("web-w");
     Enter(waiting, keys::kStatePreparingUpdate, T0());
-    auto back = pod_update::MakeTarget(Parse(env.base), Parse(env.base), env.settings.policy,
-                                       Hash(env.base), Hash(env.base));
+    auto back =
+        pod_update::MakeTarget(test::AsTemplate(Parse(env.base)), test::AsTemplate(Parse(env.base)),
+                               env.settings.policy, Hash(env.base), Hash(env.base));
     REQUIRE(back.ok());
     pod_update::Step b = pod_update::Decide(*back, env.rules, AsPod(waiting), false, T0());
     ApplyStep(waiting, b);
@@ -866,8 +873,9 @@ TEST_CASE("a pod in Updated targeted by a newer template waits in the pre-update
   std::string t3 =
       Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
                {{"app", "nginx:1.27"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
-  auto target3 = pod_update::MakeTarget(Parse(env.base), Parse(t3), env.settings.policy,
-                                        Hash(env.base), Hash(t3));
+  auto target3 =
+      pod_update::MakeTarget(test::AsTemplate(Parse(env.base)), test::AsTemplate(Parse(t3)),
+                             env.settings.policy, Hash(env.base), Hash(t3));
   REQUIRE(target3.ok());
   SetLabel(pod, "lb", "on");  // re-registered meanwhile: the pre-update hook holds it again
   ApplyStep(pod, pod_update::Decide(*target3, env.rules, AsPod(pod), false, T0() + seconds(1)));
@@ -1239,8 +1247,9 @@ TEST_CASE(
     std::string next =
         Template({{"app", "web"}, {"version", "v3"}, {"new", "x"}},
                  {{"app", "nginx:1.28"}, {"sidecar", "busybox:1.36"}}, {{"config/hash", "b"}});
-    auto t3 = pod_update::MakeTarget(Parse(env.base), Parse(next), env.settings.policy, env.t.from,
-                                     Hash(next));
+    auto t3 =
+        pod_update::MakeTarget(test::AsTemplate(Parse(env.base)), test::AsTemplate(Parse(next)),
+                               env.settings.policy, env.t.from, Hash(next));
     REQUIRE(t3.ok());
     CHECK(pod_update::ComputeChanges(*t3, AsPod(pod)).images.at("app") == "nginx:1.28");
     pod_update::Step s = pod_update::Decide(*t3, env.rules, AsPod(pod), false, T0() + seconds(2));
@@ -1342,7 +1351,8 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
     CHECK(pod_update::StateOf(AsPod(pod)) == pod_update::PodState::kNormal);
   }
   SUBCASE("re-targeted back while draining: only the gate back") {
-    auto back = pod_update::MakeTarget(Parse(env.target), Parse(env.base), env.settings.policy,
+    auto back = pod_update::MakeTarget(test::AsTemplate(Parse(env.target)),
+                                       test::AsTemplate(Parse(env.base)), env.settings.policy,
                                        Hash(env.target), Hash(env.base));
     REQUIRE(back.ok());
     pod_update::Step r = pod_update::Decide(*back, env.rules, AsPod(pod), false, T0() + seconds(1));
@@ -1539,7 +1549,8 @@ TEST_CASE("a pod written Normal reads Updating until the kubelet's report says d
   }
   SUBCASE("a record of an earlier update reads as not done: not this update's, waits its turn") {
     Restart(pod, "app", "nginx:1.27");
-    auto next = pod_update::MakeTarget(Parse(env.target), Parse(env.base), env.settings.policy,
+    auto next = pod_update::MakeTarget(test::AsTemplate(Parse(env.target)),
+                                       test::AsTemplate(Parse(env.base)), env.settings.policy,
                                        env.t.to, "h-next");
     REQUIRE(next.ok());
     json::Set(pod["metadata"], "generation", json::Value(3), pod.GetAllocator());

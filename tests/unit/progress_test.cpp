@@ -508,7 +508,7 @@ TEST_CASE("an update the webhook ended without the loop: our condition is closed
   const std::string abort = R"({"inplace-webhook.io/abort":"true"})";
   const std::string lifecycle = R"({"inplace-webhook.io/lifecycle":"{}"})";
   const json::Document plain = idle(optedIn, "{}", "[]");
-  const std::string at = TemplateHash(*json::Path(&plain, {"spec", "template"}));
+  const std::string at = TemplateHash(test::AsTemplate(*json::Path(&plain, {"spec", "template"})));
   struct Row {
     const char* name;
     std::string labels, annotations, conditions;

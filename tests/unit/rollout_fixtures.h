@@ -15,6 +15,7 @@
 #include "hooks/keys.h"
 #include "lib/json.h"
 #include "lib/rfc3339.h"
+#include "tests/unit/test_json.h"
 
 namespace iw::fixtures {
 
@@ -68,7 +69,7 @@ inline std::string Template(const Strings& labels, const Images& images,
 }
 
 inline std::string Hash(const std::string& templateJson) {
-  return TemplateHash(Parse(templateJson));
+  return TemplateHash(test::AsTemplate(Parse(templateJson)));
 }
 
 struct DeploymentSpec {

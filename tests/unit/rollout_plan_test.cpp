@@ -110,7 +110,7 @@ struct Scenario {
     for (auto& r : replicaSets) {
       const long long rev = std::stoll(std::string(json::StringOr(
           json::Path(&r, {"metadata", "annotations"}), keys::kRevisionAnnotation, "0")));
-      if (newest == nullptr && TemplateHash(r["spec"]["template"]) == want) {
+      if (newest == nullptr && TemplateHash(test::AsTemplate(r["spec"]["template"])) == want) {
         newest = &r;
       } else {
         others = std::max(others, rev);
@@ -633,7 +633,7 @@ TEST_CASE(
   const std::string historyName = "web-" + s.From();
   const json::Document* history = s.ReplicaSetNamed(historyName);
   REQUIRE(history != nullptr);
-  CHECK(TemplateHash((*history)["spec"]["template"]) == s.From());
+  CHECK(TemplateHash(test::AsTemplate((*history)["spec"]["template"])) == s.From());
   CHECK(Label((*history)["spec"]["template"], keys::kPodTemplateHashLabel) == s.From());
   CHECK(json::Serialize((*history)["spec"]["selector"]) ==
         R"({"matchLabels":{"app":"web","pod-template-hash":")" + s.From() + R"("}})");
@@ -645,11 +645,12 @@ TEST_CASE(
   CHECK_FALSE(Annotation(*history, keys::kInProgressAnnotation).has_value());
 
   const json::Document& h1 = *s.ReplicaSetNamed("web-h1");
-  CHECK(TemplateHash(h1["spec"]["template"]) == s.To());
+  CHECK(TemplateHash(test::AsTemplate(h1["spec"]["template"])) == s.To());
   CHECK(Label(h1["spec"]["template"], keys::kPodTemplateHashLabel) == "h1");
   CHECK(Annotation(h1, keys::kPreviousTemplateHashAnnotation) == s.From());
   CHECK(Annotation(h1, keys::kRevisionAnnotation) == "4");  // (the controller's sync)
-  CHECK(TemplateHash((*s.ReplicaSetNamed("web-h3"))["spec"]["template"]) != s.To());
+  CHECK(TemplateHash(test::AsTemplate((*s.ReplicaSetNamed("web-h3"))["spec"]["template"])) !=
+        s.To());
 
   SUBCASE("after the end, no bookkeeping is left for kubectl rollout undo to copy") {
     s.spec.inProgress.reset();
@@ -856,8 +857,8 @@ TEST_CASE("ReplicaSet cleanup never fights the Deployment controller's copies") 
 
 TEST_CASE("Events are core/v1 Events from inplace-webhook") {
   json::Document pod = Pod("web-a", "uid-rs1", Template({{"app", "web"}}, {{"app", "x:1"}}));
-  json::Document e =
-      rollout::MakeEvent(pod, "v1", "Pod", "Normal", "PodUpdating", "msg", T0(), "n1");
+  json::Document e = rollout::MakeEvent(test::AsObject(pod), "v1", "Pod", "Normal", "PodUpdating",
+                                        "msg", T0(), "n1");
   CHECK(
       json::Serialize(e) ==
       R"({"apiVersion":"v1","kind":"Event","metadata":{"name":"n1","namespace":"default"},)"
@@ -906,7 +907,7 @@ TEST_CASE(
   s.Apply(p);
   REQUIRE(s.ReplicaSetNamed("web-h0") != nullptr);
   const json::Document& h0 = *s.ReplicaSetNamed("web-h0");
-  CHECK(TemplateHash(h0["spec"]["template"]) == s.From());
+  CHECK(TemplateHash(test::AsTemplate(h0["spec"]["template"])) == s.From());
   CHECK(Label(h0["spec"]["template"], keys::kPodTemplateHashLabel) == "h0");  // its selector's
   CHECK(Annotation(h0, keys::kRevisionAnnotation) == "3");
   CHECK(s.ReplicaSetNamed("web-h5") == nullptr);
@@ -970,7 +971,7 @@ TEST_CASE("the undo command re-targets the update to the template the pods start
   const json::Value& body = Of(p, WriteKind::kDeploymentPatch)[0]->body;
   json::Document d = Parse(DeploymentJson(s.spec));
   fake::MergePatch(d, body, d.GetAllocator());
-  CHECK(TemplateHash(d["spec"]["template"]) == s.From());
+  CHECK(TemplateHash(test::AsTemplate(d["spec"]["template"])) == s.From());
   CHECK_FALSE(Annotation(d, keys::kUndoAnnotation).has_value());
   StatusOr<std::optional<InProgress>> read = ReadInProgress(AsDeployment(d));
   REQUIRE(read.ok());
@@ -986,7 +987,8 @@ TEST_CASE(
   Scenario s;
   AllAtTarget(s);
   s.Apply(s.Plan());  // the finish: history ReplicaSet created, web-h1 holds the target
-  REQUIRE(TemplateHash((*s.ReplicaSetNamed("web-h1"))["spec"]["template"]) == s.To());
+  REQUIRE(TemplateHash(test::AsTemplate((*s.ReplicaSetNamed("web-h1"))["spec"]["template"])) ==
+          s.To());
   // Before the unpause, the user changes the image again: the mutator moves `to`.
   const std::string third =
       Template({{"app", "web"}, {"version", "v3"}}, {{"app", "nginx:1.28"}}, {}, false);
@@ -1005,10 +1007,11 @@ TEST_CASE(
     CHECK(Label(pod, "version") == "v3");
     CHECK(json::StringOr(&pod["spec"]["containers"][0], "image") == "nginx:1.28");
   }
-  CHECK(TemplateHash((*s.ReplicaSetNamed("web-h1"))["spec"]["template"]) == Hash(third));
+  CHECK(TemplateHash(test::AsTemplate((*s.ReplicaSetNamed("web-h1"))["spec"]["template"])) ==
+        Hash(third));
   const json::Document* history = s.ReplicaSetNamed("web-" + s.From());
   REQUIRE(history != nullptr);
-  CHECK(TemplateHash((*history)["spec"]["template"]) == s.From());
+  CHECK(TemplateHash(test::AsTemplate((*history)["spec"]["template"])) == s.From());
   CHECK(Annotation(*history, keys::kRevisionAnnotation) == "3");
   CHECK(Annotation(*s.ReplicaSetNamed("web-h1"), keys::kRevisionAnnotation) == "4");
 }

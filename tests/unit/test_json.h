@@ -39,6 +39,12 @@ inline kube::ReplicaSet AsReplicaSet(const json::Value& object) {
 inline kube::Pod AsPod(const json::Value& object) {
   return ViewOf<kube::Pod>(object);
 }
+inline kube::PodTemplate AsTemplate(const json::Value& object) {
+  return ViewOf<kube::PodTemplate>(object);
+}
+inline kube::ObjectView AsObject(const json::Value& object) {
+  return ViewOf<kube::ObjectView>(object);
+}
 
 // The bytes of the file at `path` ("" when it cannot be read).
 inline std::string ReadFile(const std::filesystem::path& path) {
