@@ -192,7 +192,7 @@ StatusOr<Policy> ParsePolicy(std::string_view text) {
   return out;
 }
 
-StatusOr<Settings> ReadSettings(const kube::Deployment& deployment) {
+StatusOr<Settings> ReadSettings(const kube::ObjectView& deployment) {
   Settings out;
   if (std::optional<std::string_view> v = deployment.annotation(keys::kLifecycleAnnotation)) {
     StatusOr<Lifecycle> parsed = ParseLifecycle(*v);

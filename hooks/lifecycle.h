@@ -62,13 +62,13 @@ struct Policy {
 StatusOr<Lifecycle> ParseLifecycle(std::string_view text);
 StatusOr<Policy> ParsePolicy(std::string_view text);
 
-// Reads both annotations from a Deployment's metadata.annotations (absent → defaults); fails as
+// Reads both annotations from a workload's metadata.annotations (absent → defaults); fails as
 // ParseLifecycle/ParsePolicy do.
 struct Settings {
   Lifecycle lifecycle;
   Policy policy;
 };
-StatusOr<Settings> ReadSettings(const kube::Deployment& deployment);
+StatusOr<Settings> ReadSettings(const kube::ObjectView& workload);
 
 // Kruise's IsPodHooked: any handler label matches exactly or any handler finalizer is present.
 // An empty hook is never hooked.

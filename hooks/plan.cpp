@@ -126,6 +126,18 @@ Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion
   return act;
 }
 
+Action WriteAction(WriteKind kind, const kube::ObjectView& object, json::Document body,
+                   std::string summary) {
+  Action act;
+  act.kind = kind;
+  act.ns = std::string(object.ns());
+  act.name = std::string(object.name());
+  act.resourceVersion = std::string(object.resourceVersion());
+  act.body = std::move(body);
+  act.summary = std::move(summary);
+  return act;
+}
+
 std::string DedupEventName(std::string_view involvedName, std::string_view key) {
   char hex[17];
   std::snprintf(

@@ -116,6 +116,10 @@ Action EventAction(const kube::ObjectView& involved, std::string_view apiVersion
                    std::string_view message, Clock::time_point now, std::string name,
                    Metric metric = Metric::kNone);
 
+// A write of `kind` to `object` with `body`, sent with the object's resourceVersion.
+Action WriteAction(WriteKind kind, const kube::ObjectView& object, json::Document body,
+                   std::string summary);
+
 // A deterministic Event name for `involvedName` and `key`: `<name>.<16 hex digits>`, at most 253
 // characters, so creating the same Event twice fails with AlreadyExists.
 std::string DedupEventName(std::string_view involvedName, std::string_view key);

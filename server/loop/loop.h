@@ -68,6 +68,7 @@
 #include <thread>
 #include <vector>
 
+#include "hooks/deployment_workload.h"
 #include "hooks/kube_api.h"
 #include "hooks/rollout_plan.h"
 #include "server/kube/informer.h"

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/deployment_workload.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
 #include "hooks/pod_update.h"
