@@ -10,24 +10,21 @@ json::Document SelfSubjectReview() {
   return d;
 }
 
-Verdict Check(const json::Value& review, std::string_view controllerUser) {
-  Verdict v;
+StatusOr<std::string> Check(const json::Value& review, std::string_view controllerUser) {
   const json::Value* info = json::Path(&review, {"status", "userInfo"});
-  v.username = std::string(json::StringOr(info, "username"));
-  if (v.username.empty()) {
-    v.message = "the API server's SelfSubjectReview answer names no user";
-    return v;
+  std::string username(json::StringOr(info, "username"));
+  if (username.empty()) {
+    return Status::InvalidArgument("the API server's SelfSubjectReview answer names no user");
   }
-  if (v.username != controllerUser) {
-    v.message = "the loop's API identity is " + v.username + ", not --controller-user " +
-                std::string(controllerUser) +
-                ": the webhooks would judge the loop's own writes as a user's (its unpause " +
-                "re-paused), so the loop does not run; set --controller-user (chart: " +
-                "controllerUser) to the identity the loop's credentials authenticate as";
-    return v;
+  if (username != controllerUser) {
+    return Status::InvalidArgument(
+        "the loop's API identity is " + username + ", not --controller-user " +
+        std::string(controllerUser) +
+        ": the webhooks would judge the loop's own writes as a user's (its unpause re-paused), "
+        "so the loop does not run; set --controller-user (chart: controllerUser) to the identity "
+        "the loop's credentials authenticate as");
   }
-  v.ok = true;
-  return v;
+  return username;
 }
 
 }  // namespace iw::identity

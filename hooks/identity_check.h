@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw::identity {
 
@@ -18,13 +19,9 @@ inline constexpr std::string_view kSelfSubjectReviewsPath =
 // The request body to POST.
 json::Document SelfSubjectReview();
 
-struct Verdict {
-  bool ok = false;
-  std::string username;  // status.userInfo.username ("" when absent)
-  std::string message;   // why not ok, for the log, the Event and /readyz
-};
-
-// `review` is the answered SelfSubjectReview.
-Verdict Check(const json::Value& review, std::string_view controllerUser);
+// `review` is the answered SelfSubjectReview: its status.userInfo.username when that is
+// `controllerUser`; otherwise InvalidArgument saying why the loop must not run (naming the user it
+// found), for the log, the Event and /readyz.
+StatusOr<std::string> Check(const json::Value& review, std::string_view controllerUser);
 
 }  // namespace iw::identity

@@ -9,11 +9,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
+#include "lib/file.h"
 #include "server/process/log.h"
 
 namespace iw::tls {
@@ -43,15 +42,6 @@ FileStamp Stamp(const std::string& path) {
   s.size = static_cast<unsigned long long>(st.st_size);
   s.mtimeNanos = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
   return s;
-}
-
-bool ReadFile(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
 }
 
 std::string OpenSslError() {
@@ -93,11 +83,12 @@ CertificateStore::~CertificateStore() {
 }
 
 Status CertificateStore::Load(std::shared_ptr<const Pair>& out) {
-  std::string certPem, keyPem;
-  if (!ReadFile(certFile_, certPem))
-    return Status::IOError("cannot read certificate file " + certFile_);
-  if (!ReadFile(keyFile_, keyPem))
-    return Status::IOError("cannot read private key file " + keyFile_);
+  StatusOr<std::string> certRead = ReadFile(certFile_);
+  if (!certRead.ok()) return certRead.status().Prefixed("certificate file");
+  StatusOr<std::string> keyRead = ReadFile(keyFile_);
+  if (!keyRead.ok()) return keyRead.status().Prefixed("private key file");
+  const std::string& certPem = *certRead;
+  const std::string& keyPem = *keyRead;
   auto pair = std::make_shared<Pair>();
   std::unique_ptr<BIO, BioFree> certBio(
       BIO_new_mem_buf(certPem.data(), static_cast<int>(certPem.size())));
@@ -158,9 +149,9 @@ bool CertificateStore::HasCertificate() const {
 }
 
 Status CertificateStore::LoadClientCa(std::shared_ptr<const ClientCa>& out) {
-  std::string pem;
-  if (!ReadFile(clientCaFile_, pem))
-    return Status::IOError("cannot read client CA file " + clientCaFile_);
+  StatusOr<std::string> read = ReadFile(clientCaFile_);
+  if (!read.ok()) return read.status().Prefixed("client CA file");
+  const std::string& pem = *read;
   auto ca = std::make_shared<ClientCa>();
   ca->store = X509_STORE_new();
   ca->names = sk_X509_NAME_new_null();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "lib/file.h"
 #include "server/kube/text_util.h"
 
 #ifndef IW_VERSION
@@ -60,14 +61,18 @@ StatusOr<ClientConfig> ClientConfig::InClusterFrom(std::string_view host, std::s
   std::string dir(serviceAccountDir);
   c.tokenFile = dir + "/token";
   c.caFile = dir + "/ca.crt";
-  auto token = ReadFile(c.tokenFile);
-  if (!token || Trim(*token).empty()) {
-    return Status::IOError("cannot read the service-account token " + c.tokenFile);
+  StatusOr<std::string> token = ReadFile(c.tokenFile);
+  if (!token.ok()) return token.status().Prefixed("the service-account token");
+  if (Trim(*token).empty()) {
+    return Status::IOError("the service-account token: " + c.tokenFile + " is empty");
   }
-  if (!ReadFile(c.caFile)) {
-    return Status::IOError("cannot read the service-account CA bundle " + c.caFile);
+  if (StatusOr<std::string> ca = ReadFile(c.caFile); !ca.ok()) {
+    return ca.status().Prefixed("the service-account CA bundle");
   }
-  if (auto ns = ReadFile(dir + "/namespace")) c.namespaceName = Trim(*ns);
+  // Optional: without it the namespace comes from the flags.
+  if (StatusOr<std::string> ns = ReadFile(dir + "/namespace"); ns.ok()) {
+    c.namespaceName = Trim(*ns);
+  }
   return c;
 }
 
@@ -129,15 +134,17 @@ StatusOr<ClientConfig> ClientConfig::FromUrl(std::string_view url, std::string_v
   c.basePath = std::string(path);
   c.tokenFile = std::string(tokenFile);
   c.caFile = std::string(caFile);
-  if (!c.tokenFile.empty() && !ReadFile(c.tokenFile)) {
-    return Status::IOError("cannot read --token-file " + c.tokenFile);
+  if (!c.tokenFile.empty()) {
+    if (StatusOr<std::string> token = ReadFile(c.tokenFile); !token.ok()) {
+      return token.status().Prefixed("--token-file");
+    }
   }
   if (!c.caFile.empty()) {
     if (c.scheme != "https") {
       return Status::InvalidArgument("--certificate-authority needs an https:// --api-server");
     }
-    if (!ReadFile(c.caFile)) {
-      return Status::IOError("cannot read --certificate-authority " + c.caFile);
+    if (StatusOr<std::string> ca = ReadFile(c.caFile); !ca.ok()) {
+      return ca.status().Prefixed("--certificate-authority");
     }
   }
   return c;

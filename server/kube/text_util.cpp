@@ -1,19 +1,8 @@
 #include "server/kube/text_util.h"
 
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 namespace iw::kube {
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
-}
 
 std::string Trim(std::string_view s) {
   size_t b = 0, e = s.size();

@@ -3,14 +3,10 @@
 // bodies). Pure functions.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 
 namespace iw::kube {
-
-// The contents of the file at `path`, or nullopt when it cannot be opened or read.
-std::optional<std::string> ReadFile(const std::string& path);
 
 // `s` without leading and trailing whitespace (std::isspace).
 std::string Trim(std::string_view s);

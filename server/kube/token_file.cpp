@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "lib/file.h"
 #include "server/kube/text_util.h"
 #include "server/process/log.h"
 
@@ -42,11 +43,15 @@ bool TokenFile::ReloadLocked() {
       mtimeNs == mtimeNs_) {
     return false;
   }
-  auto text = ReadFile(path_);
-  std::string token = text ? Trim(*text) : std::string();
+  StatusOr<std::string> text = ReadFile(path_);
+  if (!text.ok()) {
+    log::Warn("cannot read the token file; keeping the previous token",
+              {{"path", path_}, {"error", text.status().message()}});
+    return false;
+  }
+  std::string token = Trim(*text);
   if (token.empty()) {
-    log::Warn("cannot read the token file or it is empty; keeping the previous token",
-              {{"path", path_}});
+    log::Warn("the token file is empty; keeping the previous token", {{"path", path_}});
     return false;
   }
   inode_ = static_cast<uint64_t>(st.st_ino);

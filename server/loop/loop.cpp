@@ -244,10 +244,10 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool
   res.fresh = true;
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
   auto fail = [&](const kube::Result& r, std::string_view what) {
-    res.ok = false;
-    res.error = std::string(what) + ": " + Describe(r);
+    res.status = Status::IOError(std::string(what) + ": " + Describe(r));
     if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
-    log::Warn("in-place update: read failed", {{"deployment", key}, {"error", res.error}});
+    log::Warn("in-place update: read failed",
+              {{"deployment", key}, {"error", res.status.message()}});
     return res;
   };
   kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
@@ -261,11 +261,10 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool
   if (const Value* selector = json::Path(&d.object, {"spec", "selector"})) {
     StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
     if (!parsed.ok()) {
-      res.ok = false;
-      res.error = "spec.selector: " + parsed.status().message();
+      res.status = parsed.status().Prefixed("spec.selector");
       if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
       log::Warn("in-place update: unreadable selector",
-                {{"deployment", key}, {"error", res.error}});
+                {{"deployment", key}, {"error", res.status.message()}});
       return res;
     }
     list.labelSelector = parsed->ToString();
@@ -423,7 +422,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
         one.push_back(std::move(*a));
         ReconcileResult r = Apply(key, one, &expectations_.Of(key), /*cached=*/true);
         res.writes += r.writes;
-        if (!r.ok) return r;
+        if (!r.status.ok()) return r;
       }
     }
     // Pods an update that ended without the loop left out of service: released from a fresh read
@@ -459,7 +458,7 @@ void Loop::SetGate(const std::string& podKey) {
     return;
   }
   ReconcileResult r = Apply("", actions);
-  if (r.ok) {
+  if (r.status.ok()) {
     gateWritten_[podKey] = {std::string(pod->ResourceVersion()),
                             Steady::now() + options_.expectationTimeout};
     std::lock_guard lock(mu_);
@@ -558,7 +557,7 @@ void Loop::RunGate(const std::string& podKey) {
 
 std::optional<std::chrono::milliseconds> Loop::RequeueDelay(const ReconcileResult& r,
                                                             int failures) const {
-  if (!r.ok && !r.conflict) {
+  if (!r.status.ok() && !r.conflict) {
     return std::min(options_.maxBackoff,
                     std::chrono::milliseconds(500L << std::min(failures - 1, 8)));
   }
@@ -577,20 +576,18 @@ void Loop::RunDeployment(const std::string& key) {
   try {
     r = ReconcileCached(key);
   } catch (const std::exception& e) {
-    r.ok = false;
-    r.error = e.what();
+    r.status = Status::Internal(e.what());
     log::Error("in-place loop: reconcile failed", {{"deployment", key}, {"error", e.what()}});
   } catch (...) {
-    r.ok = false;
-    r.error = "unknown exception";
+    r.status = Status::Internal("unknown exception");
     log::Error("in-place loop: reconcile failed", {{"deployment", key}});
   }
   // A write that failed otherwise than by a conflict may have been applied: read through the API
   // next time rather than wait for a version we do not know.
-  if (!r.ok && !r.conflict && watches_) freshNext_.insert(key);
+  if (!r.status.ok() && !r.conflict && watches_) freshNext_.insert(key);
   std::lock_guard lock(mu_);
   int failures = 0;
-  if (r.ok) {
+  if (r.status.ok()) {
     failures_.erase(key);
   } else if (!r.conflict) {
     failures = ++failures_[key];

@@ -88,11 +88,10 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
       kube::Result r = create ? api_.Create(kube::ReplicaSetsPath(a.ns), a.body)
                               : api_.Delete(kube::ReplicaSetPath(a.ns, a.name));
       if (!r.Ok() && !(create ? r.Conflict() : r.NotFound())) {
-        res.ok = false;
-        res.error = path + ": " + Describe(r);
+        res.status = Status::IOError(path + ": " + Describe(r));
         if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
         log::Warn("in-place write failed; will re-read and retry",
-                  {{"deployment", std::string(deployment)}, {"error", res.error}});
+                  {{"deployment", std::string(deployment)}, {"error", res.status.message()}});
         break;
       }
       ++res.writes;
@@ -125,9 +124,8 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
     const auto deadline =
         Steady::now() + (r.Conflict() ? options_.conflictTimeout : options_.expectationTimeout);
     if (!r.Ok()) {
-      res.ok = false;
+      res.status = Status::IOError(path + ": " + Describe(r));
       res.conflict = r.Conflict();
-      res.error = path + ": " + Describe(r);
       const bool resize = a.kind == rollout::WriteKind::kPodResizePatch;
       if ((a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) ||
           (resize && progress::IsResizeRefusal(r.code, r.message, a.name))) {
@@ -139,9 +137,10 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
       if (options_.metrics != nullptr) {
         (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
       }
-      (r.Conflict() ? log::Debug : log::Warn)(
-          "in-place write failed; will re-read and retry",
-          {{"deployment", std::string(deployment)}, {"pod", a.pod}, {"error", res.error}});
+      (r.Conflict() ? log::Debug : log::Warn)("in-place write failed; will re-read and retry",
+                                              {{"deployment", std::string(deployment)},
+                                               {"pod", a.pod},
+                                               {"error", res.status.message()}});
       if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
         // The cache was behind: wait until it holds a newer version than the one refused.
         expectations->push_back({kind, a.ns, a.name, rv, "", deadline});

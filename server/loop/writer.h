@@ -19,6 +19,7 @@
 
 #include "hooks/kube_api.h"
 #include "hooks/plan.h"
+#include "lib/status.h"
 #include "server/loop/expectations.h"
 #include "server/loop/loop_metrics.h"
 
@@ -26,9 +27,8 @@ namespace iw::loop {
 
 // What applying a plan's actions did.
 struct WriteResult {
-  bool ok = true;         // every write applied
+  Status status;          // OK: every write applied; else what failed
   bool conflict = false;  // a write was answered 409
-  std::string error;      // what failed, when !ok
   size_t writes = 0;      // writes applied (Events not counted)
   // A pod write the API server refused (an admission policy or webhook, validation, RBAC), or a
   // pods/resize write it refused (also: no such subresource): the pod, the refusal's message and

@@ -81,18 +81,12 @@ void Configure(Level minLevel, Format format) {
   gFormat = format;
 }
 
-bool ParseLevel(std::string_view text, Level& out) {
-  if (text == "debug")
-    out = Level::kDebug;
-  else if (text == "info")
-    out = Level::kInfo;
-  else if (text == "warn" || text == "warning")
-    out = Level::kWarn;
-  else if (text == "error")
-    out = Level::kError;
-  else
-    return false;
-  return true;
+StatusOr<Level> ParseLevel(std::string_view text) {
+  if (text == "debug") return Level::kDebug;
+  if (text == "info") return Level::kInfo;
+  if (text == "warn" || text == "warning") return Level::kWarn;
+  if (text == "error") return Level::kError;
+  return Status::InvalidArgument("--log-level must be debug, info, warn or error");
 }
 
 bool Enabled(Level level) {

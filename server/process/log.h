@@ -17,14 +17,16 @@
 #include <utility>
 #include <vector>
 
+#include "lib/status.h"
+
 namespace iw::log {
 
 enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 enum class Format { kJson, kText };
 
 void Configure(Level minLevel, Format format);
-// Parses "debug", "info", "warn", "error"; returns false for anything else.
-bool ParseLevel(std::string_view text, Level& out);
+// Parses "debug", "info", "warn" (or "warning"), "error"; InvalidArgument for anything else.
+StatusOr<Level> ParseLevel(std::string_view text);
 bool Enabled(Level level);
 
 using Field = std::pair<std::string_view, std::string>;

@@ -195,16 +195,16 @@ void LoopRuntime::VerifyThenRun(std::stop_token stop) {
       r = client_->Create(identity::kSelfSubjectReviewsPath, identity::SelfSubjectReview());
     }
     if (r.Ok()) {
-      identity::Verdict v = identity::Check(r.object, controllerUser_);
-      if (!v.ok) {
-        SetProblem(v.message);
-        log::Error(
-            "the in-place loop does not run: wrong identity",
-            {{"user", v.username}, {"controllerUser", controllerUser_}, {"error", v.message}});
-        RecordPodEvent("WrongControllerIdentity", v.message);
+      StatusOr<std::string> user = identity::Check(r.object, controllerUser_);
+      if (!user.ok()) {
+        const std::string& why = user.status().message();
+        SetProblem(why);
+        log::Error("the in-place loop does not run: wrong identity",
+                   {{"controllerUser", controllerUser_}, {"error", why}});
+        RecordPodEvent("WrongControllerIdentity", why);
         return;
       }
-      log::Info("loop identity verified", {{"user", v.username}});
+      log::Info("loop identity verified", {{"user", *user}});
       SetProblem("checking what the loop may do (SelfSubjectAccessReview)");
       CheckAccessThenRun(stop);
       return;

@@ -334,9 +334,9 @@ Parsed Parse(int argc, char** argv) {
     if (w.maxRequestBytes < 1024) return Fail("--max-request-bytes must be at least 1024");
     if (w.idleTimeoutSeconds < 1 || w.readTimeoutSeconds < 1)
       return Fail("timeouts must be at least 1 second");
-    if (!log::ParseLevel(r["log-level"].as<std::string>(), s.logLevel)) {
-      return Fail("--log-level must be debug, info, warn or error");
-    }
+    StatusOr<log::Level> level = log::ParseLevel(r["log-level"].as<std::string>());
+    if (!level.ok()) return Fail(level.status().message());
+    s.logLevel = *level;
     std::string fmt = r["log-format"].as<std::string>();
     if (fmt != "json" && fmt != "text") return Fail("--log-format must be json or text");
     s.logFormat = fmt == "json" ? log::Format::kJson : log::Format::kText;

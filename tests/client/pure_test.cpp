@@ -154,7 +154,8 @@ TEST_CASE("ClientConfig::FromUrl accepts http(s) URLs and rejects the rest") {
   iw::StatusOr<ClientConfig> noToken = ClientConfig::FromUrl("http://h", "/nonexistent/token", "");
   REQUIRE_FALSE(noToken.ok());
   CHECK(noToken.status().code() == iw::Status::Code::kIOError);
-  CHECK(noToken.status().message() == "cannot read --token-file /nonexistent/token");
+  CHECK(noToken.status().message() ==
+        "--token-file: cannot read /nonexistent/token: No such file or directory");
   iw::StatusOr<ClientConfig> plainCa = ClientConfig::FromUrl("http://h", "", "/nonexistent/ca.crt");
   REQUIRE_FALSE(plainCa.ok());
   CHECK(plainCa.status().code() == iw::Status::Code::kInvalidArgument);
@@ -162,7 +163,8 @@ TEST_CASE("ClientConfig::FromUrl accepts http(s) URLs and rejects the rest") {
   iw::StatusOr<ClientConfig> noCa = ClientConfig::FromUrl("https://h", "", "/nonexistent/ca.crt");
   REQUIRE_FALSE(noCa.ok());
   CHECK(noCa.status().code() == iw::Status::Code::kIOError);
-  CHECK(noCa.status().message() == "cannot read --certificate-authority /nonexistent/ca.crt");
+  CHECK(noCa.status().message() ==
+        "--certificate-authority: cannot read /nonexistent/ca.crt: No such file or directory");
 }
 
 TEST_CASE("ClientConfig::InClusterFrom reads the service-account directory") {
@@ -172,6 +174,9 @@ TEST_CASE("ClientConfig::InClusterFrom reads the service-account directory") {
   REQUIRE_FALSE(noToken.ok());
   CHECK(noToken.status().code() == iw::Status::Code::kIOError);
   CHECK(noToken.status().message().find("token") != std::string::npos);
+  dir.Write("token", " \n");
+  CHECK(ClientConfig::InClusterFrom("10.0.0.1", "443", dir.path.string()).status().message() ==
+        "the service-account token: " + (dir.path / "token").string() + " is empty");
 
   dir.Write("token", "abc\n");
   iw::StatusOr<ClientConfig> noCa =

@@ -661,7 +661,7 @@ class Cli(unittest.TestCase):
                               "/nonexistent", "--port", str(free_port()), "--probe-port", "-1"],
                              capture_output=True, timeout=10)
         self.assertEqual(bad.returncode, 1)
-        self.assertIn(b"cannot read certificate", bad.stderr)
+        self.assertIn(b"certificate file: cannot read /nonexistent: No such file or directory", bad.stderr)
 
 
 if __name__ == "__main__":

@@ -262,12 +262,12 @@ TEST_CASE("loop: a 409 ends the pass; the next pass re-reads and continues") {
   auto results = l.RunOnce();
   REQUIRE(results.count("default/web") == 1);
   CHECK(results["default/web"].conflict);
-  CHECK_FALSE(results["default/web"].ok);
+  CHECK_FALSE(results["default/web"].status.ok());
   CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kNormal);
   CHECK(metrics.conflicts.load() == 1);
 
   results = l.RunOnce();
-  CHECK(results["default/web"].ok);
+  CHECK(results["default/web"].status.ok());
   CHECK(pod_update::StateOf(AsPod(c.Pod("web-a"))) == pod_update::PodState::kUpdating);
   Drive(c, metrics, false);
   c.CheckDone();
@@ -359,7 +359,7 @@ TEST_CASE(
     api.FailNext(resizePath, 404, 2, missing);
     auto results = l.RunOnce();
     const loop::ReconcileResult& r = results["default/web"];
-    CHECK_FALSE(r.ok);
+    CHECK_FALSE(r.status.ok());
     CHECK(r.refusedResize);
     CHECK(r.refusalCode == 404);
     CHECK(r.refusedPod == "web-a");
@@ -411,7 +411,7 @@ TEST_CASE(
       CAPTURE(code);
       api.FailNext(resizePath, code);
       auto results = l.RunOnce();
-      CHECK_FALSE(results["default/web"].ok);
+      CHECK_FALSE(results["default/web"].status.ok());
       CHECK(results["default/web"].refusedPod.empty());
     }
     CHECK(events("PodResizeRefused", "Deployment") == 0);

@@ -73,6 +73,10 @@ TEST_CASE("serve flags") {
   CHECK(ParseArgs({"iw", "serve", "--tls-cert-file", "c", "--tls-private-key-file", "k",
                    "--log-level", "loud"})
             .exitCode == 2);
+  CHECK(*log::ParseLevel("warning") == log::Level::kWarn);
+  CHECK(*log::ParseLevel("debug") == log::Level::kDebug);
+  CHECK(log::ParseLevel("loud").status().message() ==
+        "--log-level must be debug, info, warn or error");
   CHECK(ParseArgs({"iw", "serve", "--tls-cert-file", "c", "--tls-private-key-file", "k",
                    "--leader-elect", "maybe"})
             .exitCode == 2);

@@ -44,7 +44,7 @@ TEST_CASE("writer: each write carries the version its predecessor returned; expe
   actions.push_back(PodPatch("a", v0, R"({"metadata":{"labels":{"y":"2"}}})"));  // planned at v0
   std::vector<loop::Expectation> expect;
   loop::WriteResult r = writer.Apply("ns/web", actions, &expect, /*cached=*/true);
-  CHECK(r.ok);
+  CHECK(r.status.ok());
   CHECK(r.writes == 2);
   // One expectation for the pod: leave the planned version, reach the last one written.
   REQUIRE(expect.size() == 1);
@@ -63,7 +63,7 @@ TEST_CASE("writer: a 409 ends the pass and expects a newer version; a refusal na
   api.FailNext(kube::PodPath("ns", "a"), 409);
   std::vector<loop::Expectation> expect;
   loop::WriteResult r = writer.Apply("ns/web", actions, &expect, /*cached=*/true);
-  CHECK_FALSE(r.ok);
+  CHECK_FALSE(r.status.ok());
   CHECK(r.conflict);
   CHECK(r.writes == 0);  // b was not written after a's failure
   REQUIRE(expect.size() == 1);
@@ -75,7 +75,7 @@ TEST_CASE("writer: a 409 ends the pass and expects a newer version; a refusal na
   api.FailNext(kube::PodPath("ns", "b"), 403, 1, "denied by policy deny-v2");
   expect.clear();
   r = writer.Apply("ns/web", actions, &expect, /*cached=*/true);
-  CHECK_FALSE(r.ok);
+  CHECK_FALSE(r.status.ok());
   CHECK(r.refusedPod == "b");
   CHECK(r.refusal == "denied by policy deny-v2");
   CHECK(r.refusalCode == 403);
@@ -100,7 +100,7 @@ TEST_CASE(
     actions.back().kind = rollout::WriteKind::kPodStatusPatch;
     actions.back().stampTransition = stamp;
     const auto before = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-    REQUIRE(writer.Apply("ns/web", actions, nullptr, /*cached=*/true).ok);
+    REQUIRE(writer.Apply("ns/web", actions, nullptr, /*cached=*/true).status.ok());
     json::Document o = api.Object(kube::PodPath("ns", "a"));
     const json::Value& c = o["status"]["conditions"][0];
     CHECK(json::StringOr(&c, "status") == "False");
