@@ -56,7 +56,8 @@ std::optional<std::chrono::system_clock::time_point> AvailableAt(const kube::Pod
                                                                  int minReadySeconds) {
   if (!IsReady(pod)) return std::nullopt;
   if (minReadySeconds <= 0) return std::chrono::system_clock::time_point{};
-  auto since = rfc3339::Parse(json::StringOr(pod.condition("Ready"), "lastTransitionTime"));
+  const std::optional<kube::Condition> ready = pod.condition("Ready");
+  auto since = rfc3339::Parse(ready ? ready->lastTransitionTime() : std::string_view{});
   if (!since) return std::nullopt;
   return *since + std::chrono::seconds(minReadySeconds) + std::chrono::seconds(1);
 }

@@ -109,8 +109,7 @@ json::Document WithHashLabel(const kube::PodTemplate& tmpl, std::string_view has
 }
 
 std::string_view HashLabel(const kube::ReplicaSet& rs) {
-  std::string_view h = json::StringOr(json::Path(&rs.json(), {"spec", "selector", "matchLabels"}),
-                                      keys::kPodTemplateHashLabel);
+  std::string_view h = rs.selectorMatchLabel(keys::kPodTemplateHashLabel);
   if (h.empty()) h = rs.label(keys::kPodTemplateHashLabel).value_or("");
   return h;
 }
@@ -122,8 +121,7 @@ std::string_view HashLabel(const kube::ReplicaSet& rs) {
 json::Document HistoryAnnotations(const kube::ReplicaSet& active, const kube::Deployment& d) {
   json::Document out(rapidjson::kObjectType);
   auto& a = out.GetAllocator();
-  const Value* from = json::Path(&active.json(), {"metadata", "annotations"});
-  if (from != nullptr && from->IsObject()) {
+  if (const Value* from = active.annotations()) {
     for (const auto& m : from->GetObject()) {
       const std::string_view k = json::View(m.name);
       if (k == keys::kRevisionHistoryAnnotation || k.starts_with(keys::kPrefix)) continue;
@@ -162,7 +160,7 @@ void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::Replic
       json::EnsureObject(body, "spec", a)
           .AddMember("template", MergeDiff(rs.podTemplate().json(), tmpl, a), a);
       static const Value kNoAnnotations(rapidjson::kObjectType);
-      const Value* had = json::Path(&rs.json(), {"metadata", "annotations"});
+      const Value* had = rs.annotations();
       json::EnsureObject(body, "metadata", a)
           .AddMember("annotations",
                      MergeDiff(had != nullptr ? *had : kNoAnnotations, annotations, a), a);
@@ -203,9 +201,7 @@ void FinishReplicaSets(Plan& plan, const kube::Deployment& d, const kube::Replic
         spec.AddMember("minReadySeconds", Value(*m, a), a);
       }
       Value selector(rapidjson::kObjectType);
-      if (const Value* sel = json::Path(&d.json(), {"spec", "selector"}))
-        selector.CopyFrom(*sel, a);
-      if (!selector.IsObject()) selector.SetObject();
+      if (const Value* sel = d.selector()) selector.CopyFrom(*sel, a);
       json::SetString(json::EnsureObject(selector, "matchLabels", a), keys::kPodTemplateHashLabel,
                       hash, a);
       spec.AddMember("selector", selector, a);

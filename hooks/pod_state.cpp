@@ -32,9 +32,9 @@ PodState LabelStateOf(const kube::Pod& pod) {
 }
 
 std::optional<bool> GateStatus(const kube::Pod& pod) {
-  const json::Value* c = pod.condition(keys::kReadyCondition);
-  if (c == nullptr) return std::nullopt;
-  return json::StringOr(c, "status") == "True";
+  const std::optional<kube::Condition> c = pod.condition(keys::kReadyCondition);
+  if (!c) return std::nullopt;
+  return c->isTrue();
 }
 
 PodState StateOf(const kube::Pod& pod) {

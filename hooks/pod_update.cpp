@@ -70,16 +70,15 @@ kube::PatchBuilder StateChange(const kube::Pod& pod, PodState state, Clock::time
 void SetGateCondition(kube::PatchBuilder& patch, const kube::Pod& pod, bool value,
                       Clock::time_point now) {
   const std::string ts = rfc3339::Format(now);
-  const Value* old = pod.condition(keys::kReadyCondition);
-  const bool same = old != nullptr && (json::StringOr(old, "status") == "True") == value;
-  patch.SetCondition(
-      {.type = keys::kReadyCondition,
-       .status = value ? "True" : "False",
-       .reason = value ? "InPlaceUpdateReady" : "StartInPlaceUpdate",
-       .message = value ? "no in-place update holds this pod"
-                        : "inplace-webhook: out of service for an in-place update",
-       .lastUpdateTime = {},
-       .lastTransitionTime = same ? json::StringOr(old, "lastTransitionTime", ts) : ts});
+  const std::optional<kube::Condition> old = pod.condition(keys::kReadyCondition);
+  const bool same = old && old->isTrue() == value && !old->lastTransitionTime().empty();
+  patch.SetCondition({.type = keys::kReadyCondition,
+                      .status = value ? "True" : "False",
+                      .reason = value ? "InPlaceUpdateReady" : "StartInPlaceUpdate",
+                      .message = value ? "no in-place update holds this pod"
+                                       : "inplace-webhook: out of service for an in-place update",
+                      .lastUpdateTime = {},
+                      .lastTransitionTime = same ? std::string(old->lastTransitionTime()) : ts});
 }
 
 std::string Seconds(Clock::duration d) {
@@ -589,8 +588,8 @@ Clock::time_point DrainEnd(const kube::Pod& pod, long long grace, Clock::time_po
   std::optional<Clock::time_point> anchor =
       rfc3339::Parse(PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or(""));
   if (HasGate(pod) && GateStatus(pod) == false) {
-    const Value* c = pod.condition(keys::kReadyCondition);
-    if (auto t = rfc3339::Parse(json::StringOr(c, "lastTransitionTime"))) {
+    const std::optional<kube::Condition> c = pod.condition(keys::kReadyCondition);
+    if (auto t = rfc3339::Parse(c ? c->lastTransitionTime() : std::string_view{})) {
       if (!anchor || *t > *anchor) anchor = t;
     }
   }
@@ -680,14 +679,14 @@ Changes ComputeChanges(const Target& target, const kube::Pod& pod) {
 
 ResizeProgress ResizeStatus(const kube::Pod& pod, const UpdateState& state) {
   using Phase = ResizeProgress::Phase;
-  if (const Value* pending = pod.condition("PodResizePending")) {
-    std::string_view reason = json::StringOr(pending, "reason");
+  if (const std::optional<kube::Condition> pending = pod.condition("PodResizePending")) {
+    std::string_view reason = pending->reason();
     return {reason == "Infeasible" ? Phase::kInfeasible : Phase::kDeferred,
-            std::string(reason) + ": " + std::string(json::StringOr(pending, "message"))};
+            std::string(reason) + ": " + std::string(pending->message())};
   }
-  if (const Value* inProgress = pod.condition("PodResizeInProgress")) {
-    std::string_view reason = json::StringOr(inProgress, "reason");
-    std::string message(json::StringOr(inProgress, "message"));
+  if (const std::optional<kube::Condition> inProgress = pod.condition("PodResizeInProgress")) {
+    std::string_view reason = inProgress->reason();
+    std::string message(inProgress->message());
     if (reason == "Error") return {Phase::kError, "Error: " + message};
     return {Phase::kInProgress, message};
   }

@@ -24,15 +24,10 @@ struct Condition {
 };
 
 std::optional<Condition> Find(const kube::Deployment& d, std::string_view type) {
-  const Value* c = d.condition(type);
-  if (c == nullptr) return std::nullopt;
-  Condition out;
-  out.status = json::StringOr(c, "status");
-  out.reason = json::StringOr(c, "reason");
-  out.message = json::StringOr(c, "message");
-  out.lastUpdateTime = json::StringOr(c, "lastUpdateTime");
-  out.lastTransitionTime = json::StringOr(c, "lastTransitionTime");
-  return out;
+  const std::optional<kube::Condition> c = d.condition(type);
+  if (!c) return std::nullopt;
+  return Condition{std::string(c->status()), std::string(c->reason()), std::string(c->message()),
+                   std::string(c->lastUpdateTime()), std::string(c->lastTransitionTime())};
 }
 
 // `want` with its times filled from `stored`: lastTransitionTime kept while the status is the

@@ -402,6 +402,10 @@ const json::Value* Deployment::strategy() const {
   const json::Value* s = json::Path(&json(), {"spec", "strategy"});
   return s != nullptr && s->IsObject() ? s : nullptr;
 }
+const json::Value* Deployment::selector() const {
+  const json::Value* s = json::Path(&json(), {"spec", "selector"});
+  return s != nullptr && s->IsObject() ? s : nullptr;
+}
 bool Deployment::recreate() const {
   return json::StringOr(strategy(), "type") == "Recreate";
 }
@@ -421,8 +425,10 @@ bool Deployment::ControllerCaughtUp() const {
 bool Deployment::PodsOnNewestReplicaSet() const {
   return updatedReplicas() == statusReplicas();
 }
-const json::Value* Deployment::condition(std::string_view type) const {
-  return ConditionOf(json(), type);
+std::optional<Condition> Deployment::condition(std::string_view type) const {
+  const json::Value* c = ConditionOf(json(), type);
+  if (c == nullptr) return std::nullopt;
+  return Condition(*c);
 }
 
 StatusOr<ReplicaSet> ReplicaSet::From(const json::Value& object, std::string_view name) {
@@ -434,6 +440,9 @@ int ReplicaSet::replicas() const {
 }
 PodTemplate ReplicaSet::podTemplate() const {
   return PodTemplate(TemplateOf(json()));
+}
+std::string_view ReplicaSet::selectorMatchLabel(std::string_view key) const {
+  return json::StringOr(json::Path(&json(), {"spec", "selector", "matchLabels"}), key);
 }
 int ObjectView::revision() const {
   std::string_view r = annotation("deployment.kubernetes.io/revision").value_or("");
@@ -506,11 +515,33 @@ bool Pod::live() const {
   const std::string_view p = phase();
   return !deleting() && p != "Succeeded" && p != "Failed";
 }
-const json::Value* Pod::condition(std::string_view type) const {
-  return ConditionOf(json(), type);
+std::optional<Condition> Pod::condition(std::string_view type) const {
+  const json::Value* c = ConditionOf(json(), type);
+  if (c == nullptr) return std::nullopt;
+  return Condition(*c);
 }
 bool Pod::conditionTrue(std::string_view type) const {
-  return json::StringOr(condition(type), "status") == "True";
+  const std::optional<Condition> c = condition(type);
+  return c && c->isTrue();
+}
+
+std::string_view Condition::type() const {
+  return json::StringOr(c_, "type");
+}
+std::string_view Condition::status() const {
+  return json::StringOr(c_, "status");
+}
+std::string_view Condition::reason() const {
+  return json::StringOr(c_, "reason");
+}
+std::string_view Condition::message() const {
+  return json::StringOr(c_, "message");
+}
+std::string_view Condition::lastTransitionTime() const {
+  return json::StringOr(c_, "lastTransitionTime");
+}
+std::string_view Condition::lastUpdateTime() const {
+  return json::StringOr(c_, "lastUpdateTime");
 }
 
 std::optional<Container> PodSpecView::container(std::string_view name) const {

@@ -75,6 +75,25 @@ class ObjectView {
 
 class PodTemplate;
 
+// An entry of status.conditions (of a pod, a Deployment, ...). Fields of a wrong type read as
+// empty.
+class Condition {
+ public:
+  explicit Condition(const json::Value& condition) : c_(&condition) {}
+
+  std::string_view type() const;
+  std::string_view status() const;
+  std::string_view reason() const;
+  std::string_view message() const;
+  std::string_view lastTransitionTime() const;
+  std::string_view lastUpdateTime() const;
+  // status is "True".
+  bool isTrue() const { return status() == "True"; }
+
+ private:
+  const json::Value* c_;
+};
+
 class Deployment : public ObjectView {
  public:
   // The view of `object`, after CheckDeploymentShape(object, name).
@@ -94,6 +113,8 @@ class Deployment : public ObjectView {
   long long revisionHistoryLimit() const;
   // spec.strategy (an object), or nullptr when absent.
   const json::Value* strategy() const;
+  // spec.selector (an object, as lib/label_selector reads it), or nullptr when absent.
+  const json::Value* selector() const;
   // spec.strategy.type is Recreate (absent is RollingUpdate, the API server's default).
   bool recreate() const;
   // status.observedGeneration, status.replicas, status.updatedReplicas; 0 when absent.
@@ -114,8 +135,8 @@ class Deployment : public ObjectView {
   // rollout, and whether an unobserved write changed the template only the ReplicaSets tell
   // (the loop's check, DESIGN.md §3). The start of an update asks this.
   bool PodsOnNewestReplicaSet() const;
-  // status.conditions[type == `type`], or nullptr.
-  const json::Value* condition(std::string_view type) const;
+  // status.conditions[type == `type`]; nullopt when absent.
+  std::optional<Condition> condition(std::string_view type) const;
 
  private:
   using ObjectView::ObjectView;
@@ -130,6 +151,8 @@ class ReplicaSet : public ObjectView {
   int replicas() const;
   // spec.template; an empty template when absent.
   PodTemplate podTemplate() const;
+  // spec.selector.matchLabels[`key`]; empty when absent.
+  std::string_view selectorMatchLabel(std::string_view key) const;
 
  private:
   using ObjectView::ObjectView;
@@ -228,8 +251,8 @@ class Pod : public PodSpecView {
   std::string_view phase() const;
   // Not being deleted and not in a terminal phase (Succeeded, Failed).
   bool live() const;
-  // status.conditions[type == `type`], or nullptr.
-  const json::Value* condition(std::string_view type) const;
+  // status.conditions[type == `type`]; nullopt when absent.
+  std::optional<Condition> condition(std::string_view type) const;
   // The condition `type` has status "True".
   bool conditionTrue(std::string_view type) const;
 

@@ -69,7 +69,7 @@ Status Read(const Invocation& inv, Snapshot& s, bool withPods) {
   s.pods.SetObject();
   s.replicaSets.SetObject();
   if (!withPods) return Status::Ok();
-  const json::Value* sel = json::Path(&s.deployment, {"spec", "selector"});
+  const json::Value* sel = s.view->selector();
   if (sel == nullptr) return Status::InvalidArgument("the Deployment has no spec.selector");
   StatusOr<kube::LabelSelector> selector = kube::LabelSelector::FromJson(*sel);
   if (!selector.ok()) return selector.status();

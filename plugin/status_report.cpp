@@ -92,12 +92,14 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
       r.recordMalformed = true;
     }
   }
-  if (const Value* c = d.condition(keys::kProgressCondition)) {
-    r.conditionStatus = json::StringOr(c, "status");
-    r.conditionReason = json::StringOr(c, "reason");
-    r.conditionMessage = json::StringOr(c, "message");
+  if (const std::optional<kube::Condition> c = d.condition(keys::kProgressCondition)) {
+    r.conditionStatus = c->status();
+    r.conditionReason = c->reason();
+    r.conditionMessage = c->message();
   }
-  if (const Value* c = d.condition("Progressing")) r.controllerReason = json::StringOr(c, "reason");
+  if (const std::optional<kube::Condition> c = d.condition("Progressing")) {
+    r.controllerReason = c->reason();
+  }
 
   // The loop's rules and target, when they can be made (else rows say less).
   StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(d);
@@ -119,10 +121,9 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
     }
   }
 
+  static const Value kEverything(rapidjson::kObjectType);
   StatusOr<kube::LabelSelector> selector =
-      kube::LabelSelector::FromJson(json::Path(&deploymentJson, {"spec", "selector"}) != nullptr
-                                        ? *json::Path(&deploymentJson, {"spec", "selector"})
-                                        : Value(rapidjson::kObjectType).Move());
+      kube::LabelSelector::FromJson(d.selector() != nullptr ? *d.selector() : kEverything);
   if (const Value* items = Items(pods)) {
     for (const Value& podJson : items->GetArray()) {
       StatusOr<kube::Pod> pv = kube::Pod::From(podJson, "pod");

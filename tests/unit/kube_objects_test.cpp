@@ -222,3 +222,22 @@ TEST_CASE("a pod is live unless being deleted or in a terminal phase") {
   CHECK_FALSE(test::AsPod(p).conditionTrue("inplace-webhook.io/ready"));
   CHECK_FALSE(test::AsPod(p).conditionTrue("PodScheduled"));
 }
+
+TEST_CASE("a condition: one reader of its fields, on pods and Deployments alike") {
+  json::Document d = Parse(R"({"status":{"conditions":[{"type":"Progressing","status":"False",
+    "reason":"ProgressDeadlineExceeded","message":"m","lastUpdateTime":"2026-01-01T00:00:01Z",
+    "lastTransitionTime":"2026-01-01T00:00:00Z"},{"type":"Available","status":7}]}})");
+  const std::optional<kube::Condition> c = test::AsDeployment(d).condition("Progressing");
+  REQUIRE(c.has_value());
+  CHECK(c->type() == "Progressing");
+  CHECK(c->status() == "False");
+  CHECK_FALSE(c->isTrue());
+  CHECK(c->reason() == "ProgressDeadlineExceeded");
+  CHECK(c->message() == "m");
+  CHECK(c->lastUpdateTime() == "2026-01-01T00:00:01Z");
+  CHECK(c->lastTransitionTime() == "2026-01-01T00:00:00Z");
+  // A field of a wrong type reads as empty; an absent condition is nullopt.
+  CHECK(test::AsDeployment(d).condition("Available")->status().empty());
+  CHECK_FALSE(test::AsDeployment(d).condition("ReplicaFailure").has_value());
+  CHECK(test::AsPod(d).condition("Progressing")->reason() == "ProgressDeadlineExceeded");
+}
