@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hooks/resize_support.h"
 #include "lib/json.h"
+#include "lib/status.h"
 
 namespace iw::admission {
 
@@ -62,6 +64,33 @@ struct Context {
 };
 
 using Handler = std::function<Response(const Request&, const Context&)>;
+
+// A request's objects as views (`View`: kube::Deployment, kube::ObjectView, ...): `object`, and
+// `old` for an UPDATE.
+template <class View>
+struct RequestObjects {
+  std::optional<View> object;
+  std::optional<View> old;
+};
+
+// The request's objects through View::From (their shape check); a handler answers a failure with
+// Errored(400).
+template <class View>
+StatusOr<RequestObjects<View>> ReadObjects(const Request& req) {
+  if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
+  RequestObjects<View> out;
+  StatusOr<View> object = View::From(*req.object, "request.object");
+  if (!object.ok()) return object.status();
+  out.object = *object;
+  if (req.operation != Operation::kUpdate) return out;
+  if (req.oldObject == nullptr) {
+    return Status::InvalidArgument("request.oldObject is missing for UPDATE");
+  }
+  StatusOr<View> old = View::From(*req.oldObject, "request.oldObject");
+  if (!old.ok()) return old.status();
+  out.old = *old;
+  return out;
+}
 
 Response Allowed(std::string message = {});
 // Denial for a policy reason: code 403, reason Forbidden.

@@ -20,28 +20,7 @@ bool Exempt(const Request& req, const Context& ctx, bool includeCreate) {
   return !(includeCreate && req.operation == Operation::kCreate);
 }
 
-// The request's Deployments as views: `object`, and `old` for an UPDATE.
-struct Deployments {
-  std::optional<kube::Deployment> object;
-  std::optional<kube::Deployment> old;
-};
-
-// The request objects through their shape check; a failure is answered with Errored(400).
-StatusOr<Deployments> ReadRequest(const Request& req) {
-  if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
-  Deployments out;
-  StatusOr<kube::Deployment> object = kube::Deployment::From(*req.object, "request.object");
-  if (!object.ok()) return object.status();
-  out.object = *object;
-  if (req.operation != Operation::kUpdate) return out;
-  if (req.oldObject == nullptr) {
-    return Status::InvalidArgument("request.oldObject is missing for UPDATE");
-  }
-  StatusOr<kube::Deployment> old = kube::Deployment::From(*req.oldObject, "request.oldObject");
-  if (!old.ok()) return old.status();
-  out.old = *old;
-  return out;
-}
+using Deployments = RequestObjects<kube::Deployment>;
 
 // A Deployment being deleted (deletionTimestamp set) passes whatever changes on it: that is the
 // deletion's own bookkeeping (the garbage collector removing the foregroundDeletion finalizer, a
@@ -111,7 +90,7 @@ deployment::Facts FactsOf(const Context& ctx) {
 
 Response MutateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/false)) return Allowed();
-  StatusOr<Deployments> read = ReadRequest(req);
+  StatusOr<Deployments> read = ReadObjects<kube::Deployment>(req);
   if (!read.ok()) return Errored(400, read.status().message());
   if (read->object->deleting()) return Allowed();
   Decision d = deployment::Decide(*read->old, *read->object, FactsOf(ctx));
@@ -125,7 +104,7 @@ Response MutateDeployment(const Request& req, const Context& ctx) {
 
 Response ValidateDeployment(const Request& req, const Context& ctx) {
   if (Exempt(req, ctx, /*includeCreate=*/true)) return Allowed();
-  StatusOr<Deployments> read = ReadRequest(req);
+  StatusOr<Deployments> read = ReadObjects<kube::Deployment>(req);
   if (!read.ok()) return Errored(400, read.status().message());
   const kube::Deployment& object = *read->object;
   if (object.deleting()) return Allowed();

@@ -24,30 +24,8 @@ std::optional<std::string_view> StateValue(const kube::ObjectView& pod, const St
   return k.map == "labels" ? pod.label(k.key) : pod.annotation(k.key);
 }
 
-// The request's pods as metadata views: `object`, and `old` for an UPDATE (the checks here read
-// labels and annotations only).
-struct Pods {
-  std::optional<kube::ObjectView> object;
-  std::optional<kube::ObjectView> old;
-};
-
-// The request objects through their metadata shape check; a failure is answered with
-// Errored(400).
-StatusOr<Pods> ReadRequest(const Request& req) {
-  if (req.object == nullptr) return Status::InvalidArgument("request.object is missing");
-  Pods out;
-  StatusOr<kube::ObjectView> object = kube::ObjectView::From(*req.object, "request.object");
-  if (!object.ok()) return object.status();
-  out.object = *object;
-  if (req.operation != Operation::kUpdate) return out;
-  if (req.oldObject == nullptr) {
-    return Status::InvalidArgument("request.oldObject is missing for UPDATE");
-  }
-  StatusOr<kube::ObjectView> old = kube::ObjectView::From(*req.oldObject, "request.oldObject");
-  if (!old.ok()) return old.status();
-  out.old = *old;
-  return out;
-}
+// The request's pods as metadata views (the checks here read labels and annotations only).
+using Pods = RequestObjects<kube::ObjectView>;
 
 // Appends to `r.patch` the JSON Patch operation that adds the readiness gate
 // inplace-webhook.io/ready to spec.readinessGates, unless the pod declares it already (its
@@ -85,7 +63,7 @@ void AddReadinessGate(const json::Value& pod, Response& r) {
 
 Response MutatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty() || req.operation != Operation::kCreate) return Allowed();
-  StatusOr<Pods> read = ReadRequest(req);
+  StatusOr<Pods> read = ReadObjects<kube::ObjectView>(req);
   if (!read.ok()) return Errored(400, read.status().message());
   const kube::ObjectView& pod = *read->object;
   if (!deployment::IsOptedIn(pod)) return Allowed();
@@ -134,7 +112,7 @@ Response ValidatePod(const Request& req, const Context& ctx) {
   if (!req.subResource.empty()) return Allowed();
   if (req.operation != Operation::kCreate && req.operation != Operation::kUpdate) return Allowed();
   if (req.username == ctx.controllerUser) return Allowed();
-  StatusOr<Pods> read = ReadRequest(req);
+  StatusOr<Pods> read = ReadObjects<kube::ObjectView>(req);
   if (!read.ok()) return Errored(400, read.status().message());
   const kube::ObjectView& pod = *read->object;
   if (req.operation == Operation::kCreate) {

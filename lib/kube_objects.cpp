@@ -322,6 +322,15 @@ const json::Value* ConditionOf(const json::Value& object, std::string_view type)
   return json::FindNamed(json::Path(&object, {"status", "conditions"}), "type", type);
 }
 
+namespace {
+// status.conditions[type == `type`] of `object` as a view (Pod::condition, Deployment::condition).
+std::optional<Condition> ConditionView(const json::Value& object, std::string_view type) {
+  const json::Value* c = ConditionOf(object, type);
+  if (c == nullptr) return std::nullopt;
+  return Condition(*c);
+}
+}  // namespace
+
 StatusOr<ObjectView> ObjectView::From(const json::Value& object, std::string_view name) {
   if (Status s = CheckMetadataShape(object, name); !s.ok()) return s;
   return ObjectView(object);
@@ -426,9 +435,7 @@ bool Deployment::PodsOnNewestReplicaSet() const {
   return updatedReplicas() == statusReplicas();
 }
 std::optional<Condition> Deployment::condition(std::string_view type) const {
-  const json::Value* c = ConditionOf(json(), type);
-  if (c == nullptr) return std::nullopt;
-  return Condition(*c);
+  return ConditionView(json(), type);
 }
 
 StatusOr<ReplicaSet> ReplicaSet::From(const json::Value& object, std::string_view name) {
@@ -516,9 +523,7 @@ bool Pod::live() const {
   return !deleting() && p != "Succeeded" && p != "Failed";
 }
 std::optional<Condition> Pod::condition(std::string_view type) const {
-  const json::Value* c = ConditionOf(json(), type);
-  if (c == nullptr) return std::nullopt;
-  return Condition(*c);
+  return ConditionView(json(), type);
 }
 bool Pod::conditionTrue(std::string_view type) const {
   const std::optional<Condition> c = condition(type);
