@@ -340,9 +340,7 @@ std::variant<RunBase, NoBase> DeploymentWorkload::FindBase(const InProgress& r) 
     if (rs->replicas() > 0) active.push_back(rs);
   }
   bool moved = false;
-  for (const kube::ReplicaSet* rs : owned_) {
-    for (const kube::Pod* p : PodsOf(*rs)) moved = moved || Moved(*p, r);
-  }
+  for (const kube::Pod* p : Pods()) moved = moved || Moved(*p, r);
   base_ = nullptr;
   if (active.size() == 1 && MatchesRun(*active[0], r)) {
     base_ = active[0];

@@ -187,7 +187,7 @@ void StampEvents(Plan& plan, Clock::time_point now) {
 
 // One pass over one running update: the workload, the record and the time.
 struct Pass {
-  const Workload& w;
+  Workload& w;  // FindBase remembers the base for Undo and Finish
   const InProgress& r;
   const std::optional<InProgress>& record;  // r, as Abort takes it
   Clock::time_point now;
@@ -381,7 +381,8 @@ void Complete(Plan& p, const Pass& run, size_t pods) {
 }
 
 // The running update's plan: the steps above in order, each able to end the pass.
-Plan PlanRunning(Workload& w, const Pass& run) {
+Plan PlanRunning(const Pass& run) {
+  Workload& w = run.w;
   const bool abortDeferred =
       w.object().annotation(keys::kAbortAnnotation) == keys::kTrue && w.RevertPending();
   if (std::optional<Plan> ended = EndsBeforeStart(run, abortDeferred)) return *std::move(ended);
@@ -452,7 +453,7 @@ Plan PlanRollout(const Snapshot& snapshot) {
 
 Plan PlanUpdate(Workload& workload, const InProgress& record, Clock::time_point now) {
   const std::optional<InProgress> stored = record;
-  Plan out = PlanRunning(workload, Pass{workload, record, stored, now});
+  Plan out = PlanRunning(Pass{workload, record, stored, now});
   if (out.target.empty()) out.target = record.to;
   workload.AddProgress(out, now);  // last: its write carries no resourceVersion
   StampEvents(out, now);
