@@ -178,11 +178,15 @@ syncFrequency: 10s
 fileCheckFrequency: 5s
 EOF
 wait_for kube-apiserver 45 "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" get --raw /readyz
+# The controllers the tests need, by names every pinned release accepts (v1.30, v1.33, v1.37). For StatefulSets:
+# statefulset-controller, the PV binder that binds their claims to pre-made PersistentVolumes, and the PVC and PV
+# protection controllers, which remove the finalizers the StorageObjectInUseProtection admission plugin (on by default)
+# puts on every claim and volume (without them neither is ever deleted, nor the namespace of a claim).
 start kube-controller-manager "$K8S/kube-controller-manager" \
   --kubeconfig "$P/controller-manager.kubeconfig" \
   --authentication-kubeconfig "$P/controller-manager.kubeconfig" --authorization-kubeconfig "$P/controller-manager.kubeconfig" \
   --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
-  --controllers deployment-controller,replicaset-controller,node-lifecycle-controller,garbage-collector-controller,endpointslice-controller,endpointslice-mirroring-controller,serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,clusterrole-aggregation-controller,disruption-controller,pod-garbage-collector-controller,ttl-after-finished-controller,job-controller \
+  --controllers deployment-controller,replicaset-controller,node-lifecycle-controller,garbage-collector-controller,endpointslice-controller,endpointslice-mirroring-controller,serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,clusterrole-aggregation-controller,disruption-controller,pod-garbage-collector-controller,ttl-after-finished-controller,job-controller,statefulset-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller \
   --service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
   --cluster-cidr "$POD_CIDR" --service-cluster-ip-range "$SERVICE_CIDR" \
   --concurrent-deployment-syncs 5 --concurrent-replicaset-syncs 5 --v=1

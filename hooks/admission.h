@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hooks/resize_support.h"
+#include "hooks/statefulset_hold.h"
 #include "lib/json.h"
 #include "lib/status.h"
 
@@ -53,6 +54,9 @@ struct Response {
 // What a handler may know besides the request.
 struct Context {
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  // Whose pod DELETEs the StatefulSet hold judges (--statefulset-controller-user).
+  std::string statefulSetControllerUser =
+      "system:serviceaccount:kube-system:statefulset-controller";
   std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
   // A loop is known to be alive: this process leads (or runs the loop without election), or it saw
   // the leader Lease renewed within the renew deadline. Only then does the pod mutator inject the
@@ -61,6 +65,9 @@ struct Context {
   // What the API server allows of container resources on running pods (--pod-resize): without
   // pods/resize a resources change takes the native rollout.
   resize_support::Support resize;
+  // The loop's answer on a StatefulSet pod's DELETE (DESIGN.md §4.8: the controller's /holdz, or
+  // the loop in this process); nullopt: no answer (the DELETE goes through). Unset: never asked.
+  std::function<std::optional<statefulset_hold::Answer>(const statefulset_hold::PodFacts&)> askHold;
 };
 
 using Handler = std::function<Response(const Request&, const Context&)>;
@@ -116,7 +123,7 @@ struct Route {
   Handler handler;
 };
 
-// The four routes the server serves, in a fixed order.
+// The routes the server serves, in a fixed order.
 const std::vector<Route>& Routes();
 const Route* FindRoute(std::string_view path);
 // The routes' paths, comma-separated, for messages and help texts.

@@ -22,35 +22,16 @@ namespace {
 
 using Action = Decision::Action;
 
-// The API asks for warnings of at most 120 characters (longer ones may be truncated).
-std::string Warning(std::string text) {
-  constexpr size_t kMax = 120;
-  if (text.size() > kMax) text = text.substr(0, kMax - 3) + "...";
-  return text;
-}
-
-std::string Pods(long long n) {
-  return std::to_string(n) + (n == 1 ? " pod" : " pods");
-}
-
-// "the pod API refuses to change annotation container.apparmor.security.beta.kubernetes.io/app".
-std::string PodApiRefuses(const eligibility::Result& r) {
-  return "the pod API refuses to change " + r.podApiRefuses;
-}
-
-bool AbortRequested(const kube::Deployment& deployment) {
-  return deployment.annotation(keys::kAbortAnnotation) == keys::kTrue;
-}
-
 std::string DeploymentRef(const kube::Deployment& deployment) {
   return "deploy/" + std::string(deployment.name().empty() ? "NAME" : deployment.name());
 }
 
-// The in-progress record the write carries, when it parses (the written record is never trusted;
-// it is only compared with the stored one).
-std::optional<InProgress> WrittenRecord(const kube::Deployment& newD) {
-  return ParseInProgressOrNone(newD.annotation(keys::kInProgressAnnotation));
-}
+using rules::AbortRequested;
+using rules::DecideAbort;
+using rules::PodApiRefuses;
+using rules::Pods;
+using rules::Warning;
+using rules::WrittenRecord;
 
 // Who holds the pause of a running update after this write (DESIGN.md §8.5): `record`'s
 // pausedByUs as stored (with `to` already decided), changed only by the user's pause command, a
@@ -79,58 +60,6 @@ bool DecidePause(Decision& d, InProgress& record, const kube::Deployment& oldD,
   return true;
 }
 
-// A write that carries the abort command while an update runs (DESIGN.md §9.8). The loop acts on
-// it (releases the pods, unpauses); the webhook ends the update itself, leaving the abort
-// annotation for the next write to consume, when no loop is known to run or the abort was first
-// admitted kAbortTakeover ago. The first admission stamps abortRequestedAt into the record (our own
-// earlier stamp, seen again on re-invocation or by the validator, is taken as written).
-template <typename End>
-Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const kube::Deployment& newD,
-                     const Facts& ctx, End& end) {
-  if (!ctx.loopAlive) {
-    end("aborted while no in-place loop runs");
-    d.warnings.back() = Warning(
-        "in-place update ended by the webhook (no in-place loop runs): a normal rollout follows");
-    return d;
-  }
-  if (!record) {
-    d.reason = "abort requested; the stored in-progress record is malformed; the loop aborts it";
-    return d;
-  }
-  if (record->abortRequestedAt.empty()) {
-    record->abortRequestedAt = rfc3339::Format(ctx.now);
-    if (const std::optional<InProgress> w = WrittenRecord(newD)) {
-      InProgress other = *w;
-      other.abortRequestedAt = record->abortRequestedAt;
-      const std::optional<pod_update::Clock::time_point> at = rfc3339::Parse(w->abortRequestedAt);
-      if (other == *record && at && *at <= ctx.now + std::chrono::seconds(1) &&
-          *at >= ctx.now - std::chrono::seconds(10)) {
-        record->abortRequestedAt = w->abortRequestedAt;
-      }
-    }
-    d.inProgress = SerializeInProgress(*record);
-    d.reason = "abort requested: the loop hands the update back to the native rollout";
-    d.warnings.push_back(Warning("in-place update: abort requested; if it still runs in " +
-                                 std::to_string(kAbortTakeover.count()) +
-                                 " s, run the abort command again"));
-    return d;
-  }
-  const std::optional<pod_update::Clock::time_point> at = rfc3339::Parse(record->abortRequestedAt);
-  if (!at || ctx.now - *at >= kAbortTakeover) {
-    end("the loop did not act on the abort within " + std::to_string(kAbortTakeover.count()) +
-        " s");
-    d.warnings.back() = Warning(
-        "in-place update ended by the webhook (the loop did not act on the "
-        "abort): a normal rollout follows");
-    return d;
-  }
-  d.reason = "abort requested at " + record->abortRequestedAt + "; the loop has not acted yet";
-  d.warnings.push_back(Warning("in-place update: abort pending since " + record->abortRequestedAt +
-                               "; the webhook ends the update itself " +
-                               std::to_string(kAbortTakeover.count()) + " s after it"));
-  return d;
-}
-
 // The decision while an in-place update runs (the stored object has `in-progress`).
 Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
                        const kube::Deployment& newD, const Facts& ctx) {
@@ -156,19 +85,7 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
     return d;
   };
   if (AbortRequested(newD)) return DecideAbort(d, record, newD, ctx, end);
-  if (AbortRequested(oldD)) {
-    d.reason = "abort withdrawn before the loop acted on it";
-    if (record && !record->abortRequestedAt.empty()) {
-      record->abortRequestedAt.clear();
-      d.inProgress = SerializeInProgress(*record);
-    }
-    return d;
-  }
-  if (!record) {
-    d.reason = "the stored in-progress record is malformed (" + parsed.status().message() +
-               "); the loop aborts it";
-    return d;
-  }
+  if (rules::SettledByTheStoredState(d, record, parsed.status(), oldD)) return d;
   auto notEligible = [&](const eligibility::Result& r) {
     if (r.podApiRefuses.empty()) {
       end(r.blockingPath + " changed");
@@ -319,33 +236,8 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
 
 }  // namespace
 
-bool IsOptedIn(const kube::ObjectView& object) {
-  return object.label(keys::kEnabledLabel) == keys::kTrue;
-}
-
-std::string ForgedStateKeys(const kube::ObjectView& object) {
-  std::string out;
-  std::optional<std::string_view> state = object.label(keys::kStateLabel);
-  if (state && *state != keys::kStateNormal) AppendItem(out, keys::kStateLabel);
-  if (object.annotation(keys::kUpdateStateAnnotation)) {
-    AppendItem(out, keys::kUpdateStateAnnotation);
-  }
-  if (object.annotation(keys::kHookTimeoutAnnotation)) {
-    AppendItem(out, keys::kHookTimeoutAnnotation);
-  }
-  return out;
-}
-
-bool HasReadinessGate(const kube::Deployment& deployment) {
-  return deployment.podTemplate().hasReadinessGate(keys::kReadyCondition);
-}
-
 std::string AbortCommand(const kube::Deployment& deployment) {
-  std::string out = "kubectl annotate " + DeploymentRef(deployment) + " " +
-                    std::string(keys::kAbortAnnotation) + "=true";
-  std::string_view ns = deployment.ns();
-  if (!ns.empty()) out += " -n " + std::string(ns);
-  return out;
+  return rules::AbortCommand(DeploymentRef(deployment), deployment);
 }
 
 // An end by the webhook (it cannot see pods) of an update whose written template is the one the
@@ -415,49 +307,12 @@ Decision Decide(const kube::Deployment& oldDeployment, const kube::Deployment& n
 
 bool Conforms(const Decision& decision, const kube::Deployment& deployment) {
   if (decision.action == Action::kIgnore) return true;
-  if (decision.dropPauseCommand && deployment.annotation(keys::kPauseAnnotation)) return false;
-  if (decision.dropUndoCommand && deployment.annotation(keys::kUndoAnnotation)) return false;
-  if (decision.dropAbortCommand && deployment.annotation(keys::kAbortAnnotation)) return false;
   if (decision.paused && deployment.paused() != *decision.paused) return false;
   if (decision.restartedAt && deployment.podTemplate().annotation(keys::kRestartedAtAnnotation) !=
                                   std::string_view(*decision.restartedAt)) {
     return false;
   }
-  std::optional<std::string_view> written = deployment.annotation(keys::kInProgressAnnotation);
-  if (decision.inProgress) return written == std::string_view(*decision.inProgress);
-  return !written;
-}
-
-void Apply(const Decision& decision, json::Value& deployment, json::Allocator& alloc) {
-  if (decision.action == Action::kIgnore) return;
-  if (json::Value* annotations =
-          json::FindMutable(json::FindMutable(&deployment, "metadata"), "annotations")) {
-    if (decision.dropPauseCommand) json::Remove(*annotations, keys::kPauseAnnotation);
-    if (decision.dropUndoCommand) json::Remove(*annotations, keys::kUndoAnnotation);
-    if (decision.dropAbortCommand) json::Remove(*annotations, keys::kAbortAnnotation);
-  }
-  if (decision.restartedAt) {
-    json::Value& tmpl =
-        json::EnsureObject(json::EnsureObject(deployment, "spec", alloc), "template", alloc);
-    json::SetString(
-        json::EnsureObject(json::EnsureObject(tmpl, "metadata", alloc), "annotations", alloc),
-        keys::kRestartedAtAnnotation, *decision.restartedAt, alloc);
-  }
-  if (decision.paused && kube::PausedOf(deployment) != *decision.paused) {
-    json::Set(json::EnsureObject(deployment, "spec", alloc), "paused",
-              json::Value(*decision.paused), alloc);
-  }
-  if (decision.inProgress) {
-    if (kube::AnnotationOf(deployment, keys::kInProgressAnnotation) !=
-        std::string_view(*decision.inProgress)) {
-      json::Value& meta = json::EnsureObject(deployment, "metadata", alloc);
-      json::SetString(json::EnsureObject(meta, "annotations", alloc), keys::kInProgressAnnotation,
-                      *decision.inProgress, alloc);
-    }
-  } else if (json::Value* annotations =
-                 json::FindMutable(json::FindMutable(&deployment, "metadata"), "annotations")) {
-    json::Remove(*annotations, keys::kInProgressAnnotation);
-  }
+  return rules::AnnotationsConform(decision, deployment);
 }
 
 }  // namespace iw::deployment

@@ -83,8 +83,8 @@ std::string SerializeInProgress(const InProgress& record) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-StatusOr<std::optional<InProgress>> ReadInProgress(const kube::Deployment& deployment) {
-  const std::optional<std::string_view> v = deployment.annotation(keys::kInProgressAnnotation);
+StatusOr<std::optional<InProgress>> ReadInProgress(const kube::ObjectView& workload) {
+  const std::optional<std::string_view> v = workload.annotation(keys::kInProgressAnnotation);
   if (!v) return std::optional<InProgress>();
   StatusOr<InProgress> parsed = ParseInProgress(*v);
   if (!parsed.ok()) return parsed.status();

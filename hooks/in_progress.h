@@ -33,9 +33,10 @@ std::optional<InProgress> ParseInProgressOrNone(std::optional<std::string_view> 
 // Serialises with keys in the order above, so equal records give equal text.
 std::string SerializeInProgress(const InProgress& record);
 
-// Reads the annotation from a Deployment: nullopt when absent, InvalidArgument when present but
-// malformed (the caller decides: the mutator treats it as absent-and-restored, the loop aborts).
-StatusOr<std::optional<InProgress>> ReadInProgress(const kube::Deployment& deployment);
+// Reads the annotation from a Deployment or StatefulSet: nullopt when absent, InvalidArgument when
+// present but malformed (the caller decides: the mutator treats it as absent-and-restored, the loop
+// aborts).
+StatusOr<std::optional<InProgress>> ReadInProgress(const kube::ObjectView& workload);
 
 // The stable hash of a pod template (spec.template of a Deployment or ReplicaSet), ignoring the
 // `pod-template-hash` label. Algorithm: copy the template; delete metadata.labels

@@ -51,6 +51,9 @@ inline constexpr std::string_view kStateUpdated = "Updated";
 
 // Kubernetes' own keys that the rules depend on.
 inline constexpr std::string_view kPodTemplateHashLabel = "pod-template-hash";
+// A StatefulSet pod's revision: the ControllerRevision its template came from; the StatefulSet
+// controller counts and deletes pods by it (DESIGN.md §4.8).
+inline constexpr std::string_view kControllerRevisionHashLabel = "controller-revision-hash";
 inline constexpr std::string_view kRestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt";
 // Pod annotations the API server's pod update validation refuses to add, change or remove
 // (ValidatePodSpecificAnnotationUpdates): AppArmor's per-container keys (a prefix) and the

@@ -138,4 +138,17 @@ Response ValidatePod(const Request& req, const Context& ctx) {
                 (req.username.empty() ? std::string("this user") : req.username));
 }
 
+Response HoldPodDeletion(const Request& req, const Context& ctx) {
+  if (req.operation != Operation::kDelete || !req.subResource.empty()) return Allowed();
+  if (req.oldObject == nullptr || !ctx.askHold) return Allowed();
+  StatusOr<kube::Pod> pod = kube::Pod::From(*req.oldObject, "request.oldObject");
+  if (!pod.ok()) return Allowed();
+  const std::optional<statefulset_hold::PodFacts> facts =
+      statefulset_hold::FactsOf(*pod, req.username, ctx.statefulSetControllerUser);
+  if (!facts) return Allowed();
+  const std::optional<statefulset_hold::Answer> answer = ctx.askHold(*facts);
+  if (!answer || !answer->hold) return Allowed();
+  return Denied(answer->reason);
+}
+
 }  // namespace iw::admission

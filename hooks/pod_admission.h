@@ -15,5 +15,9 @@ namespace iw::admission {
 
 Response MutatePod(const Request& req, const Context& ctx);
 Response ValidatePod(const Request& req, const Context& ctx);
+// A pod DELETE (DESIGN.md §4.8): refused only when the StatefulSet controller deletes a pod that an
+// in-place update of its StatefulSet moves, as the loop answers (Context::askHold); every other
+// DELETE, one the webhook cannot read, and one the loop does not answer go through.
+Response HoldPodDeletion(const Request& req, const Context& ctx);
 
 }  // namespace iw::admission

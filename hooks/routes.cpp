@@ -1,6 +1,6 @@
 #include "hooks/admission.h"
-#include "hooks/deployment_admission.h"
 #include "hooks/pod_admission.h"
+#include "hooks/workload_admission.h"
 
 namespace iw::admission {
 
@@ -10,6 +10,9 @@ const std::vector<Route>& Routes() {
       {"/validate/deployments", false, ValidateDeployment},
       {"/mutate/pods", true, MutatePod},
       {"/validate/pods", false, ValidatePod},
+      {"/mutate/statefulsets", true, MutateStatefulSet},
+      {"/validate/statefulsets", false, ValidateStatefulSet},
+      {"/validate/pod-deletions", false, HoldPodDeletion},
   };
   return kRoutes;
 }

@@ -209,6 +209,38 @@ Status CheckReplicaSetShape(const json::Value& replicaSet, std::string_view name
                       {{"spec", "template", "spec", "containers"}, Kind::kNamedArray}});
 }
 
+Status CheckStatefulSetShape(const json::Value& statefulSet, std::string_view name) {
+  if (Status s = CheckMetadataShape(statefulSet, name); !s.ok()) return s;
+  Status s = CheckFields(
+      statefulSet, name,
+      {{{"metadata", "generation"}, Kind::kInteger},
+       {{"spec"}, Kind::kObject},
+       {{"spec", "replicas"}, Kind::kInteger},
+       {{"spec", "minReadySeconds"}, Kind::kInteger},
+       {{"spec", "podManagementPolicy"}, Kind::kString},
+       {{"spec", "ordinals"}, Kind::kObject},
+       {{"spec", "ordinals", "start"}, Kind::kInteger},
+       {{"spec", "updateStrategy"}, Kind::kObject},
+       {{"spec", "updateStrategy", "type"}, Kind::kString},
+       {{"spec", "updateStrategy", "rollingUpdate"}, Kind::kObject},
+       {{"spec", "updateStrategy", "rollingUpdate", "partition"}, Kind::kInteger},
+       {{"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"}, Kind::kIntOrString},
+       {{"spec", "template"}, Kind::kObject},
+       {{"status"}, Kind::kObject},
+       {{"status", "observedGeneration"}, Kind::kInteger},
+       {{"status", "replicas"}, Kind::kInteger},
+       {{"status", "readyReplicas"}, Kind::kInteger},
+       {{"status", "currentReplicas"}, Kind::kInteger},
+       {{"status", "updatedReplicas"}, Kind::kInteger},
+       {{"status", "currentRevision"}, Kind::kString},
+       {{"status", "updateRevision"}, Kind::kString},
+       {{"status", "conditions"}, Kind::kObjectArray}});
+  if (!s.ok()) return s;
+  const json::Value* tmpl = json::Path(&statefulSet, {"spec", "template"});
+  if (tmpl == nullptr || tmpl->IsNull()) return Status::Ok();
+  return CheckPodTemplateShape(*tmpl, std::string(name) + ".spec.template");
+}
+
 Status CheckPodShape(const json::Value& pod, std::string_view name) {
   if (Status s = CheckMetadataShape(pod, name); !s.ok()) return s;
   return CheckFields(pod, name,
@@ -275,6 +307,12 @@ std::vector<View> Entries(const json::Value& object, std::initializer_list<std::
   out.reserve(list->Size());
   for (const auto& e : list->GetArray()) out.emplace_back(e);
   return out;
+}
+
+int ClampInt(long long n) {
+  return n < 0                                 ? 0
+         : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                               : static_cast<int>(n);
 }
 
 int SpecReplicas(const json::Value& workload) {
@@ -451,6 +489,85 @@ PodTemplate ReplicaSet::podTemplate() const {
 std::string_view ReplicaSet::selectorMatchLabel(std::string_view key) const {
   return json::StringOr(json::Path(&json(), {"spec", "selector", "matchLabels"}), key);
 }
+StatusOr<StatefulSet> StatefulSet::From(const json::Value& object, std::string_view name) {
+  if (Status s = CheckStatefulSetShape(object, name); !s.ok()) return s;
+  return StatefulSet(object);
+}
+int StatefulSet::replicas() const {
+  return SpecReplicas(json());
+}
+PodTemplate StatefulSet::podTemplate() const {
+  return PodTemplate(TemplateOf(json()));
+}
+int StatefulSet::minReadySeconds() const {
+  return ClampInt(IntAt(json::Path(&json(), {"spec", "minReadySeconds"}), 0));
+}
+bool StatefulSet::parallel() const {
+  return json::StringOr(json::Find(&json(), "spec"), "podManagementPolicy") == "Parallel";
+}
+int StatefulSet::ordinalStart() const {
+  return ClampInt(IntAt(json::Path(&json(), {"spec", "ordinals", "start"}), 0));
+}
+std::string_view StatefulSet::updateStrategy() const {
+  std::string_view type = json::StringOr(json::Path(&json(), {"spec", "updateStrategy"}), "type");
+  return type.empty() ? std::string_view("RollingUpdate") : type;
+}
+int StatefulSet::partition() const {
+  return ClampInt(
+      IntAt(json::Path(&json(), {"spec", "updateStrategy", "rollingUpdate", "partition"}), 0));
+}
+const json::Value* StatefulSet::maxUnavailable() const {
+  const json::Value* v =
+      json::Path(&json(), {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"});
+  return v != nullptr && !v->IsNull() ? v : nullptr;
+}
+const json::Value* StatefulSet::selector() const {
+  const json::Value* s = json::Path(&json(), {"spec", "selector"});
+  return s != nullptr && s->IsObject() ? s : nullptr;
+}
+long long StatefulSet::observedGeneration() const {
+  return IntAt(json::Path(&json(), {"status", "observedGeneration"}), 0);
+}
+long long StatefulSet::statusReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "replicas"}), 0);
+}
+long long StatefulSet::readyReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "readyReplicas"}), 0);
+}
+long long StatefulSet::currentReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "currentReplicas"}), 0);
+}
+long long StatefulSet::updatedReplicas() const {
+  return IntAt(json::Path(&json(), {"status", "updatedReplicas"}), 0);
+}
+std::string_view StatefulSet::currentRevision() const {
+  return json::StringOr(json::Find(&json(), "status"), "currentRevision");
+}
+std::string_view StatefulSet::updateRevision() const {
+  return json::StringOr(json::Find(&json(), "status"), "updateRevision");
+}
+bool StatefulSet::ControllerObserved() const {
+  return observedGeneration() >= generation();
+}
+std::optional<int> StatefulSet::OrdinalOf(std::string_view podName) const {
+  const std::string_view set = name();
+  if (set.empty() || podName.size() < set.size() + 2 || !podName.starts_with(set) ||
+      podName[set.size()] != '-') {
+    return std::nullopt;
+  }
+  const std::string_view digits = podName.substr(set.size() + 1);
+  long long n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+    if (n > std::numeric_limits<int>::max()) return std::nullopt;
+  }
+  return static_cast<int>(n);
+}
+std::optional<Condition> StatefulSet::condition(std::string_view type) const {
+  return ConditionView(json(), type);
+}
+
 int ObjectView::revision() const {
   std::string_view r = annotation("deployment.kubernetes.io/revision").value_or("");
   int n = 0;

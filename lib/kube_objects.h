@@ -1,5 +1,5 @@
-// Typed, zero-copy views over the three Kubernetes objects the product reads: a Deployment, a
-// ReplicaSet and a Pod. A view points into a JSON value it does not own (the value must outlive
+// Typed, zero-copy views over the Kubernetes objects the product reads: a Deployment, a ReplicaSet,
+// a StatefulSet and a Pod. A view points into a JSON value it does not own (the value must outlive
 // it) and is obtainable only through From, which runs the object's shape check: every field an
 // accessor reads has the type Kubernetes gives it (null counts as absent), so accessors need no
 // error paths. Each fact about an object is computed here and nowhere else (DESIGN.md §6.1).
@@ -28,6 +28,10 @@ Status CheckMetadataShape(const json::Value& object, std::string_view name);
 Status CheckDeploymentShape(const json::Value& deployment, std::string_view name);
 // CheckReplicaSetShape: metadata plus spec.replicas and the template's labels and containers.
 Status CheckReplicaSetShape(const json::Value& replicaSet, std::string_view name);
+// CheckStatefulSetShape: metadata plus spec (replicas, minReadySeconds, podManagementPolicy,
+// ordinals.start, updateStrategy with rollingUpdate's partition and maxUnavailable, the template
+// as a Deployment's) and status (observedGeneration, the replica counters, the two revisions).
+Status CheckStatefulSetShape(const json::Value& statefulSet, std::string_view name);
 // CheckPodShape: metadata plus spec.containers, spec.readinessGates, status.phase,
 // status.conditions and status.containerStatuses.
 Status CheckPodShape(const json::Value& pod, std::string_view name);
@@ -202,6 +206,58 @@ class ContainerStatus {
  private:
   const json::Value* s_;
 };
+// A StatefulSet (DESIGN.md §4.8). Its pods are named `<name>-<ordinal>`; the controller
+// deletes a pod for three reasons only (pkg/controller/statefulset, 1.30 to 1.37): a terminal
+// phase, an ordinal outside [start, start + replicas) (scale-down), and, for RollingUpdate, a
+// controller-revision-hash other than status.updateRevision at an ordinal >= start + partition.
+class StatefulSet : public ObjectView {
+ public:
+  // The view of `object`, after CheckStatefulSetShape(object, name).
+  static StatusOr<StatefulSet> From(const json::Value& object, std::string_view name = "object");
+
+  // spec.replicas; 1 when absent, never below 0.
+  int replicas() const;
+  // spec.template; an empty template when absent.
+  PodTemplate podTemplate() const;
+  // spec.minReadySeconds; 0 when absent or negative.
+  int minReadySeconds() const;
+  // spec.podManagementPolicy is Parallel (absent is OrderedReady, the API server's default).
+  bool parallel() const;
+  // spec.ordinals.start; 0 when absent or negative.
+  int ordinalStart() const;
+  // spec.updateStrategy.type; "RollingUpdate" when absent (the API server's default). The 1.37
+  // alpha "Recreate" reads as itself.
+  std::string_view updateStrategy() const;
+  // spec.updateStrategy.rollingUpdate.partition; 0 when absent or negative.
+  int partition() const;
+  // spec.updateStrategy.rollingUpdate.maxUnavailable (an int or a percent string), or nullptr
+  // when absent (the controller then takes one pod at a time).
+  const json::Value* maxUnavailable() const;
+  // spec.selector (an object, as lib/label_selector reads it), or nullptr when absent.
+  const json::Value* selector() const;
+  // status.observedGeneration, status.replicas, readyReplicas, currentReplicas,
+  // updatedReplicas; 0 when absent.
+  long long observedGeneration() const;
+  long long statusReplicas() const;
+  long long readyReplicas() const;
+  long long currentReplicas() const;
+  long long updatedReplicas() const;
+  // status.currentRevision, status.updateRevision: the ControllerRevision names (the pods'
+  // controller-revision-hash values); empty when absent.
+  std::string_view currentRevision() const;
+  std::string_view updateRevision() const;
+  // The controller observed this generation (status.observedGeneration >= metadata.generation):
+  // its status.updateRevision is the revision of the current spec.template.
+  bool ControllerObserved() const;
+  // The ordinal of a pod named `podName` of this StatefulSet (`<name>-<digits>`, as the
+  // controller's getParentNameAndOrdinal parses it); nullopt for any other name.
+  std::optional<int> OrdinalOf(std::string_view podName) const;
+  // status.conditions[type == `type`]; nullopt when absent.
+  std::optional<Condition> condition(std::string_view type) const;
+
+ private:
+  using ObjectView::ObjectView;
+};
 
 // What a pod and a pod template share: metadata, and a pod spec's containers and readiness gates.
 class PodSpecView : public ObjectView {
@@ -228,6 +284,7 @@ class PodTemplate : public PodSpecView {
  private:
   friend class Deployment;
   friend class ReplicaSet;
+  friend class StatefulSet;
   using PodSpecView::PodSpecView;
 };
 

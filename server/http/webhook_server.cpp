@@ -130,8 +130,10 @@ void WebhookServer::ServeReview(const http::Request& req, http::Response& res) {
   metrics_.inFlight.fetch_add(1);
   admission::Context ctx;
   ctx.controllerUser = options_.controllerUser;
+  ctx.statefulSetControllerUser = options_.statefulSetControllerUser;
   ctx.now = std::chrono::system_clock::now();
   ctx.loopAlive = options_.loopAlive && options_.loopAlive();
+  ctx.askHold = options_.askHold;
   if (options_.resizeSupport) ctx.resize = options_.resizeSupport();
   review::Reply reply = review::Answer(*route, req.body, req.HeaderValue("Content-Type"), ctx);
   metrics_.inFlight.fetch_sub(1);
@@ -220,7 +222,7 @@ void WebhookServer::RenderProtectionMetrics(std::string& out) const {
 
 void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
   bool known = req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics" ||
-               req.path == "/loopz";
+               req.path == "/loopz" || (req.path == "/holdz" && options_.holdz);
   if (!known) return SendText(res, 404, "not found\n");
   if (req.method != "GET") {
     SendText(res, 405, "use GET\n");
@@ -233,6 +235,13 @@ void WebhookServer::ServeProbe(const http::Request& req, http::Response& res) {
   if (req.path == "/loopz") {
     return options_.loopAlive && options_.loopAlive() ? SendText(res, 200, "alive\n")
                                                       : SendText(res, 503, "no loop\n");
+  }
+  // The StatefulSet hold's answer (DESIGN.md §4.8), for the webhook pods' pod-DELETE reviews.
+  if (req.path == "/holdz") {
+    const std::size_t q = req.target.find('?');
+    auto [status, body] =
+        options_.holdz(q == std::string_view::npos ? std::string_view{} : req.target.substr(q + 1));
+    return SendText(res, status, body);
   }
   if (req.path == "/readyz") {
     if (std::string why = options_.notReady ? options_.notReady() : ""; !why.empty()) {

@@ -1,13 +1,13 @@
-// The process's two listeners: HTTPS for AdmissionReviews (the four routes of hooks/) and plain
+// The process's two listeners: HTTPS for AdmissionReviews (the routes of hooks/) and plain
 // HTTP for probes and metrics, both served by http::Server. Owns the certificate store and the
 // TLS context.
 //
 // Thread safety: Start() once and Shutdown() (idempotent; the destructor calls it) from the
 // owner's thread, never from a request. Reviews and probes are served on the worker threads of
-// both listeners at once: options.loopAlive and options.notReady are called there, concurrently,
-// and must be thread-safe and quick. Ready() from any thread; Port(), ProbePort() and (with a
-// webhook port) Certificates(), a thread-safe store, once Start() has returned. Start() adds
-// collectors to `metrics` that point into this server: the registry must not render once the
+// both listeners at once: options.loopAlive, askHold, holdz and notReady are called there,
+// concurrently, and must be thread-safe and quick. Ready() from any thread; Port(), ProbePort() and
+// (with a webhook port) Certificates(), a thread-safe store, once Start() has returned. Start()
+// adds collectors to `metrics` that point into this server: the registry must not render once the
 // server is destroyed.
 #pragma once
 
@@ -55,10 +55,18 @@ struct WebhookServerOptions {
   bool waitForCertificate = false;
   std::chrono::seconds ticketKeyRotation{3600};  // session ticket keys (§9.7)
   std::string controllerUser = "system:serviceaccount:inplace-webhook:inplace-webhook";
+  std::string statefulSetControllerUser =
+      "system:serviceaccount:kube-system:statefulset-controller";
   // admission::Context::resize for each review; absent: nothing in place (--pod-resize).
   std::function<resize_support::Support()> resizeSupport;
   // admission::Context::loopAlive for each review; absent: false (no loop known to run).
   std::function<bool()> loopAlive;
+  // admission::Context::askHold for each review (thread-safe; bounded in time); absent: never
+  // asked, every pod DELETE goes through.
+  std::function<std::optional<statefulset_hold::Answer>(const statefulset_hold::PodFacts&)> askHold;
+  // /holdz on the probe port (DESIGN.md §4.8): the status and body for the request's query;
+  // absent: 404 (a process without the loop's API client).
+  std::function<std::pair<int, std::string>(std::string_view query)> holdz;
   // Why this process is not ready beyond its listeners ("" or absent: nothing): the loop's
   // identity check (DESIGN.md §9.6). /readyz answers 503 with it.
   std::function<std::string()> notReady;

@@ -6,7 +6,7 @@
 
 #include "server/kube/backoff.h"
 #include "server/kube/error_result.h"
-#include "server/kube/query_string.h"
+#include "lib/query_string.h"
 #include "server/kube/transport_error.h"
 #include "server/process/log.h"
 

@@ -57,9 +57,9 @@
 #include "server/kube/watch_stream.h"
 // Not needed by the declarations below: included so that this header still declares Backoff,
 // ErrorResult and QueryEscape for its users, as it did before they moved to these files.
+#include "lib/query_string.h"
 #include "server/kube/backoff.h"
 #include "server/kube/error_result.h"
-#include "server/kube/query_string.h"
 
 namespace httplib {
 class ClientImpl;

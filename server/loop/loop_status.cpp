@@ -121,6 +121,15 @@ void LoopStatusPoller::RenderMetrics(std::string& out) const {
          "\n";
   out +=
       "inplace_webhook_loop_status_polls_total{result=\"error\"} " + std::to_string(errors_) + "\n";
+  out +=
+      "# HELP inplace_webhook_hold_questions_total The StatefulSet controller's pod DELETEs asked "
+      "of the controller's /holdz, by answer (error: no answer; the DELETE went through).\n";
+  out += "# TYPE inplace_webhook_hold_questions_total counter\n";
+  out += "inplace_webhook_hold_questions_total{answer=\"hold\"} " + std::to_string(holds_) + "\n";
+  out += "inplace_webhook_hold_questions_total{answer=\"release\"} " + std::to_string(releases_) +
+         "\n";
+  out += "inplace_webhook_hold_questions_total{answer=\"error\"} " + std::to_string(holdErrors_) +
+         "\n";
 }
 
 void LoopStatusPoller::Run() {
@@ -149,8 +158,9 @@ void LoopStatusPoller::Run() {
   }
 }
 
-std::optional<bool> LoopStatusPoller::PollOnce() const {
-  const Clock::time_point deadline = Clock::now() + options_.timeout;
+std::optional<LoopStatusPoller::PlainAnswer> LoopStatusPoller::Get(
+    const std::string& path, std::chrono::milliseconds timeout) const {
+  const Clock::time_point deadline = Clock::now() + timeout;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -176,7 +186,7 @@ std::optional<bool> LoopStatusPoller::PollOnce() const {
       return std::nullopt;
     }
   }
-  const std::string request = "GET " + path_ + " HTTP/1.1\r\nHost: " + host_ +
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + host_ +
                               "\r\nConnection: close\r\nUser-Agent: inplace-webhook\r\n\r\n";
   size_t sent = 0;
   while (sent < request.size()) {
@@ -209,7 +219,33 @@ std::optional<bool> LoopStatusPoller::PollOnce() const {
   size_t end = answer.find("\r\n\r\n");
   if (sp == std::string::npos || end == std::string::npos) return std::nullopt;
   int status = std::atoi(answer.c_str() + sp + 1);
-  return loop_signal::ParseAnswer(status, std::string_view(answer).substr(end + 4));
+  return PlainAnswer{status, answer.substr(end + 4)};
+}
+
+std::optional<bool> LoopStatusPoller::PollOnce() const {
+  std::optional<PlainAnswer> a = Get(path_, options_.timeout);
+  if (!a) return std::nullopt;
+  return loop_signal::ParseAnswer(a->status, a->body);
+}
+
+std::optional<statefulset_hold::Answer> LoopStatusPoller::AskHold(
+    const statefulset_hold::PodFacts& facts) const {
+  std::optional<statefulset_hold::Answer> answer;
+  try {
+    std::optional<PlainAnswer> a =
+        Get(holdPath_ + "?" + statefulset_hold::EncodeQuery(facts), options_.holdTimeout);
+    if (a && a->status == 200) answer = statefulset_hold::ParseAnswer(a->body);
+  } catch (const std::exception&) {  // a review's thread: no answer, the DELETE goes through
+    answer.reset();
+  }
+  (answer ? (answer->hold ? holds_ : releases_) : holdErrors_)++;
+  if (!answer) {
+    iw::log::Warn(
+        "hold: no answer from the controller's /holdz; the StatefulSet controller's "
+        "pod DELETE goes through",
+        {{"pod", facts.ns + "/" + facts.name}});
+  }
+  return answer;
 }
 
 }  // namespace iw::server

@@ -79,6 +79,7 @@ StatusOr<std::unique_ptr<LoopRuntime>> LoopRuntime::Create(const cli::ServeOptio
       *rt->client_, rt->elector_ ? &rt->elector_->WriteFence() : nullptr,
       rt->client_->Config().requestTimeout);
   rt->loop_ = std::make_unique<loop::Loop>(*rt->fenced_, loopOptions);
+  rt->hold_ = std::make_unique<loop::HoldAnswerer>(*rt->client_, loop::HoldAnswerer::Options{});
   if (const auto& mc = o.managedCertificates; mc.enabled) {
     // Every replica runs it, leader or not (its writes are conditional, §9.7): certificates
     // must not wait for an election.
@@ -106,12 +107,14 @@ StatusOr<std::unique_ptr<LoopRuntime>> LoopRuntime::Create(const cli::ServeOptio
   loop::Loop* lp = rt->loop_.get();
   leader::LeaderElector* el = rt->elector_.get();
   server::AccessMonitor* am = rt->access_.get();
-  metrics.AddCollector([client, lm, lp, el, am](std::string& out) {
+  loop::HoldAnswerer* hold = rt->hold_.get();
+  metrics.AddCollector([client, lm, lp, el, am, hold](std::string& out) {
     client->RenderMetrics(out);
     lm->Render(out);
     lp->RenderMetrics(out);
     if (el != nullptr) el->RenderMetrics(out);
     am->RenderMetrics(out);
+    hold->RenderMetrics(out);
   });
   log::Info("in-place loop configured",
             {{"apiServer", rt->client_->Config().Url()},

@@ -20,6 +20,7 @@
 #include "server/certs/cert_controller.h"
 #include "server/kube/kube_client.h"
 #include "server/loop/access_monitor.h"
+#include "server/loop/hold_answerer.h"
 #include "server/loop/leader_election.h"
 #include "server/loop/loop.h"
 #include "server/loop/loop_metrics.h"
@@ -62,6 +63,10 @@ class LoopRuntime {
               std::string eventNamespace);
   ~LoopRuntime() { Stop(); }
   kube::Client& ApiClient() { return *client_; }
+  // The answer to the StatefulSet controller's pod DELETEs (DESIGN.md §4.8), from this process:
+  // /holdz on the probe port, and the webhook's own question with --role=all. Any replica answers
+  // (a GET, leader or not).
+  loop::HoldAnswerer& Hold() { return *hold_; }
   LoopRuntime(const LoopRuntime&) = delete;
   LoopRuntime& operator=(const LoopRuntime&) = delete;
 
@@ -89,6 +94,7 @@ class LoopRuntime {
   std::unique_ptr<leader::LeaderElector> elector_;
   std::unique_ptr<leader::FencedApi> fenced_;
   std::unique_ptr<loop::Loop> loop_;
+  std::unique_ptr<loop::HoldAnswerer> hold_;
   std::jthread starter_;  // joined in Stop() before the members it uses go
   std::unique_ptr<certs::Controller> certs_;
 };

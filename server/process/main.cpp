@@ -114,6 +114,20 @@ int Serve(const iw::cli::ServeOptions& o) {
     return runtime != nullptr && runtime->LoopAlive();
   };
   serverOptions.loopAlive = loopAlive;
+  // The StatefulSet hold (DESIGN.md §4.8): a credential-free webhook asks the controller's
+  // /holdz; a process with the loop's client answers itself, and serves /holdz.
+  if (poller) {
+    serverOptions.askHold = [p = poller.get()](const iw::statefulset_hold::PodFacts& facts) {
+      return p->AskHold(facts);
+    };
+  } else if (loop) {
+    serverOptions.askHold = [h = &loop->Hold()](const iw::statefulset_hold::PodFacts& facts) {
+      return h->Ask(facts);
+    };
+  }
+  if (loop) {
+    serverOptions.holdz = [h = &loop->Hold()](std::string_view query) { return h->Serve(query); };
+  }
   serverOptions.notReady = [runtime] { return runtime != nullptr ? runtime->NotReady() : ""; };
   metrics.AddCollector([loopAlive](std::string& out) {
     out +=

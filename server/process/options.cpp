@@ -119,6 +119,12 @@ cxxopts::Options ServeSpec() {
       "controller-user", "the loop's own API identity; its requests pass the webhooks untouched",
       cxxopts::value<std::string>()->default_value(
           "system:serviceaccount:inplace-webhook:inplace-webhook"))(
+      "statefulset-controller-user",
+      "the StatefulSet controller's API identity: its pod DELETEs are the ones the StatefulSet "
+      "hold "
+      "judges (/validate/pod-deletions); any other user's go through",
+      cxxopts::value<std::string>()->default_value(
+          "system:serviceaccount:kube-system:statefulset-controller"))(
       "api-server",
       "API server URL (e.g. http://127.0.0.1:8001 for kubectl proxy); default: in-cluster config",
       cxxopts::value<std::string>()->default_value(""))(
@@ -288,6 +294,7 @@ Parsed Parse(int argc, char** argv) {
     w.readTimeoutSeconds = r["read-timeout-seconds"].as<int>();
     w.idleTimeoutSeconds = r["idle-timeout-seconds"].as<int>();
     w.controllerUser = r["controller-user"].as<std::string>();
+    w.statefulSetControllerUser = r["statefulset-controller-user"].as<std::string>();
     s.shutdownDelaySeconds = r["shutdown-delay-seconds"].as<int>();
     s.shutdownGraceSeconds = r["shutdown-grace-seconds"].as<int>();
     w.shutdownGrace = std::chrono::seconds(s.shutdownGraceSeconds);

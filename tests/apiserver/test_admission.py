@@ -885,6 +885,26 @@ class ChartSyncTest(unittest.TestCase):
         def resolve(line):
             return re.sub(r"\{\{-?\s*(\.Values\.[A-Za-z0-9_.]+)\s*-?\}\}", lambda m: str(value(m.group(1))), line)
 
+        # What the default values leave out: a `{{- if .Values.X }}` block whose value is false (its own
+        # nested with/if/range blocks counted to find its end).
+        def drop_disabled(text):
+            out, skip, depth = [], False, 0
+            for line in text.splitlines(keepends=True):
+                m = re.match(r"\s*\{\{-? if (\.Values\.[A-Za-z0-9_.]+) -?\}\}\s*$", line)
+                if not skip and m and not value(m.group(1)):
+                    skip, depth = True, 1
+                    continue
+                if skip:
+                    if re.match(r"\s*\{\{-? (if|with|range) ", line):
+                        depth += 1
+                    elif re.match(r"\s*\{\{-? end -?\}\}", line):
+                        depth -= 1
+                        skip = depth > 0
+                    continue
+                out.append(line)
+            return "".join(out)
+
+        text = drop_disabled(text)
         obj_sel = re.search(r'define "inplace-webhook.objectSelector" -\}\}\n(.*?)\{\{- end', helpers, re.S).group(1)
         object_selector = yaml.safe_load(obj_sel)
         hooks = {}

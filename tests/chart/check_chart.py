@@ -962,9 +962,14 @@ EXPECTED_WEBHOOKS = {
     "/validate/deployments": ("ValidatingWebhookConfiguration", "apps", "deployments", ["CREATE", "UPDATE"], "validateDeployments", None),
     "/mutate/pods": ("MutatingWebhookConfiguration", "", "pods", ["CREATE"], "mutatePods", "Never"),
     "/validate/pods": ("ValidatingWebhookConfiguration", "", "pods", ["UPDATE"], "validatePods", None),
+    "/mutate/statefulsets": ("MutatingWebhookConfiguration", "apps", "statefulsets", ["UPDATE"], "mutateStatefulSets", "IfNeeded"),
+    "/validate/statefulsets": ("ValidatingWebhookConfiguration", "apps", "statefulsets", ["CREATE", "UPDATE"], "validateStatefulSets", None),
+    "/validate/pod-deletions": ("ValidatingWebhookConfiguration", "", "pods", ["DELETE"], "holdStatefulSetPods", None),
 }
 CONTRACT_FAILURE_POLICY = {"mutateDeployments": "Fail", "validateDeployments": "Fail",
-                           "mutatePods": "Ignore", "validatePods": "Ignore"}
+                           "mutatePods": "Ignore", "validatePods": "Ignore",
+                           "mutateStatefulSets": "Fail", "validateStatefulSets": "Fail",
+                           "holdStatefulSetPods": "Ignore"}
 
 
 # DESIGN.md §6.1 "Exceptions only at the edges": the files where an exception may be caught, each where a
@@ -1007,8 +1012,9 @@ def check_exception_edges(run, root):
 
 def check_webhooks(run, root, texts, values, routes):
     errors = []
-    if len(routes) != 4:
-        errors.append("hooks/routes.cpp: found %d routes, expected the 4 of the contract (parser or table changed?)" % len(routes))
+    if len(routes) != len(EXPECTED_WEBHOOKS):
+        errors.append("hooks/routes.cpp: found %d routes, expected the %d of the contract (parser or table changed?)"
+                      % (len(routes), len(EXPECTED_WEBHOOKS)))
     docs, actions = template_docs(texts.get("webhooks.yaml", ""))
     hooks = []
     for doc in docs:
@@ -1111,7 +1117,12 @@ def check_webhooks(run, root, texts, values, routes):
     run.case("webhook selectors and the three certificate modes", errors)
 
 
-DEPLOYMENT_WEBHOOKS = ("/mutate/deployments", "/validate/deployments")
+DEPLOYMENT_WEBHOOKS = ("/mutate/deployments", "/validate/deployments", "/mutate/statefulsets",
+                       "/validate/statefulsets")
+# The StatefulSet hold's webhook has a matchCondition of its own: only the StatefulSet controller's DELETEs.
+HOLD_WEBHOOK = "/validate/pod-deletions"
+HOLD_MATCH_CONDITIONS = [{"name": "the-statefulset-controller",
+                          "expression": "request.userInfo.username == TPL"}]
 CONTROLLER_USER_ACTION = 'include "inplace-webhook.controllerUser" . | quote'
 
 
@@ -1144,6 +1155,13 @@ def check_match_conditions(run, root, texts):
     for doc in docs:
         for hook in doc.get("webhooks") or []:
             path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path")
+            if path == HOLD_WEBHOOK:
+                got = [dict(c, expression=re.sub(r"TPL\d+", "TPL", str(c.get("expression"))))
+                       for c in hook.get("matchConditions") or []]
+                if got != HOLD_MATCH_CONDITIONS:
+                    errors.append("%s: matchConditions %r, want only the StatefulSet controller's user "
+                                  "(.Values.webhooks.statefulSetControllerUser)" % (hook.get("name"), got))
+                continue
             if (path in DEPLOYMENT_WEBHOOKS) != ("matchConditions" in hook):
                 errors.append("%s: matchConditions %s" % (hook.get("name"), "missing" if path in DEPLOYMENT_WEBHOOKS
                                                          else "unexpected (only the Deployment webhooks have them)"))
@@ -1271,7 +1289,7 @@ CONTRACT_FLAGS = {"bind-address", "port", "probe-port", "tls-cert-file", "tls-pr
                   "controller-user", "leader-elect", "leader-election-namespace", "api-server",
                   "shutdown-grace-seconds", "role", "loop-status-url", "tls-wait-for-files",
                   "first-request-timeout-seconds", "header-timeout-seconds", "max-inflight-request-bytes",
-                  "pod-resize"}
+                  "pod-resize", "statefulset-controller-user"}
 CONTRACT_DEFAULTS = [
     ("replicaCount", 2), ("leaderElection", True), ("server.port", 8443), ("server.probePort", 8080),
     ("server.maxRequestBytes", 7340032), ("server.maxConnections", 256), ("server.shutdownGraceSeconds", 30),

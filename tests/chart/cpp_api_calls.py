@@ -703,6 +703,7 @@ BUILDER_RESOURCES = {
     "DeploymentsPath": ("apps", "deployments"), "DeploymentPath": ("apps", "deployments"),
     "DeploymentStatusPath": ("apps", "deployments/status"),
     "ReplicaSetsPath": ("apps", "replicasets"), "ReplicaSetPath": ("apps", "replicasets"),
+    "StatefulSetPath": ("apps", "statefulsets"),
     "EventsPath": ("", "events"), "EventPath": ("", "events"),
     "LeasesPath": ("coordination.k8s.io", "leases"), "LeasePath": ("coordination.k8s.io", "leases"),
     "SecretPath": ("", "secrets"),

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hooks/budget.h"
-#include "hooks/deployment_admission.h"
+#include "hooks/workload_admission.h"
 #include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
 #include "lib/json.h"

@@ -241,3 +241,56 @@ TEST_CASE("a condition: one reader of its fields, on pods and Deployments alike"
   CHECK_FALSE(test::AsDeployment(d).condition("ReplicaFailure").has_value());
   CHECK(test::AsPod(d).condition("Progressing")->reason() == "ProgressDeadlineExceeded");
 }
+
+TEST_CASE("a StatefulSet's view: its defaults, its strategy and its pods' ordinals") {
+  json::Document bare = Parse(R"({"metadata":{"name":"web","generation":2}})");
+  const kube::StatefulSet b = test::AsStatefulSet(bare);
+  CHECK(b.replicas() == 1);
+  CHECK(b.updateStrategy() == "RollingUpdate");
+  CHECK(b.partition() == 0);
+  CHECK(b.maxUnavailable() == nullptr);
+  CHECK_FALSE(b.parallel());
+  CHECK(b.ordinalStart() == 0);
+  CHECK_FALSE(b.ControllerObserved());  // observedGeneration 0 < generation 2
+
+  json::Document full = Parse(R"({"metadata":{"name":"web","generation":2},
+    "spec":{"replicas":3,"podManagementPolicy":"Parallel","ordinals":{"start":5},"minReadySeconds":7,
+            "updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":2,"maxUnavailable":"50%"}}},
+    "status":{"observedGeneration":2,"replicas":3,"readyReplicas":2,"currentReplicas":1,
+              "updatedReplicas":2,"currentRevision":"web-a","updateRevision":"web-b"}})");
+  const kube::StatefulSet f = test::AsStatefulSet(full);
+  CHECK(f.replicas() == 3);
+  CHECK(f.parallel());
+  CHECK(f.ordinalStart() == 5);
+  CHECK(f.minReadySeconds() == 7);
+  CHECK(f.partition() == 2);
+  REQUIRE(f.maxUnavailable() != nullptr);
+  CHECK(json::View(*f.maxUnavailable()) == "50%");
+  CHECK(f.ControllerObserved());
+  CHECK(f.readyReplicas() == 2);
+  CHECK(f.currentReplicas() == 1);
+  CHECK(f.updatedReplicas() == 2);
+  CHECK(f.currentRevision() == "web-a");
+  CHECK(f.updateRevision() == "web-b");
+
+  // The controller's getParentNameAndOrdinal: `<name>-<digits>`, nothing else.
+  CHECK(f.OrdinalOf("web-0") == 0);
+  CHECK(f.OrdinalOf("web-12") == 12);
+  CHECK(f.OrdinalOf("web-007") == 7);
+  for (const char* other :
+       {"web", "web-", "web-a", "web-1x", "webb-1", "db-1", "web-99999999999"}) {
+    CAPTURE(other);
+    CHECK_FALSE(f.OrdinalOf(other));
+  }
+  CHECK(test::AsStatefulSet(Parse(R"({"spec":{"updateStrategy":{"type":"OnDelete"}}})"))
+            .updateStrategy() == "OnDelete");
+  CHECK(kube::StatefulSet::From(Parse(R"({"spec":{"template":{"metadata":{"labels":{"a":1}}}}})"),
+                                "s")
+            .status()
+            .message() == "s.spec.template.metadata.labels[\"a\"] must be a string, got number");
+  CHECK(kube::StatefulSet::From(
+            Parse(R"({"spec":{"updateStrategy":{"rollingUpdate":{"partition":"2"}}}})"), "s")
+            .status()
+            .message() ==
+        "s.spec.updateStrategy.rollingUpdate.partition must be an integer, got string");
+}

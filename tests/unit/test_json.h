@@ -36,6 +36,9 @@ inline kube::Deployment AsDeployment(const json::Value& object) {
 inline kube::ReplicaSet AsReplicaSet(const json::Value& object) {
   return ViewOf<kube::ReplicaSet>(object);
 }
+inline kube::StatefulSet AsStatefulSet(const json::Value& object) {
+  return ViewOf<kube::StatefulSet>(object);
+}
 inline kube::Pod AsPod(const json::Value& object) {
   return ViewOf<kube::Pod>(object);
 }
