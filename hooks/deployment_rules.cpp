@@ -101,12 +101,10 @@ Decision DecideRunning(std::string_view stored, const kube::Deployment& oldD,
   // The native Recreate replaces every pod at once: from then on no two templates run together
   // (DESIGN.md §3.2).
   if (newD.recreate()) return end("strategy Recreate");
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
-  if (!settings.ok()) {
-    d.reason = settings.status().message() + " (the validator denies this write)";
-    return d;
-  }
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy, ctx.resize);
+  const std::optional<eligibility::Result> compared =
+      rules::CompareChange(d, newD, oldD.podTemplate(), newD.podTemplate(), ctx);
+  if (!compared) return d;
+  const eligibility::Result& r = *compared;
   switch (r.verdict) {
     case eligibility::Verdict::kNoChange:
       d.reason = "in-place update running; template unchanged";
@@ -156,12 +154,10 @@ Decision DecideIdle(const kube::Deployment& oldD, const kube::Deployment& newD, 
         Warning("in-place update not possible (" + why + "): a normal rollout follows"));
     return d;
   };
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newD);
-  if (!settings.ok()) {
-    d.reason = settings.status().message() + " (the validator denies this write)";
-    return d;
-  }
-  eligibility::Result r = eligibility::CompareDeployments(oldD, newD, settings->policy, ctx.resize);
+  const std::optional<eligibility::Result> compared =
+      rules::CompareChange(d, newD, oldD.podTemplate(), newD.podTemplate(), ctx);
+  if (!compared) return d;
+  const eligibility::Result& r = *compared;
   if (r.verdict == eligibility::Verdict::kNoChange) {
     d.reason = "no template change";
     return d;

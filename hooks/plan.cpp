@@ -56,6 +56,8 @@ std::string Action::Path() const {
       return kube::DeploymentPath(ns, name);
     case WriteKind::kDeploymentStatusPatch:
       return kube::DeploymentStatusPath(ns, name);
+    case WriteKind::kStatefulSetPatch:
+      return kube::StatefulSetPath(ns, name);
     case WriteKind::kEvent:
       return kube::EventsPath(ns);
   }

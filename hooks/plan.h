@@ -31,6 +31,7 @@ enum class WriteKind {
   kReplicaSetDelete,  // no body
   kDeploymentPatch,
   kDeploymentStatusPatch,  // strategic merge of status.conditions, no resourceVersion (progress.h)
+  kStatefulSetPatch,
   kEvent,
 };
 

@@ -14,13 +14,6 @@ using rules::Decision;
 using rules::Warning;
 using Action = Decision::Action;
 
-eligibility::Result Compare(const kube::StatefulSet& oldS, const kube::StatefulSet& newS,
-                            const lifecycle::Policy& policy, const rules::Facts& ctx) {
-  const kube::PodTemplate oldT = oldS.podTemplate();
-  const kube::PodTemplate newT = newS.podTemplate();
-  return eligibility::CompareTemplates(&oldT, &newT, policy, ctx.resize);
-}
-
 // The decision while an in-place update runs (the stored object has `in-progress`).
 Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
                        const kube::StatefulSet& newS, const rules::Facts& ctx) {
@@ -47,12 +40,10 @@ Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
     end("updateStrategy " + std::string(newS.updateStrategy()));
     return d;
   }
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newS);
-  if (!settings.ok()) {
-    d.reason = settings.status().message() + " (the validator denies this write)";
-    return d;
-  }
-  const eligibility::Result r = Compare(oldS, newS, settings->policy, ctx);
+  const std::optional<eligibility::Result> compared =
+      rules::CompareChange(d, newS, oldS.podTemplate(), newS.podTemplate(), ctx);
+  if (!compared) return d;
+  const eligibility::Result& r = *compared;
   switch (r.verdict) {
     case eligibility::Verdict::kNoChange:
       d.reason = "in-place update running; template unchanged";
@@ -97,12 +88,10 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
         Warning("in-place update not possible (" + why + "): a rolling update follows"));
     return d;
   };
-  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(newS);
-  if (!settings.ok()) {
-    d.reason = settings.status().message() + " (the validator denies this write)";
-    return d;
-  }
-  const eligibility::Result r = Compare(oldS, newS, settings->policy, ctx);
+  const std::optional<eligibility::Result> compared =
+      rules::CompareChange(d, newS, oldS.podTemplate(), newS.podTemplate(), ctx);
+  if (!compared) return d;
+  const eligibility::Result& r = *compared;
   if (r.verdict == eligibility::Verdict::kNoChange) {
     d.reason = "no template change";
     return d;
@@ -134,11 +123,13 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
     return skip("a rolling update is under way");
   }
   if (oldS.statusReplicas() == 0) return skip("no pod runs yet");
-  InProgress record{TemplateHash(oldT), TemplateHash(newT), /*pausedByUs=*/false,
+  // pausedByUs true: whatever holds the update is ours (the planner reads false as a user's pause
+  // that holds it, DESIGN.md §8.5; a StatefulSet has none).
+  InProgress record{TemplateHash(oldT), TemplateHash(newT), /*pausedByUs=*/true,
                     rfc3339::Format(ctx.now), ""};
   // Re-invocation on our own output: keep the startedAt we wrote then.
   if (const std::optional<InProgress> w = rules::WrittenRecord(newS)) {
-    if (w->from == record.from && w->to == record.to && !w->pausedByUs &&
+    if (w->from == record.from && w->to == record.to && w->pausedByUs &&
         w->abortRequestedAt.empty() && rfc3339::IsCanonical(w->startedAt)) {
       record.startedAt = w->startedAt;
     }

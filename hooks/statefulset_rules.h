@@ -15,7 +15,7 @@ namespace iw::statefulset {
 // stored object only. No update runs: an eligible template change (hooks/eligibility, as for a
 // Deployment) of an opted-in StatefulSet and template, updateStrategy RollingUpdate, pods running
 // and no rolling update under way (status.currentRevision == updateRevision) starts one (kStart,
-// the record with from/to and startedAt; pausedByUs false: there is no pause to give back). An
+// the record with from/to and startedAt; pausedByUs true: nothing but the update holds it). An
 // update runs: a further eligible change re-targets it; a change that is not eligible, the opt-in
 // label removed, or another updateStrategy ends it (the native rolling update then replaces
 // every pod not at the new revision, the ones the update moved included); the abort command as

@@ -30,7 +30,7 @@ inline constexpr auto kBlockedPoll = std::chrono::seconds(30);
 
 // The pods one update works on and the template they were created from (Workload::FindBase).
 struct RunBase {
-  std::vector<const kube::Pod*> pods;  // live, ordered by name
+  std::vector<const kube::Pod*> pods;  // live, in the order the update takes them
   kube::PodTemplate from;              // the template the pods were created from
   std::string owner;                   // what holds them, for messages ("ReplicaSet web-5d4f")
   bool finishBegun = false;            // the kind's finish has begun: the owner holds the target

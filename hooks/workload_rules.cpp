@@ -1,6 +1,7 @@
 #include "hooks/workload_rules.h"
 
 #include "hooks/keys.h"
+#include "hooks/lifecycle.h"
 #include "lib/list_text.h"
 #include "lib/rfc3339.h"
 
@@ -160,6 +161,18 @@ bool SettledByTheStoredState(Decision& d, std::optional<InProgress>& record,
     return true;
   }
   return false;
+}
+
+std::optional<eligibility::Result> CompareChange(Decision& d, const kube::ObjectView& written,
+                                                 const kube::PodTemplate& oldTemplate,
+                                                 const kube::PodTemplate& newTemplate,
+                                                 const Facts& ctx) {
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(written);
+  if (!settings.ok()) {
+    d.reason = settings.status().message() + " (the validator denies this write)";
+    return std::nullopt;
+  }
+  return eligibility::CompareTemplates(&oldTemplate, &newTemplate, settings->policy, ctx.resize);
 }
 
 void NotEligible(Decision& d, const eligibility::Result& r,

@@ -120,6 +120,13 @@ Decision DecideAbort(Decision& d, std::optional<InProgress>& record,
 // for the loop to abort. True when one of them settled `d`; `parseError` is why `record` is absent.
 bool SettledByTheStoredState(Decision& d, std::optional<InProgress>& record,
                              const Status& parseError, const kube::ObjectView& stored);
+// The written template's change against the stored one (eligibility::CompareTemplates) under the
+// written object's policy; nullopt, with `d.reason` saying why, when its lifecycle or policy
+// annotation is malformed (the validator denies such a write).
+std::optional<eligibility::Result> CompareChange(Decision& d, const kube::ObjectView& written,
+                                                 const kube::PodTemplate& oldTemplate,
+                                                 const kube::PodTemplate& newTemplate,
+                                                 const Facts& ctx);
 // A change that is not eligible (`r.verdict` kNotEligible): `stop` (a kind's end or skip) gets why,
 // and a resize that cannot be made in place adds its own warning after it.
 void NotEligible(Decision& d, const eligibility::Result& r,

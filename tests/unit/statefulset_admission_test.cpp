@@ -3,6 +3,7 @@
 // that asks the hold.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -111,7 +112,7 @@ TEST_CASE(
   REQUIRE(record.ok());
   CHECK(record->from == TemplateHash(AsStatefulSet(old).podTemplate()));
   CHECK(record->to == TemplateHash(AsStatefulSet(obj).podTemplate()));
-  CHECK_FALSE(record->pausedByUs);
+  CHECK(record->pausedByUs);  // the planner reads false as a user's pause (§8.5)
   CHECK(record->startedAt == "2026-12-06T19:00:00Z");
   CHECK_MESSAGE(Joined(d.warnings).find("3 pods will be updated in place, highest ordinal first") !=
                     std::string::npos,
@@ -125,8 +126,10 @@ TEST_CASE(
   CHECK(m.patch.find("inplace-webhook.io/in-progress") != std::string::npos);
   CHECK(m.patch.find("/spec") == std::string::npos);
   json::Document out = Patched(obj, m);
-  CHECK(admission::MutateStatefulSet(Update(old, out), {}).patch.empty());
-  CHECK(admission::ValidateStatefulSet(Update(old, out), {}).allowed);
+  admission::Context later;  // a re-invocation seconds later keeps the startedAt written then
+  later.now = std::chrono::system_clock::now() + std::chrono::seconds(5);
+  CHECK(admission::MutateStatefulSet(Update(old, out), later).patch.empty());
+  CHECK(admission::ValidateStatefulSet(Update(old, out), later).allowed);
   // The write without the mutator's record is not a fixed point.
   admission::Response v = admission::ValidateStatefulSet(Update(old, obj), {});
   CHECK_FALSE(v.allowed);
