@@ -367,57 +367,6 @@ def s00_native_statefulset_rollout(s):
                  sum(down.values()), ", ".join("%s %.1f s" % (n, down[n]) for n in names), most, len(warnings)))
 
 
-def set_partition(app, partition):
-    """alice sets the RollingUpdate partition (ordinals below it keep the current revision)."""
-    app.kubectl("patch", "statefulset/" + app.name, "--type", "merge", "-p", json.dumps(
-        {"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}}}}))
-
-
-def s00b_statefulset_partition_native(s):
-    """The native partitioned rollout: with partition 2 an image change recreates only ordinal 2 (ordinals 0 and 1
-    keep their UIDs and the old image, the status keeps two revisions) and `kubectl rollout status` says the
-    partitioned rollout is complete; partition 0 then recreates ordinals 1 and 0, in that order, ordinal 2 untouched."""
-    with statefulset_app(s, "s00b") as app:
-        before = snapshot(app.create_statefulset(replicas=3))
-        names = app.ordinals(3)
-        rev0 = app.statefulset()["status"]["currentRevision"]
-        set_partition(app, 2)
-        t0 = time.time()
-        app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
-        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=120s", timeout=140)
-        check("partitioned roll out complete: 1 new pods have been updated" in out, "rollout status: %s" % out)
-        t1 = time.time()
-        time.sleep(tc.SETTLE)  # a controller about to go on beyond the partition has done it by now
-        mid = snapshot(app.pods())
-        pods = {p["metadata"]["name"]: p for p in app.pods()}
-        check(sorted(pods) == names and all(is_ready(p) for p in pods.values()), "pods:\n%s" % app.pod_table())
-        for name in names[:2]:
-            check(mid[name]["uid"] == before[name]["uid"] and images(pods[name])["app"] == tc.V1,
-                  "pod %s below the partition was replaced or changed: %s" % (name, app.pod_table()))
-        check(mid[names[2]]["uid"] != before[names[2]]["uid"] and images(pods[names[2]])["app"] == tc.V2,
-              "pod %s was not recreated at the new image:\n%s" % (names[2], app.pod_table()))
-        st = app.statefulset()["status"]
-        check(st["currentRevision"] == rev0 != st["updateRevision"] and st.get("updatedReplicas") == 1
-              and st.get("currentReplicas") == 2 and st.get("readyReplicas") == 3,
-              "the StatefulSet's status with partition 2: %s" % st)
-        deleted = first_by_name(w for w in pod_writes(s, app.ns, t0, "delete") if w[2] == STATEFULSET_CONTROLLER)
-        check(deleted == [names[2]], "the StatefulSet controller deleted %s with partition 2" % deleted)
-        t2 = time.time()
-        set_partition(app, 0)
-        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=120s", timeout=140)
-        check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
-        t3 = time.time()
-        wait_for(app.rolled_out, 10, "the StatefulSet controller's status at the new revision", app, interval=0.2)
-        after = snapshot(app.pods())
-        check(after[names[2]]["uid"] == mid[names[2]]["uid"], "pod %s was recreated again" % names[2])
-        check(all(after[n]["uid"] != before[n]["uid"] for n in names[:2]), "pods not recreated:\n%s" % app.pod_table())
-        deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
-        check(deleted == [names[1], names[0]], "the StatefulSet controller deleted %s with partition 0" % deleted)
-        check(app.history() == [1, 2], "kubectl rollout history: %s" % app.history())
-        print("  partition 2: %s recreated in %.1f s; partition 0: %s recreated in %.1f s"
-              % (names[2], t1 - t0, ", ".join(deleted), t3 - t2))
-
-
 def refused_deletes(s, ns, since):
     """The StatefulSet controller's pod DELETEs refused by admission since `since`: [(time, pod, message)]."""
     out = []
@@ -434,96 +383,78 @@ def rollout_status_now(app):
     return out.strip()
 
 
-def wait_statefulset_webhooks(s):
-    """After an install that adds the StatefulSet webhooks: with certificates.mode=controller their caBundle is
-    written by the certificate controller's next check (checkIntervalSeconds, 60 s by default); until then the
-    API server cannot verify the webhook. Waits until a server-side dry run of an opted-in StatefulSet passes."""
-    probe = statefulset("webhook-probe", replicas=0, opted_in=True)
-    probe["metadata"]["namespace"] = "default"
-
-    def reached():
-        p = s.tools.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe), check_rc=False)
-        return p.returncode == 0 or "failed calling webhook" not in p.stderr
-    wait_for(reached, 90, "the API server to reach the StatefulSet webhooks", interval=1)
-
-
 def s01_hold_statefulset_controller(s):
     """The StatefulSet hold (DESIGN.md §4.8) against the real StatefulSet controller, with webhooks.statefulSets
-    on. An eligible image change of an opted-in StatefulSet is recorded (in-progress) and the spec stays as alice
-    wrote it (partition 0, RollingUpdate); the controller makes its new revision and tries to delete the highest
-    ordinal, and the webhook refuses it (audit log: 403, the product's reason; a FailedDelete Event): no pod is
+    on (the suite installs the chart so). An eligible image change of an opted-in StatefulSet is recorded
+    (in-progress) and the spec stays as alice wrote it (partition 0, RollingUpdate); the controller makes its new
+    revision and tries to delete the highest ordinal, and the webhook refuses it (audit log: 403, the product's reason; a FailedDelete Event): no pod is
     deleted, and `kubectl rollout status` waits ("0 out of 3 new pods"). The loop's pod write, played here (the
     image and controller-revision-hash of web-2), moves web-2 in place (same UID, app restarted once): the
     controller counts it as updated ("1 out of 3") and goes on to web-1, refused in turn. The abort hands the rest
     to the native rolling update: web-1 and web-0 are recreated, web-2 is not, and rollout status completes with one
     revision current and updated."""
-    s.install(extra=["--set", "webhooks.statefulSets=true"], upgrade=True)
-    wait_statefulset_webhooks(s)
-    try:
-        with statefulset_app(s, "s01") as app:
-            before = snapshot(app.create_statefulset(replicas=3, opted_in=True))
-            names = app.ordinals(3)
-            rev0 = app.statefulset()["status"]["currentRevision"]
-            t0 = time.time()
-            _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
-            tc.expect_warning(warnings, "3 pods will be updated in place, highest ordinal first")
-            sts = app.statefulset()
-            record = json.loads(annotations_of(sts).get(IN_PROGRESS) or "null")
-            check(record and record["from"] != record["to"], "the webhook recorded %s" % record)
-            check(sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
-                  or sts["spec"]["updateStrategy"].get("rollingUpdate", {}).get("partition") == 0,
-                  "the update strategy is not as alice wrote it: %s" % sts["spec"]["updateStrategy"])
-            wait_for(lambda: (lambda st: st.get("observedGeneration") == app.statefulset()["metadata"]["generation"]
-                              and st.get("updateRevision") not in (None, rev0))(app.statefulset()["status"]),
-                     30, "the StatefulSet controller's new revision", interval=0.2)
-            wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t0)][:1] == [names[2]], 30,
-                     "the controller's DELETE of %s, refused" % names[2], interval=0.5)
-            time.sleep(tc.SETTLE)
-            now = snapshot(app.pods())
-            check(all(now[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
-            check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
-            _, pod, message = refused_deletes(s, app.ns, t0)[0]
-            check("is updated in place by inplace-webhook" in message, "the refusal says: %s" % message)
-            check("Waiting for partitioned roll out to finish: 0 out of 3 new pods have been updated" in
-                  rollout_status_now(app), "kubectl rollout status: %s" % rollout_status_now(app))
-            failed = [e for e in app.events() if e.get("reason") == "FailedDelete"]
-            check(any("updated in place by inplace-webhook" in e.get("message", "") for e in failed),
-                  "no FailedDelete Event with the product's reason: %s" % [event_line(e) for e in failed])
-            # The loop's pod write for web-2 (played by admin here): the new image and the update revision.
-            update_rev = app.statefulset()["status"]["updateRevision"]
-            t1 = time.time()
-            s.api.strategic_patch(ns_path(app.ns, "pods", names[2]), {
-                "metadata": {"labels": {REVISION_LABEL: update_rev}},
-                "spec": {"containers": [{"name": "app", "image": tc.V2}]}})
-            wait_for(lambda: (lambda p: is_ready(p) and container_statuses(p)["app"].get("restartCount", 0) >= 1)(
-                s.api.get(ns_path(app.ns, "pods", names[2]))), 60, "%s restarted in place and Ready" % names[2],
-                interval=0.2)
-            wait_for(lambda: app.statefulset()["status"].get("updatedReplicas") == 1, 30,
-                     "the controller counting %s as updated" % names[2], interval=0.2)
-            wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t1)][:1] == [names[1]], 30,
-                     "the controller's DELETE of %s, refused" % names[1], interval=0.5)
-            check("1 out of 3 new pods have been updated" in rollout_status_now(app),
-                  "kubectl rollout status: %s" % rollout_status_now(app))
-            mid = snapshot(app.pods())
-            check(all(mid[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
-            check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
-            # The abort: the native rolling update takes the rest.
-            t2 = time.time()
-            app.kubectl("annotate", "statefulset/web", "inplace-webhook.io/abort=true")
-            out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
-            check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
-            wait_for(app.rolled_out, 30, "the StatefulSet controller's status at the new revision", app,
-                     interval=0.2)
-            after = snapshot(app.pods())
-            check(after[names[2]]["uid"] == before[names[2]]["uid"], "%s (moved in place) was recreated" % names[2])
-            check(all(after[n]["uid"] != before[n]["uid"] for n in names[:2]), "not recreated:\n%s" % app.pod_table())
-            deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
-            check(deleted == [names[1], names[0]], "the controller deleted %s after the abort" % deleted)
-            refused = refused_deletes(s, app.ns, t0)
-            print("  refused DELETEs: %s" % ", ".join("%s at +%.1f s" % (n, t - t0) for t, n, _ in refused))
-            print("  refusal: %s" % refused[0][2])
-    finally:
-        s.install(upgrade=True)
+    with statefulset_app(s, "s01") as app:
+        before = snapshot(app.create_statefulset(replicas=3, opted_in=True))
+        names = app.ordinals(3)
+        rev0 = app.statefulset()["status"]["currentRevision"]
+        t0 = time.time()
+        _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+        tc.expect_warning(warnings, "3 pods will be updated in place, highest ordinal first")
+        sts = app.statefulset()
+        record = json.loads(annotations_of(sts).get(IN_PROGRESS) or "null")
+        check(record and record["from"] != record["to"], "the webhook recorded %s" % record)
+        check(sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+              or sts["spec"]["updateStrategy"].get("rollingUpdate", {}).get("partition") == 0,
+              "the update strategy is not as alice wrote it: %s" % sts["spec"]["updateStrategy"])
+        wait_for(lambda: (lambda st: st.get("observedGeneration") == app.statefulset()["metadata"]["generation"]
+                          and st.get("updateRevision") not in (None, rev0))(app.statefulset()["status"]),
+                 30, "the StatefulSet controller's new revision", interval=0.2)
+        wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t0)][:1] == [names[2]], 30,
+                 "the controller's DELETE of %s, refused" % names[2], interval=0.5)
+        time.sleep(tc.SETTLE)
+        now = snapshot(app.pods())
+        check(all(now[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
+        check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
+        _, pod, message = refused_deletes(s, app.ns, t0)[0]
+        check("is updated in place by inplace-webhook" in message, "the refusal says: %s" % message)
+        check("Waiting for partitioned roll out to finish: 0 out of 3 new pods have been updated" in
+              rollout_status_now(app), "kubectl rollout status: %s" % rollout_status_now(app))
+        failed = [e for e in app.events() if e.get("reason") == "FailedDelete"]
+        check(any("updated in place by inplace-webhook" in e.get("message", "") for e in failed),
+              "no FailedDelete Event with the product's reason: %s" % [event_line(e) for e in failed])
+        # The loop's pod write for web-2 (played by admin here): the new image and the update revision.
+        update_rev = app.statefulset()["status"]["updateRevision"]
+        t1 = time.time()
+        s.api.strategic_patch(ns_path(app.ns, "pods", names[2]), {
+            "metadata": {"labels": {REVISION_LABEL: update_rev}},
+            "spec": {"containers": [{"name": "app", "image": tc.V2}]}})
+        wait_for(lambda: (lambda p: is_ready(p) and container_statuses(p)["app"].get("restartCount", 0) >= 1)(
+            s.api.get(ns_path(app.ns, "pods", names[2]))), 60, "%s restarted in place and Ready" % names[2],
+            interval=0.2)
+        wait_for(lambda: app.statefulset()["status"].get("updatedReplicas") == 1, 30,
+                 "the controller counting %s as updated" % names[2], interval=0.2)
+        wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t1)][:1] == [names[1]], 30,
+                 "the controller's DELETE of %s, refused" % names[1], interval=0.5)
+        check("1 out of 3 new pods have been updated" in rollout_status_now(app),
+              "kubectl rollout status: %s" % rollout_status_now(app))
+        mid = snapshot(app.pods())
+        check(all(mid[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
+        check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
+        # The abort: the native rolling update takes the rest.
+        t2 = time.time()
+        app.kubectl("annotate", "statefulset/web", "inplace-webhook.io/abort=true")
+        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
+        check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
+        wait_for(app.rolled_out, 30, "the StatefulSet controller's status at the new revision", app,
+                 interval=0.2)
+        after = snapshot(app.pods())
+        check(after[names[2]]["uid"] == before[names[2]]["uid"], "%s (moved in place) was recreated" % names[2])
+        check(all(after[n]["uid"] != before[n]["uid"] for n in names[:2]), "not recreated:\n%s" % app.pod_table())
+        deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
+        check(deleted == [names[1], names[0]], "the controller deleted %s after the abort" % deleted)
+        refused = refused_deletes(s, app.ns, t0)
+        print("  refused DELETEs: %s" % ", ".join("%s at +%.1f s" % (n, t - t0) for t, n, _ in refused))
+        print("  refusal: %s" % refused[0][2])
 
 
-SCENARIOS = [s00_native_statefulset_rollout, s00b_statefulset_partition_native, s01_hold_statefulset_controller]
+SCENARIOS = [s00_native_statefulset_rollout, s01_hold_statefulset_controller]
