@@ -1,8 +1,8 @@
 #include "hooks/statefulset_hold.h"
 
-#include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
+#include "hooks/statefulset_rules.h"
 #include "lib/query_string.h"
 
 namespace iw::statefulset_hold {
@@ -35,7 +35,7 @@ std::string SetRef(const PodFacts& pod) {
 std::optional<PodFacts> FactsOf(const kube::Pod& pod, std::string_view username,
                                 std::string_view controllerUser) {
   if (username.empty() || username != controllerUser) return std::nullopt;
-  if (!deployment::IsOptedIn(pod) || !pod.live()) return std::nullopt;
+  if (!rules::IsOptedIn(pod) || !pod.live()) return std::nullopt;
   const json::Value* ref = kube::ControllerRefOf(pod.json());
   if (json::StringOr(ref, "kind") != "StatefulSet") return std::nullopt;
   PodFacts facts;
@@ -99,7 +99,7 @@ Answer Decide(const std::optional<kube::StatefulSet>& set, const PodFacts& pod) 
   if (set->annotation(keys::kAbortAnnotation) == keys::kTrue) {
     return Release("the in-place update of " + SetRef(pod) + " is aborted");
   }
-  if (set->updateStrategy() != "RollingUpdate") {
+  if (!set->rollingUpdate()) {
     return Release(SetRef(pod) + " updates " + std::string(set->updateStrategy()));
   }
   const std::optional<int> ordinal = set->OrdinalOf(pod.name);
@@ -121,8 +121,8 @@ Answer Decide(const std::optional<kube::StatefulSet>& set, const PodFacts& pod) 
   return {true, "pod " + pod.name + " is updated in place by inplace-webhook (" + SetRef(pod) +
                     " in-progress since " + (*record)->startedAt +
                     "); the controller counts it as updated once it carries the new revision; "
-                    "to roll it natively instead: kubectl annotate " +
-                    SetRef(pod) + " " + std::string(keys::kAbortAnnotation) + "=true -n " + pod.ns};
+                    "to roll it natively instead: " +
+                    statefulset::AbortCommand(*set)};
 }
 
 std::string RenderAnswer(const Answer& answer) {

@@ -36,7 +36,7 @@ Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
     end("StatefulSet label inplace-webhook.io/enabled removed");
     return d;
   }
-  if (newS.updateStrategy() != "RollingUpdate") {
+  if (!newS.rollingUpdate()) {
     end("updateStrategy " + std::string(newS.updateStrategy()));
     return d;
   }
@@ -71,7 +71,7 @@ Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
   if (written != stored && written != std::string_view(*d.inProgress)) {
     d.warnings.push_back(
         Warning("in-place update in progress: inplace-webhook.io/in-progress kept"));
-    d.warnings.push_back(Warning("to stop it: " + rules::AbortCommand(Ref(newS), newS)));
+    d.warnings.push_back(Warning("to stop it: " + AbortCommand(newS)));
   }
   return d;
 }
@@ -110,7 +110,7 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
   }
   // OnDelete leaves each pod's update to the user's delete; Recreate (1.37 alpha) replaces every
   // pod at once. Neither is a rolling update to do in place.
-  if (newS.updateStrategy() != "RollingUpdate") {
+  if (!newS.rollingUpdate()) {
     return skip("updateStrategy " + std::string(newS.updateStrategy()));
   }
   if (oldS.replicas() == 0) {
@@ -143,7 +143,7 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
     d.warnings.push_back(
         Warning("in-place update: no inplace-webhook controller is known to run; the update "
                 "waits until one does"));
-    d.warnings.push_back(Warning("to end it now: " + rules::AbortCommand(Ref(newS), newS)));
+    d.warnings.push_back(Warning("to end it now: " + AbortCommand(newS)));
   }
   return d;
 }
@@ -152,6 +152,10 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
 
 std::string Ref(const kube::ObjectView& set) {
   return "sts/" + std::string(set.name().empty() ? "NAME" : set.name());
+}
+
+std::string AbortCommand(const kube::ObjectView& set) {
+  return rules::AbortCommand(Ref(set), set);
 }
 
 Decision Decide(const kube::StatefulSet& oldSet, const kube::StatefulSet& newSet,

@@ -28,5 +28,8 @@ bool Conforms(const rules::Decision& decision, const kube::StatefulSet& set);
 
 // `sts/NAME`, for messages and commands.
 std::string Ref(const kube::ObjectView& set);
+// The command that stops a running in-place update of `set`, for messages:
+// `kubectl annotate sts/NAME inplace-webhook.io/abort=true -n NAMESPACE`.
+std::string AbortCommand(const kube::ObjectView& set);
 
 }  // namespace iw::statefulset

@@ -53,7 +53,7 @@ std::vector<const kube::Pod*> StatefulSetWorkload::Pods() const {
 }
 
 std::optional<std::string> StatefulSetWorkload::EndReason() const {
-  if (s_.updateStrategy() != "RollingUpdate") {
+  if (!s_.rollingUpdate()) {
     return "updateStrategy " + std::string(s_.updateStrategy()) + " leaves the pods to the user";
   }
   return std::nullopt;

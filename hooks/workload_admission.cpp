@@ -33,7 +33,7 @@ std::string AbortCommand(const kube::Deployment& object) {
   return deployment::AbortCommand(object);
 }
 std::string AbortCommand(const kube::StatefulSet& object) {
-  return rules::AbortCommand(statefulset::Ref(object), object);
+  return statefulset::AbortCommand(object);
 }
 
 // The user-facing reason why `object` is not a fixed point of `d`. A Deployment's decision also

@@ -309,6 +309,7 @@ std::vector<View> Entries(const json::Value& object, std::initializer_list<std::
   return out;
 }
 
+// `n` as an int: below 0 is 0, above INT_MAX is INT_MAX.
 int ClampInt(long long n) {
   return n < 0                                 ? 0
          : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
@@ -316,12 +317,7 @@ int ClampInt(long long n) {
 }
 
 int SpecReplicas(const json::Value& workload) {
-  const json::Value* r = json::Path(&workload, {"spec", "replicas"});
-  if (r == nullptr || !r->IsInt64()) return 1;
-  const long long n = r->GetInt64();
-  return n < 0                                 ? 0
-         : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
-                                               : static_cast<int>(n);
+  return ClampInt(IntAt(json::Path(&workload, {"spec", "replicas"}), 1));
 }
 
 }  // namespace
@@ -432,10 +428,7 @@ PodTemplate Deployment::podTemplate() const {
   return PodTemplate(TemplateOf(json()));
 }
 int Deployment::minReadySeconds() const {
-  const long long n = IntAt(json::Path(&json(), {"spec", "minReadySeconds"}), 0);
-  return n < 0                                 ? 0
-         : n > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
-                                               : static_cast<int>(n);
+  return ClampInt(IntAt(json::Path(&json(), {"spec", "minReadySeconds"}), 0));
 }
 std::optional<long long> Deployment::progressDeadlineSeconds() const {
   const json::Value* v = json::Path(&json(), {"spec", "progressDeadlineSeconds"});
@@ -521,10 +514,6 @@ const json::Value* StatefulSet::maxUnavailable() const {
       json::Path(&json(), {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"});
   return v != nullptr && !v->IsNull() ? v : nullptr;
 }
-const json::Value* StatefulSet::selector() const {
-  const json::Value* s = json::Path(&json(), {"spec", "selector"});
-  return s != nullptr && s->IsObject() ? s : nullptr;
-}
 long long StatefulSet::observedGeneration() const {
   return IntAt(json::Path(&json(), {"status", "observedGeneration"}), 0);
 }
@@ -563,9 +552,6 @@ std::optional<int> StatefulSet::OrdinalOf(std::string_view podName) const {
     if (n > std::numeric_limits<int>::max()) return std::nullopt;
   }
   return static_cast<int>(n);
-}
-std::optional<Condition> StatefulSet::condition(std::string_view type) const {
-  return ConditionView(json(), type);
 }
 
 int ObjectView::revision() const {

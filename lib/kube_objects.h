@@ -228,13 +228,13 @@ class StatefulSet : public ObjectView {
   // spec.updateStrategy.type; "RollingUpdate" when absent (the API server's default). The 1.37
   // alpha "Recreate" reads as itself.
   std::string_view updateStrategy() const;
+  // updateStrategy() is RollingUpdate: the only strategy in which the controller rolls pods itself.
+  bool rollingUpdate() const { return updateStrategy() == "RollingUpdate"; }
   // spec.updateStrategy.rollingUpdate.partition; 0 when absent or negative.
   int partition() const;
   // spec.updateStrategy.rollingUpdate.maxUnavailable (an int or a percent string), or nullptr
   // when absent (the controller then takes one pod at a time).
   const json::Value* maxUnavailable() const;
-  // spec.selector (an object, as lib/label_selector reads it), or nullptr when absent.
-  const json::Value* selector() const;
   // status.observedGeneration, status.replicas, readyReplicas, currentReplicas,
   // updatedReplicas; 0 when absent.
   long long observedGeneration() const;
@@ -252,8 +252,6 @@ class StatefulSet : public ObjectView {
   // The ordinal of a pod named `podName` of this StatefulSet (`<name>-<digits>`, as the
   // controller's getParentNameAndOrdinal parses it); nullopt for any other name.
   std::optional<int> OrdinalOf(std::string_view podName) const;
-  // status.conditions[type == `type`]; nullopt when absent.
-  std::optional<Condition> condition(std::string_view type) const;
 
  private:
   using ObjectView::ObjectView;

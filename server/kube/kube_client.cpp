@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "lib/query_string.h"
 #include "server/kube/backoff.h"
 #include "server/kube/error_result.h"
-#include "lib/query_string.h"
 #include "server/kube/transport_error.h"
 #include "server/process/log.h"
 

@@ -30,4 +30,16 @@ std::chrono::nanoseconds RateLimiter::Acquire() {
   return wait;
 }
 
+bool RateLimiter::TryAcquire() {
+  if (qps_ <= 0) return true;
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  tokens_ = std::min(burst_, tokens_ + elapsed * qps_);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
 }  // namespace iw::kube

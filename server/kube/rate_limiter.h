@@ -16,6 +16,9 @@ class RateLimiter {
   RateLimiter(double qps, int burst);
   // Takes one token, sleeping until one is available; returns the time waited.
   std::chrono::nanoseconds Acquire();
+  // Takes one token only if one is there now (never waits, never queues): false when the bucket
+  // is empty.
+  bool TryAcquire();
 
  private:
   const double qps_;

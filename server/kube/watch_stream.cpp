@@ -11,11 +11,11 @@
 #include <random>
 #include <utility>
 
+#include "lib/query_string.h"
 #include "lib/stop_sleep.h"
 #include "server/kube/backoff.h"
 #include "server/kube/error_result.h"
 #include "server/kube/kube_client.h"
-#include "lib/query_string.h"
 #include "server/kube/transport_error.h"
 #include "server/process/log.h"
 

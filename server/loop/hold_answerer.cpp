@@ -1,7 +1,5 @@
 #include "server/loop/hold_answerer.h"
 
-#include <algorithm>
-
 #include "lib/kube_objects.h"
 #include "server/kube/kube_client.h"
 #include "server/process/log.h"
@@ -11,22 +9,10 @@ namespace iw::loop {
 HoldAnswerer::HoldAnswerer(kube::Api& api, Options options)
     : api_(api),
       options_(options),
-      tokens_(2 * options.perSecond),
-      last_(std::chrono::steady_clock::now()) {}
-
-bool HoldAnswerer::TakeToken() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  const double elapsed = std::chrono::duration<double>(now - last_).count();
-  last_ = now;
-  tokens_ = std::min(2 * options_.perSecond, tokens_ + elapsed * options_.perSecond);
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
-  return true;
-}
+      budget_(options.perSecond, static_cast<int>(2 * options.perSecond)) {}
 
 std::optional<statefulset_hold::Answer> HoldAnswerer::Ask(const statefulset_hold::PodFacts& facts) {
-  if (!TakeToken()) {
+  if (!budget_.TryAcquire()) {
     errors_++;
     return std::nullopt;
   }

@@ -5,12 +5,11 @@
 // and the webhook in the same process directly.
 //
 // Thread safety: Ask() and Serve() from any thread, concurrently (the probe listener's and the
-// review listener's workers); the budget's mutex guards its bucket, the counters are atomic.
+// review listener's workers); the budget is a thread-safe kube::RateLimiter, the counters atomic.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +17,7 @@
 
 #include "hooks/kube_api.h"
 #include "hooks/statefulset_hold.h"
+#include "server/kube/rate_limiter.h"
 
 namespace iw::loop {
 
@@ -45,13 +45,9 @@ class HoldAnswerer {
   void RenderMetrics(std::string& out) const;
 
  private:
-  bool TakeToken();
-
   kube::Api& api_;
   const Options options_;
-  std::mutex mu_;
-  double tokens_;
-  std::chrono::steady_clock::time_point last_;
+  kube::RateLimiter budget_;
   std::atomic<unsigned long long> holds_{0}, releases_{0}, errors_{0};
 };
 

@@ -247,6 +247,16 @@ TEST_CASE("RateLimiter lets a burst through and then makes callers wait") {
   for (int i = 0; i < 10; ++i) CHECK(unlimited.Acquire().count() == 0);
 }
 
+TEST_CASE("RateLimiter::TryAcquire takes a token only when one is there, and never queues") {
+  RateLimiter limiter(1, 2);
+  CHECK(limiter.TryAcquire());
+  CHECK(limiter.TryAcquire());
+  CHECK_FALSE(limiter.TryAcquire());  // empty: refused at once, no debt left behind
+  CHECK_FALSE(limiter.TryAcquire());
+  RateLimiter unlimited(0, 1);
+  for (int i = 0; i < 10; ++i) CHECK(unlimited.TryAcquire());
+}
+
 TEST_CASE("LabelSelector parses the query syntax and matches like the API server") {
   json::Document labels =
       Parse(R"({"app":"web","tier":"front","inplace-webhook.io/state":"Normal"})");

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "hooks/budget.h"
-#include "hooks/workload_admission.h"
 #include "hooks/deployment_rules.h"
 #include "hooks/in_progress.h"
+#include "hooks/workload_admission.h"
 #include "lib/json.h"
 #include "lib/json_patch.h"
 #include "lib/rfc3339.h"
