@@ -41,9 +41,10 @@ run: build certs
 test: test-unit test-cluster
 
 # The e2e scenarios on the Python API double are left to test-sanitize (they drive the ASan/TSan binaries): the
-# real-cluster suite runs the same scenarios on upstream Kubernetes.
+# real-cluster suite runs the same scenarios on upstream Kubernetes. Two suites at a time (`hostile`, which measures
+# memory and connections, runs alone): the release build compiles beside the others.
 test-unit: build certs
-	@cd $(BUILD) && ctest --output-on-failure --timeout 900 -LE '^e2e$$'
+	@cd $(BUILD) && ctest --output-on-failure --timeout 900 -j 2 -LE '^e2e$$'
 
 # The pinned upstream components (cluster/upstream/*/go.mod), built once into $$INPLACE_CACHE
 # (default /var/cache/inplace-webhook) and reused while their go.mod/go.sum do not change. upstream-matrix adds the
@@ -80,7 +81,8 @@ SANITIZE_TARGETS_thread := inplace-webhook unit_tests client_tests
 SANITIZE_TESTS_thread := ^(unit|client|curl_cases|server_edges|e2e)$$
 # The two builds one after the other (each takes both cores), then the two test runs side by side: their
 # longest suite, e2e, waits on the API double's timing more than it computes, so together they take little
-# longer than one. Each run's output is printed whole when both have ended; either failing fails the target.
+# longer than one, and each runs two of its scenarios at a time (IW_E2E_JOBS). Each run's output is printed
+# whole when both have ended; either failing fails the target.
 test-sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address sanitize-compile
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread sanitize-compile
@@ -107,7 +109,7 @@ sanitize-one: sanitize-compile sanitize-test
 sanitize-test:
 	@echo "== -fsanitize=$(SANITIZER) in $(BUILD)"
 	@rm -rf $(BUILD)/sanitizer-reports && mkdir -p $(BUILD)/sanitizer-reports
-	@cd $(BUILD) && { ctest --output-on-failure -R '$(SANITIZE_TESTS_$(SANITIZER))'; rc=$$?; \
+	@cd $(BUILD) && { IW_E2E_JOBS=2 ctest --output-on-failure -R '$(SANITIZE_TESTS_$(SANITIZER))'; rc=$$?; \
 	  for f in sanitizer-reports/*; do \
 	    [ -e "$$f" ] || continue; rc=1; echo "--- sanitizer report $(BUILD)/$$f:"; cat "$$f"; \
 	  done; exit $$rc; }

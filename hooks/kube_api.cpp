@@ -86,8 +86,14 @@ std::string PodResizePath(std::string_view ns, std::string_view name) {
 std::string DeploymentsPath(std::string_view ns) {
   return Namespaced("/apis/apps/v1", ns, "deployments");
 }
+std::string StatefulSetsPath(std::string_view ns) {
+  return Namespaced("/apis/apps/v1", ns, "statefulsets");
+}
 std::string StatefulSetPath(std::string_view ns, std::string_view name) {
-  return Namespaced("/apis/apps/v1", ns, "statefulsets") + "/" + std::string(name);
+  return StatefulSetsPath(ns) + "/" + std::string(name);
+}
+std::string ControllerRevisionPath(std::string_view ns, std::string_view name) {
+  return Namespaced("/apis/apps/v1", ns, "controllerrevisions") + "/" + std::string(name);
 }
 std::string DeploymentPath(std::string_view ns, std::string_view name) {
   return DeploymentsPath(ns) + "/" + std::string(name);

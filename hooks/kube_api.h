@@ -68,7 +68,9 @@ std::string DeploymentPath(std::string_view ns, std::string_view name);
 std::string DeploymentStatusPath(std::string_view ns, std::string_view name);
 std::string ReplicaSetsPath(std::string_view ns);
 std::string ReplicaSetPath(std::string_view ns, std::string_view name);
+std::string StatefulSetsPath(std::string_view ns);  // ns empty: all namespaces
 std::string StatefulSetPath(std::string_view ns, std::string_view name);
+std::string ControllerRevisionPath(std::string_view ns, std::string_view name);
 std::string EventsPath(std::string_view ns);
 std::string LeasePath(std::string_view ns, std::string_view name);
 std::string LeasesPath(std::string_view ns);

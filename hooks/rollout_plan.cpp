@@ -11,6 +11,7 @@
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
+#include "hooks/statefulset_workload.h"
 #include "lib/kube_objects.h"
 
 namespace iw::rollout {
@@ -449,6 +450,57 @@ Plan PlanRollout(const Snapshot& snapshot) {
     return plan;
   }
   return PlanUpdate(w, *record, s.now);
+}
+
+std::optional<json::Document> RevisionTemplate(const json::Value& controllerRevision) {
+  const Value* templ = json::Path(&controllerRevision, {"data", "spec", "template"});
+  if (templ == nullptr || !templ->IsObject()) return std::nullopt;
+  json::Document out;
+  out.CopyFrom(*templ, out.GetAllocator());
+  json::Remove(out, "$patch");
+  return out;
+}
+
+Plan PlanStatefulSetRollout(const StatefulSetSnapshot& snapshot) {
+  Plan plan;
+  if (snapshot.statefulSet == nullptr) return plan;
+  auto cannotRead = [&plan](const Status& s) {
+    plan.phase = Phase::kBlocked;
+    plan.message = "cannot read the objects of the update: " + s.message();
+    plan.requeueAfter = kBlockedPoll;
+    return std::move(plan);
+  };
+  StatusOr<kube::StatefulSet> set = kube::StatefulSet::From(*snapshot.statefulSet, "statefulSet");
+  if (!set.ok()) return cannotRead(set.status());
+  if (set->deleting()) return plan;
+  std::vector<kube::Pod> podStore;
+  std::vector<const kube::Pod*> pods;
+  if (Status s = ReadViews(snapshot.pods, "pod", podStore, pods); !s.ok()) return cannotRead(s);
+  // The current revision's template, when the revision read is the one the status names.
+  std::optional<json::Document> revisionDoc;
+  std::optional<kube::PodTemplate> revision;
+  if (snapshot.currentRevision != nullptr &&
+      kube::MetaOf(*snapshot.currentRevision, "name") == set->currentRevision()) {
+    revisionDoc = RevisionTemplate(*snapshot.currentRevision);
+    if (revisionDoc) {
+      StatusOr<kube::PodTemplate> t = kube::PodTemplate::From(*revisionDoc, "revision template");
+      if (!t.ok())
+        return cannotRead(
+            t.status().Prefixed("ControllerRevision " + std::string(set->currentRevision())));
+      revision = *t;
+    }
+  }
+  StatefulSetWorkload w(*set, pods, revision ? &*revision : nullptr);
+  StatusOr<std::optional<InProgress>> read = ReadInProgress(*set);
+  if (!read.ok()) {
+    return Abort(w, std::nullopt, "malformed in-progress record: " + read.status().message(),
+                 snapshot.now);
+  }
+  if (!*read) {
+    ReleasePods(plan, w, snapshot.now, "update ended without the loop");
+    return plan;
+  }
+  return PlanUpdate(w, **read, snapshot.now);
 }
 
 Plan PlanUpdate(Workload& workload, const InProgress& record, Clock::time_point now) {

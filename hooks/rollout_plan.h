@@ -34,9 +34,26 @@ struct Snapshot {
   Clock::time_point now;
 };
 
+// A StatefulSet's objects as read: the StatefulSet, its pods (those it controls count) and the
+// ControllerRevision its status.currentRevision names (nullptr: not read, or none).
+struct StatefulSetSnapshot {
+  const json::Value* statefulSet = nullptr;
+  std::vector<const json::Value*> pods;
+  const json::Value* currentRevision = nullptr;
+  Clock::time_point now;
+};
+
 // The decisions for one Deployment. Deployments without `in-progress` give kIdle and no action but
 // putting back in service the pods an update that ended without the loop left out of it.
 Plan PlanRollout(const Snapshot& snapshot);
+
+// The decisions for one StatefulSet (hooks/statefulset_workload), as PlanRollout's for a
+// Deployment.
+Plan PlanStatefulSetRollout(const StatefulSetSnapshot& snapshot);
+
+// The pod template a StatefulSet's ControllerRevision holds (data.spec.template, without the
+// strategic-merge "$patch" key the controller stores with it); nullopt when it holds none.
+std::optional<json::Document> RevisionTemplate(const json::Value& controllerRevision);
 
 // One pass over the running update `record` of any workload (PlanRollout's for a Deployment):
 // what ends it first, the base the workload finds, the start Events, one step per pod within

@@ -140,6 +140,7 @@ void Loop::Stop() {
   freshNext_.clear();
   std::lock_guard lock(mu_);
   deployments_.Clear();
+  statefulSets_.Clear();
   gates_.Clear();
   gateSince_.clear();
   failures_.clear();
@@ -158,7 +159,10 @@ void Loop::Queue(WorkKind kind, std::string key, Steady::time_point due) {
   {
     std::lock_guard lock(mu_);
     if (gate) gateSince_.try_emplace(key, Steady::now());
-    if (!(gate ? gates_ : deployments_).Add(key, due)) return;
+    DelayQueue& queue = gate                             ? gates_
+                        : kind == WorkKind::kStatefulSet ? statefulSets_
+                                                         : deployments_;
+    if (!queue.Add(key, due)) return;
   }
   (gate ? gateCv_ : cv_).notify_all();
 }
@@ -188,14 +192,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     auto [ns, name] = SplitKey(key);
     return Reconcile(ns, name);
   }
-  const std::string phase(rollout::PhaseName(plan.phase));
-  std::string& last = lastPhase_[key];
-  if (last != phase + plan.message) {
-    last = phase + plan.message;
-    (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
-                                                                                      : log::Info)(
-        "in-place update", {{"deployment", key}, {"phase", phase}, {"message", plan.message}});
-  }
+  LogPhase(key, plan);
   if (options_.metrics != nullptr) {
     if (Terminal(plan.phase)) {
       options_.metrics->ForgetUpdate(key);
@@ -235,6 +232,76 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
   }
   if (Terminal(plan.phase)) lastPhase_.erase(key);
+  return res;
+}
+
+void Loop::LogPhase(const std::string& key, const rollout::Plan& plan) {
+  const std::string phase(rollout::PhaseName(plan.phase));
+  std::string& last = lastPhase_[key];
+  if (last == phase + plan.message) return;
+  last = phase + plan.message;
+  const bool set = key.starts_with("sts:");
+  (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
+                                                                                    : log::Info)(
+      "in-place update", {{set ? "statefulset" : "deployment", set ? key.substr(4) : key},
+                          {"phase", phase},
+                          {"message", plan.message}});
+}
+
+ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view name) {
+  const std::string key = kube::ObjectKey(ns, name);
+  const std::string phaseKey = "sts:" + key;
+  ReconcileResult res;
+  res.fresh = true;
+  auto fail = [&](const kube::Result& r, std::string_view what) {
+    res.status = Status::IOError(std::string(what) + ": " + Describe(r));
+    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+    log::Warn("in-place update: read failed",
+              {{"statefulset", key}, {"error", res.status.message()}});
+    return res;
+  };
+  kube::Result set = api_.Get(kube::StatefulSetPath(ns, name));
+  if (set.NotFound() || (set.Ok() && !HasAnnotation(set.object, keys::kInProgressAnnotation))) {
+    // No update (or it ended): pods one that ended without the loop left out of service go back.
+    lastPhase_.erase(phaseKey);
+    if (!set.Ok()) return res;
+  }
+  if (!set.Ok()) return fail(set, "get StatefulSet");
+  kube::ListOptions list;
+  if (const Value* selector = json::Path(&set.object, {"spec", "selector"})) {
+    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
+    if (!parsed.ok()) {
+      res.status = parsed.status().Prefixed("spec.selector");
+      log::Warn("in-place update: unreadable selector",
+                {{"statefulset", key}, {"error", res.status.message()}});
+      return res;
+    }
+    list.labelSelector = parsed->ToString();
+  }
+  kube::Result pods = api_.List(kube::PodsPath(ns), list);
+  if (!pods.Ok()) return fail(pods, "list pods");
+  kube::Result revision;
+  const std::string_view current =
+      json::StringOr(json::Path(&set.object, {"status"}), "currentRevision");
+  if (!current.empty()) {
+    revision = api_.Get(kube::ControllerRevisionPath(ns, current));
+    if (!revision.Ok() && !revision.NotFound()) return fail(revision, "get ControllerRevision");
+  }
+  rollout::StatefulSetSnapshot snapshot;
+  snapshot.statefulSet = &set.object;
+  snapshot.pods = Items(pods.object);
+  snapshot.currentRevision = revision.Ok() ? &revision.object : nullptr;
+  snapshot.now = Now();
+  freshPasses_.fetch_add(1);
+  rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
+  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) LogPhase(phaseKey, plan);
+  res = Apply(key, plan.actions);
+  res.phase = plan.phase;
+  res.fresh = true;
+  if (plan.requeueAfter) {
+    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
+  }
+  if (Terminal(plan.phase)) lastPhase_.erase(phaseKey);
   return res;
 }
 
@@ -571,6 +638,34 @@ std::optional<std::chrono::milliseconds> Loop::RequeueDelay(const ReconcileResul
   return std::nullopt;
 }
 
+void Loop::RunStatefulSet(const std::string& key) {
+  ReconcileResult r;
+  auto [ns, name] = SplitKey(key);
+  try {
+    r = ReconcileStatefulSet(ns, name);
+  } catch (const std::exception& e) {
+    r.status = Status::Internal(e.what());
+    log::Error("in-place loop: reconcile failed", {{"statefulset", key}, {"error", e.what()}});
+  } catch (...) {
+    r.status = Status::Internal("unknown exception");
+    log::Error("in-place loop: reconcile failed", {{"statefulset", key}});
+  }
+  std::lock_guard lock(mu_);
+  const std::string failureKey = "sts:" + key;
+  int failures = 0;
+  if (r.status.ok()) {
+    failures_.erase(failureKey);
+  } else if (!r.conflict) {
+    failures = ++failures_[failureKey];
+  }
+  // A conflict: the object changed; read again soon (a fresh read needs no cache to catch up).
+  if (std::optional<std::chrono::milliseconds> delay =
+          r.conflict ? std::optional<std::chrono::milliseconds>(kMinRequeue)
+                     : RequeueDelay(r, failures)) {
+    statefulSets_.Add(key, Steady::now() + *delay);
+  }
+}
+
 void Loop::RunDeployment(const std::string& key) {
   ReconcileResult r;
   try {
@@ -606,8 +701,8 @@ void Loop::Run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     Steady::time_point wake = std::min(timers.nextResync, timers.trimAt);
-    if (std::optional<Steady::time_point> next = deployments_.NextDue()) {
-      wake = std::min(wake, *next);
+    for (const DelayQueue* queue : {&deployments_, &statefulSets_}) {
+      if (std::optional<Steady::time_point> next = queue->NextDue()) wake = std::min(wake, *next);
     }
     if (wake > Steady::now()) {
       cv_.wait_until(lock, wake);
@@ -627,8 +722,10 @@ void Loop::Run() {
       continue;
     }
     const std::vector<std::string> ready = deployments_.TakeDue(now);
+    const std::vector<std::string> readySets = statefulSets_.TakeDue(now);
     lock.unlock();
     for (const std::string& key : ready) RunDeployment(key);
+    for (const std::string& key : readySets) RunStatefulSet(key);
     lock.lock();
   }
 }
@@ -655,6 +752,7 @@ CacheStats Loop::GetCacheStats() const {
   add("deployments", watches_->deployments());
   add("replicasets", watches_->replicaSets());
   add("pods", watches_->pods());
+  add("statefulsets", watches_->statefulSets());
   return out;
 }
 

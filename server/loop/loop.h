@@ -24,6 +24,12 @@
 // hold (a template without the opt-in label). Every write still carries the resourceVersion it
 // was planned from, so an object changed meanwhile is never overwritten.
 //
+// StatefulSets (DESIGN.md §4.8) are planned on the same thread from API reads (the StatefulSet,
+// its pods by its selector, its current ControllerRevision), never from the caches: a pass costs
+// three reads, the caches only say when to make one (the watches queue a StatefulSet on its
+// in-progress record and on its pods' events), and a fresh read needs no expectations of our
+// own writes.
+//
 // Besides in-place updates, the thread sets the readiness gate True on new opted-in pods that
 // declare it and removes stale in-place annotations the Deployment controller copied to
 // ReplicaSets, both on the events that make them necessary.
@@ -45,7 +51,8 @@
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the workers do
 // not run: they share the loop thread's expectation, Event and phase state, which no lock guards.
 // The watches' handlers run on the informers' threads and only read the caches and queue work.
-// `mu_` guards stop_, both queues (`deployments_`, `gates_`), gateSince_ and failures_; `cv_` wakes
+// `mu_` guards stop_, the queues (`deployments_`, `statefulSets_`, `gates_`), gateSince_ and
+// failures_; `cv_` wakes
 // the loop's thread, `gateCv_` the gate thread. `watchesMu_` guards the watches pointer for other
 // threads (the workers read it unlocked: it changes only while they do not run).
 // gateWritten_ and gateSweep_ are the gate thread's alone; expectations_, freshNext_,
@@ -117,7 +124,7 @@ struct ReconcileResult : WriteResult {
 // What the caches hold, for metrics and tests.
 struct CacheStats {
   struct Kind {
-    std::string name;  // deployments, replicasets, pods
+    std::string name;  // deployments, replicasets, pods, statefulsets
     size_t objects = 0;
     size_t bytes = 0;  // Informer::ApproxBytes
     kube::Informer::Stats informer;
@@ -161,6 +168,10 @@ class Loop {
   // the loop left pods or our condition to put right (rollout::PlanRollout's idle plan).
   ReconcileResult Reconcile(std::string_view ns, std::string_view name, bool ended = false);
 
+  // Reads one StatefulSet (its pods, its current ControllerRevision) through the API, plans
+  // (rollout::PlanStatefulSetRollout) and applies. One caller at a time, as Reconcile.
+  ReconcileResult ReconcileStatefulSet(std::string_view ns, std::string_view name);
+
   // Lists Deployments through the API and returns the "namespace/name" of those with an in-place
   // update running; on the way sets gates on new pods and cleans ReplicaSet annotations. nullopt
   // if the list fails.
@@ -194,8 +205,12 @@ class Loop {
   // The gate thread: until Stop, sets the gates of the pods due in `gates_`.
   void RunGates();
   void RunGate(const std::string& podKey);
-  // Plans one Deployment from the caches and queues it again as its result asks.
+  // Plans one Deployment from the caches (one StatefulSet from the API) and queues it again as
+  // its result asks.
   void RunDeployment(const std::string& key);
+  void RunStatefulSet(const std::string& key);
+  // Logs a change of a workload's phase (`key` names the kind too); forgets it once terminal.
+  void LogPhase(const std::string& key, const rollout::Plan& plan);
   // When a Deployment is looked at again after `r` (`failures`: consecutive failed passes):
   // exponential backoff after errors, the conflict timeout after a 409, the plan's own wait
   // otherwise; nullopt: at its next change.
@@ -218,13 +233,15 @@ class Loop {
   bool stop_ = false;
   bool started_ = false;  // Start() launched thread_ (with !stop_: Running())
   std::condition_variable gateCv_;
-  std::thread thread_;      // the loop's thread: Deployments, resync, trims
-  std::thread gateThread_;  // the gate lane
-  DelayQueue deployments_;  // Deployment keys → when to plan them
-  DelayQueue gates_;        // pod keys → when to set their gate
+  std::thread thread_;       // the loop's thread: Deployments, resync, trims
+  std::thread gateThread_;   // the gate lane
+  DelayQueue deployments_;   // Deployment keys → when to plan them
+  DelayQueue statefulSets_;  // StatefulSet keys → when to plan them
+  DelayQueue gates_;         // pod keys → when to set their gate
   // Pod key → when its gate was first queued (inplace_webhook_gate_latency_seconds).
   std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
-  std::map<std::string, int> failures_;  // consecutive, by Deployment key
+  std::map<std::string, int>
+      failures_;  // consecutive, by Deployment key ("sts:" + a StatefulSet's)
 
   mutable std::mutex watchesMu_;  // the pointer (metrics read it from other threads)
   std::unique_ptr<Watches> watches_;

@@ -61,6 +61,21 @@ kube::Projection ReplicaSetProjection() {
   };
 }
 
+kube::Projection StatefulSetProjection() {
+  static const kube::Projection identity = kube::KeepFields(
+      {"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion"});
+  return [](const Value& full, Value& out, json::Allocator& alloc) {
+    identity(full, out, alloc);
+    if (!out.IsObject()) out.SetObject();
+    if (std::optional<std::string_view> record =
+            kube::AnnotationOf(full, keys::kInProgressAnnotation)) {
+      Value& annotations =
+          json::EnsureObject(json::EnsureObject(out, "metadata", alloc), "annotations", alloc);
+      json::SetString(annotations, keys::kInProgressAnnotation, *record, alloc);
+    }
+  };
+}
+
 kube::Projection PodProjection() {
   static const std::vector<std::string> fields = {
       "metadata.name",

@@ -28,6 +28,9 @@ namespace iw::loop {
 kube::Projection DeploymentProjection();
 kube::Projection ReplicaSetProjection();
 kube::Projection PodProjection();
+// StatefulSets: what says which to plan (name, namespace, uid, resourceVersion and the
+// in-progress annotation); the loop reads the rest through the API when it plans one.
+kube::Projection StatefulSetProjection();
 
 // Whether the pod cache (opted-in pods only) holds every pod an update of `deployment` can
 // touch: its template and the template of every ReplicaSet with replicas carry the opt-in label,

@@ -49,19 +49,41 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
     opts.projection = ReplicaSetProjection();
     opts.watchTimeout = options_.watchTimeout;
     opts.handlers.onAdd = [this](const kube::ObjectPtr& o) {
-      Index(o, true);
+      Index(rsByUid_, o, true);
       OnReplicaSet(o);
     };
     opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      if (old->Uid() != now->Uid()) Index(old, false);
-      Index(now, true);
+      if (old->Uid() != now->Uid()) Index(rsByUid_, old, false);
+      Index(rsByUid_, now, true);
       OnReplicaSet(now);
     };
     opts.handlers.onDelete = [this](const kube::ObjectPtr& o) {
-      Index(o, false);
+      Index(rsByUid_, o, false);
       OnReplicaSet(o);
     };
     replicaSets_ = std::make_unique<kube::Informer>(api, std::move(opts));
+  }
+  {
+    kube::InformerOptions opts;
+    opts.name = "statefulsets";
+    opts.path = kube::StatefulSetsPath(ns);
+    opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
+    opts.projection = StatefulSetProjection();
+    opts.watchTimeout = options_.watchTimeout;
+    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) {
+      Index(stsByUid_, o, true);
+      OnStatefulSet(nullptr, o);
+    };
+    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+      if (old->Uid() != now->Uid()) Index(stsByUid_, old, false);
+      Index(stsByUid_, now, true);
+      OnStatefulSet(old, now);
+    };
+    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) {
+      Index(stsByUid_, o, false);
+      OnStatefulSet(o, nullptr);
+    };
+    statefulSets_ = std::make_unique<kube::Informer>(api, std::move(opts));
   }
   {
     kube::InformerOptions opts;
@@ -95,6 +117,7 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
 
 Watches::~Watches() {
   pods_.reset();
+  statefulSets_.reset();
   replicaSets_.reset();
   deployments_.reset();
 }
@@ -111,31 +134,37 @@ const kube::Informer* Watches::Cache(CacheKind kind) const {
   return nullptr;
 }
 
-// --- the uid index ----------------------------------------------------------------------------
+// --- the uid indexes --------------------------------------------------------------------------
 
-void Watches::Index(const kube::ObjectPtr& rs, bool present) {
+void Watches::Index(UidIndex& index, const kube::ObjectPtr& o, bool present) {
   std::lock_guard lock(uidMu_);
   if (present) {
-    rsByUid_[std::string(rs->Uid())] = {std::string(rs->Namespace()), std::string(rs->Name())};
+    index[std::string(o->Uid())] = {std::string(o->Namespace()), std::string(o->Name())};
   } else {
-    rsByUid_.erase(std::string(rs->Uid()));
+    index.erase(std::string(o->Uid()));
   }
 }
 
-kube::ObjectPtr Watches::ReplicaSetByUid(std::string_view uid) const {
+kube::ObjectPtr Watches::ByUid(const UidIndex& index, const kube::Informer& cache,
+                               std::string_view uid) const {
   std::pair<std::string, std::string> at;  // namespace, name
   {
     std::lock_guard lock(uidMu_);
-    auto it = rsByUid_.find(uid);
-    if (it == rsByUid_.end()) return nullptr;
+    auto it = index.find(uid);
+    if (it == index.end()) return nullptr;
     at = it->second;
   }
-  kube::ObjectPtr rs = replicaSets_->Get(at.first, at.second);
-  return rs && rs->Uid() == uid ? rs : nullptr;
+  kube::ObjectPtr o = cache.Get(at.first, at.second);
+  return o && o->Uid() == uid ? o : nullptr;
+}
+
+kube::ObjectPtr Watches::ReplicaSetByUid(std::string_view uid) const {
+  return ByUid(rsByUid_, *replicaSets_, uid);
 }
 
 uint64_t Watches::Lists() const {
-  return deployments_->GetStats().lists + replicaSets_->GetStats().lists + pods_->GetStats().lists;
+  return deployments_->GetStats().lists + replicaSets_->GetStats().lists +
+         statefulSets_->GetStats().lists + pods_->GetStats().lists;
 }
 
 bool Watches::Synced() const {
@@ -165,6 +194,13 @@ void Watches::OnReplicaSet(const kube::ObjectPtr& rs) const {
   }
 }
 
+void Watches::OnStatefulSet(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const {
+  if (!HasUpdateInProgress(now) && !HasUpdateInProgress(old)) return;
+  const kube::ObjectPtr& o = now ? now : old;
+  queue_(WorkKind::kStatefulSet, kube::ObjectKey(o->Namespace(), o->Name()),
+         Steady::now() + options_.batchDelay);
+}
+
 void Watches::OnPod(const kube::ObjectPtr& pod) const {
   const Value& v = pod->Value();
   StatusOr<kube::Pod> view = kube::Pod::From(v, "pod");
@@ -181,6 +217,12 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
       queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
              Steady::now() + options_.batchDelay);
     }
+  } else if (kube::ObjectPtr set =
+                 ownerUid.empty() ? nullptr : ByUid(stsByUid_, *statefulSets_, ownerUid)) {
+    if (HasUpdateInProgress(set)) {
+      queue_(WorkKind::kStatefulSet, kube::ObjectKey(set->Namespace(), set->Name()),
+             Steady::now() + options_.batchDelay);
+    }
   }
   if (view->live() && pod_update::HasGate(*view) && !pod_update::GateStatus(*view).has_value() &&
       pod_update::StateOf(*view) == pod_update::PodState::kNormal) {
@@ -194,6 +236,10 @@ void Watches::Resync() const {
   for (const kube::ObjectPtr& d : deployments_->List()) {
     if (HasUpdateInProgress(d))
       queue_(WorkKind::kDeployment, kube::ObjectKey(d->Namespace(), d->Name()), now);
+  }
+  for (const kube::ObjectPtr& s : statefulSets_->List()) {
+    if (HasUpdateInProgress(s))
+      queue_(WorkKind::kStatefulSet, kube::ObjectKey(s->Namespace(), s->Name()), now);
   }
   for (const kube::ObjectPtr& rs : replicaSets_->List()) OnReplicaSet(rs);
   for (const kube::ObjectPtr& pod : pods_->List()) OnPod(pod);

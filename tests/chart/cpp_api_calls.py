@@ -366,7 +366,7 @@ def line_of(src, pos):
     return src.count("\n", 0, pos) + 1
 
 
-API_VERBS = {"Get": "get", "List": "list", "Create": "create", "Update": "update",
+API_VERBS = {"Get": "get", "List": "list", "ListPages": "list", "Create": "create", "Update": "update",
              "Patch": "patch", "Delete": "delete", "Watch": "watch"}
 # Free functions that take the path as argument 1 (0-based) and make that verb.
 PATH_FUNCTIONS = {"WatchFrom": ("watch", 1)}
@@ -703,7 +703,8 @@ BUILDER_RESOURCES = {
     "DeploymentsPath": ("apps", "deployments"), "DeploymentPath": ("apps", "deployments"),
     "DeploymentStatusPath": ("apps", "deployments/status"),
     "ReplicaSetsPath": ("apps", "replicasets"), "ReplicaSetPath": ("apps", "replicasets"),
-    "StatefulSetPath": ("apps", "statefulsets"),
+    "StatefulSetsPath": ("apps", "statefulsets"), "StatefulSetPath": ("apps", "statefulsets"),
+    "ControllerRevisionPath": ("apps", "controllerrevisions"),
     "EventsPath": ("", "events"), "EventPath": ("", "events"),
     "LeasesPath": ("coordination.k8s.io", "leases"), "LeasePath": ("coordination.k8s.io", "leases"),
     "SecretPath": ("", "secrets"),

@@ -17,8 +17,10 @@ import shutil
 import time
 
 import test_cluster as tc
-from kube import (ENABLED, IN_PROGRESS, PodSampler, annotations_of, check, container_statuses, event_line, images,
-                  is_ready, labels_of, live, ns_path, snapshot, wait_for)
+import threading
+
+from kube import (ENABLED, IN_PROGRESS, LIFECYCLE, PodSampler, annotations_of, check, container_statuses, event_line,
+                  images, is_ready, labels_of, live, ns_path, snapshot, state_of, wait_for)
 
 # kube-controller-manager runs with --use-service-account-credentials: each controller has its own identity.
 STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
@@ -38,26 +40,30 @@ def volume_dir(s, ns, claim):
     return os.path.join(s.env.run, "hostpath", ns, claim)
 
 
-def statefulset(name, replicas=3, image=tc.V1, size="64Mi", opted_in=False):
+def statefulset(name, replicas=3, image=tc.V1, size="64Mi", opted_in=False, partition=None, lifecycle=None):
     """A StatefulSet (opted in to the product, StatefulSet and template, when `opted_in`): the httpd-demo `app`
     container (the readiness probe of tc.deployment()) with the volume `data` at MOUNT, and a `sidecar` whose image
     never changes; pod management and update strategy left to the API server's defaults (OrderedReady,
-    RollingUpdate with partition 0)."""
+    RollingUpdate with partition 0) unless `partition` is given; `lifecycle` is the product's hook annotation."""
     app = {"name": "app", "image": image, "ports": [{"name": "http", "containerPort": 8080}],
            "env": [{"name": "STOP_DELAY_SECONDS", "value": "0"}],
            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1,
                               "failureThreshold": 1},
            "volumeMounts": [{"name": "data", "mountPath": MOUNT}]}
     labels = dict({"app": name}, **({ENABLED: "true"} if opted_in else {}))
+    annotations = {LIFECYCLE: json.dumps(lifecycle)} if lifecycle else {}
+    strategy = ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}}}
+                if partition is not None else {})
     return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            "spec": dict(strategy, **{"replicas": replicas, "serviceName": name,
+                                      "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"terminationGracePeriodSeconds": 10,
                                            "containers": [app, {"name": "sidecar", "image": tc.HOLDER}]}},
                      "volumeClaimTemplates": [{"metadata": {"name": "data"},
                                                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                                                        "resources": {"requests": {"storage": size}}}}]}}
+                                                        "resources": {"requests": {"storage": size}}}}]})}
 
 
 def headless_service(name):
@@ -132,13 +138,13 @@ class StatefulApp(tc.App):
                 and [c["metadata"]["name"] for c in claims] == [claim_name(self.name, i) for i in range(want)]
                 and all((c.get("status") or {}).get("phase") == "Bound" for c in claims))
 
-    def create_statefulset(self, replicas=3, timeout=150, opted_in=False):
+    def create_statefulset(self, replicas=3, timeout=150, opted_in=False, **kw):
         """The namespace, the volumes, then the Service and the StatefulSet applied by alice; waits for every ordinal
         Ready and every claim Bound (OrderedReady: one pod after the other). Returns the pods."""
         self.setup_namespace()
         create_volumes(self.s, self.ns, self.name, replicas)
         self.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-            headless_service(self.name), statefulset(self.name, replicas, opted_in=opted_in)]}))
+            headless_service(self.name), statefulset(self.name, replicas, opted_in=opted_in, **kw)]}))
         wait_for(self.rolled_out, timeout, "the StatefulSet %s/%s's %d pods Ready and claims Bound"
                  % (self.ns, self.name, replicas), self, interval=0.2)
         for c in self.claims():
@@ -383,78 +389,184 @@ def rollout_status_now(app):
     return out.strip()
 
 
-def s01_hold_statefulset_controller(s):
-    """The StatefulSet hold (DESIGN.md §4.8) against the real StatefulSet controller, with webhooks.statefulSets
-    on (the suite installs the chart so). An eligible image change of an opted-in StatefulSet is recorded
-    (in-progress) and the spec stays as alice wrote it (partition 0, RollingUpdate); the controller makes its new
-    revision and tries to delete the highest ordinal, and the webhook refuses it (audit log: 403, the product's reason; a FailedDelete Event): no pod is
-    deleted, and `kubectl rollout status` waits ("0 out of 3 new pods"). The loop's pod write, played here (the
-    image and controller-revision-hash of web-2), moves web-2 in place (same UID, app restarted once): the
-    controller counts it as updated ("1 out of 3") and goes on to web-1, refused in turn. The abort hands the rest
-    to the native rolling update: web-1 and web-0 are recreated, web-2 is not, and rollout status completes with one
-    revision current and updated."""
+def dns_records(app):
+    """What the cluster's DNS serves for the headless Service's pods: {hostname: (address, ready)} from its
+    EndpointSlices (the records NAME-i.web.NS.svc are made from these), and each pod's own hostname/subdomain."""
+    out = {}
+    for es in app.api.items(ns_path(app.ns, "endpointslices", group="discovery.k8s.io/v1"),
+                            labelSelector="kubernetes.io/service-name=" + app.name):
+        for e in es.get("endpoints") or []:
+            out[e.get("hostname")] = (tuple(e.get("addresses") or []), (e.get("conditions") or {}).get("ready"))
+    pods = {p["metadata"]["name"]: (p["spec"].get("hostname"), p["spec"].get("subdomain")) for p in app.pods()}
+    return out, pods
+
+
+def first_seen(sampler, names, pred):
+    """{pod name: time of the first sample in which pred(pod) held}."""
+    seen = {}
+    for t, sample in sampler.samples:
+        for p in sample:
+            if p["metadata"]["name"] in names and pred(p):
+                seen.setdefault(p["metadata"]["name"], t)
+    return seen
+
+
+def s01_statefulset_in_place(s):
+    """The in-place counterpart of s00 (the same StatefulSet, opted in): `kubectl set image` and `kubectl rollout
+    status` until done. Every pod keeps its UID, IP, node, claim, the file it wrote there and its DNS record
+    (EndpointSlice hostname and address); only `app` restarts, once per pod; pods move highest ordinal first, one at
+    a time (the default maxUnavailable); the StatefulSet controller deletes and creates no pod (audit log: its
+    DELETEs refused while a pod waits its turn, if any) and its status ends as after s00 (one revision current and
+    updated, 3 updated, current and ready; rollout history [1, 2]); the record is gone. Prints the figures of s00's
+    line for the README's side-by-side table."""
     with statefulset_app(s, "s01") as app:
-        before = snapshot(app.create_statefulset(replicas=3, opted_in=True))
+        pods = app.create_statefulset(replicas=3, opted_in=True)
         names = app.ordinals(3)
+        marks = app.write_marks()
+        before = snapshot(pods)
+        dns0 = dns_records(app)
         rev0 = app.statefulset()["status"]["currentRevision"]
-        t0 = time.time()
-        _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+        events0 = event_counts(app)
+        with PodSampler(app.all_pods, interval=0.2) as sampler:
+            t0 = time.time()
+            _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+            out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
+            t1 = time.time()
+            wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+                     "the StatefulSet controller's status at the new revision and the record gone", app,
+                     interval=0.2)
         tc.expect_warning(warnings, "3 pods will be updated in place, highest ordinal first")
-        sts = app.statefulset()
-        record = json.loads(annotations_of(sts).get(IN_PROGRESS) or "null")
+        check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
+        st = app.statefulset()["status"]
+        check(st["updateRevision"] != rev0 and st["currentRevision"] == st["updateRevision"]
+              and st.get("updatedReplicas") == st.get("currentReplicas") == st.get("readyReplicas") == 3,
+              "the StatefulSet's status: %s" % st)
+        after = app.pods()
+        now = snapshot(after)
+        for p in after:
+            n = p["metadata"]["name"]
+            check((now[n]["uid"], now[n]["ip"], now[n]["node"]) == (before[n]["uid"], before[n]["ip"], before[n]["node"]),
+                  "pod %s: uid/ip/node %s, before %s" % (n, (now[n]["uid"], now[n]["ip"], now[n]["node"]),
+                                                         (before[n]["uid"], before[n]["ip"], before[n]["node"])))
+            check(images(p) == {"app": tc.V2, "sidecar": tc.HOLDER}, "pod %s runs %s" % (n, images(p)))
+            check(labels_of(p).get(REVISION_LABEL) == st["updateRevision"], "pod %s at revision %s"
+                  % (n, labels_of(p).get(REVISION_LABEL)))
+            restarts = {c: now[n]["containers"][c][1] - before[n]["containers"][c][1] for c in ("app", "sidecar")}
+            check(restarts == {"app": 1, "sidecar": 0}, "pod %s restarted %s" % (n, restarts))
+        moved = first_seen(sampler, names, lambda p: images(p).get("app") == tc.V2)
+        check(sorted(moved, key=moved.get) == list(reversed(names)), "pods moved in the order %s"
+              % sorted(moved, key=moved.get))
+        deletes, creates = pod_writes(s, app.ns, t0, "delete"), pod_writes(s, app.ns, t0, "create")
+        check(not deletes and not creates, "pods deleted %s, created %s" % (deletes, creates))
+        check(app.read_marks() == marks, "the files on the volumes: %s, written %s" % (app.read_marks(), marks))
+        dns1 = dns_records(app)
+        check(dns1 == dns0, "DNS records (EndpointSlice hostnames, pods' hostname/subdomain) %s, before %s"
+              % (dns1, dns0))
+        check(app.history() == [1, 2], "kubectl rollout history: %s" % app.history())
+        down, most = not_ready_seconds(sampler, names)
+        restarts = container_restarts(sampler.samples + [(t1, after)], before)
+        refused = refused_deletes(s, app.ns, t0)
+        warned = warnings_since(app, events0)
+        print("  refused DELETEs: %s" % (", ".join("%s at +%.1f s" % (n, t - t0) for t, n, _ in refused) or "none"))
+        for e in warned:
+            print("  during the update: " + event_line(e))
+        print("in-place statefulset rollout: %d pods, %.1f s (image change to rollout status done), %d pod deletions, "
+              "%d pod creations, %d container restarts, not Ready %.1f s in total (%s), at most %d at once, "
+              "%d Warning Events"
+              % (len(after), t1 - t0, len(deletes), len(creates), restarts, sum(down.values()),
+                 ", ".join("%s %.1f s" % (n, down[n]) for n in names), most, len(warned)))
+
+
+def s02_statefulset_partition_and_hook(s):
+    """A staged in-place update with a pre-update hook (the LB controller's label, played here), and the StatefulSet
+    hold under it: the StatefulSet has partition 2. After the image change web-2 waits in PreparingUpdate on its hook
+    while the StatefulSet controller's DELETE of it is refused (audit log: 403 with the product's reason; a
+    FailedDelete Event) and `kubectl rollout status` waits ("0 out of 1"); released, web-2 moves in place and the
+    partitioned rollout is complete ("1 new pods") while web-1 and web-0 stay at the old revision. Lowering the
+    partition to 0 goes on in place: web-1 then web-0, each held by its hook, while `kubectl rollout status`, started
+    then, waits and succeeds at the end. No pod is deleted or created, every UID is kept. Then an env change (not
+    eligible) rolls natively: the controller recreates every pod."""
+    hook = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
+    with statefulset_app(s, "s02") as app:
+        pods = app.create_statefulset(replicas=3, opted_in=True, partition=2, lifecycle=hook)
+        names = app.ordinals(3)
+        for n in names:
+            app.set_label(n, "true")
+        before = snapshot(app.pods())
+        t0 = time.time()
+        app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+        record = json.loads(annotations_of(app.statefulset()).get(IN_PROGRESS) or "null")
         check(record and record["from"] != record["to"], "the webhook recorded %s" % record)
-        check(sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
-              or sts["spec"]["updateStrategy"].get("rollingUpdate", {}).get("partition") == 0,
-              "the update strategy is not as alice wrote it: %s" % sts["spec"]["updateStrategy"])
-        wait_for(lambda: (lambda st: st.get("observedGeneration") == app.statefulset()["metadata"]["generation"]
-                          and st.get("updateRevision") not in (None, rev0))(app.statefulset()["status"]),
-                 30, "the StatefulSet controller's new revision", interval=0.2)
+        wait_for(lambda: state_of(s.api.get(ns_path(app.ns, "pods", names[2]))) == "PreparingUpdate", 30,
+                 "%s held by its pre-update hook" % names[2], app, interval=0.2)
         wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t0)][:1] == [names[2]], 30,
-                 "the controller's DELETE of %s, refused" % names[2], interval=0.5)
-        time.sleep(tc.SETTLE)
-        now = snapshot(app.pods())
-        check(all(now[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
-        check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
-        _, pod, message = refused_deletes(s, app.ns, t0)[0]
+                 "the controller's DELETE of %s, refused" % names[2], app, interval=0.5)
+        _, _, message = refused_deletes(s, app.ns, t0)[0]
         check("is updated in place by inplace-webhook" in message, "the refusal says: %s" % message)
-        check("Waiting for partitioned roll out to finish: 0 out of 3 new pods have been updated" in
-              rollout_status_now(app), "kubectl rollout status: %s" % rollout_status_now(app))
+        check("0 out of 1 new pods have been updated" in rollout_status_now(app),
+              "kubectl rollout status: %s" % rollout_status_now(app))
+        check([state_of(p) for p in app.pods()][:2] == ["Normal", "Normal"], "below the partition:\n%s"
+              % app.pod_table())
+        app.set_label(names[2], None)  # the LB controller deregisters web-2: the hook is met
+        wait_for(lambda: app.statefulset()["status"].get("updatedReplicas") == 1
+                 and all(state_of(p) == "Normal" and is_ready(p) for p in app.pods()), 60,
+                 "%s moved in place and counted as updated" % names[2], app, interval=0.2)
+        app.set_label(names[2], "true")
+        time.sleep(tc.SETTLE)
+        mid = app.pods()
+        check([images(p)["app"] for p in mid] == [tc.V1, tc.V1, tc.V2], "images with partition 2:\n%s"
+              % app.pod_table())
+        check("partitioned roll out complete: 1 new pods have been updated" in rollout_status_now(app),
+              "kubectl rollout status: %s" % rollout_status_now(app))
+        check(IN_PROGRESS in annotations_of(app.statefulset()), "the record is gone with the partition at 2")
+        # The partition lowered: the rest in place, kubectl rollout status waiting meanwhile.
+        app.kubectl("patch", "statefulset/web", "-p", json.dumps(
+            {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}))
+        status = {}
+
+        def rollout_status():
+            try:
+                status["out"], _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=120s", timeout=140)
+            except Exception as e:  # noqa: BLE001 - reported below
+                status["error"] = e
+        watcher = threading.Thread(target=rollout_status)
+        watcher.start()
+        released, deadline = [], time.time() + 90
+        while not (app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset())):
+            check(time.time() < deadline, "the update did not finish:\n%s" % app.pod_table())
+            for p in app.pods():
+                n = p["metadata"]["name"]
+                if state_of(p) == "PreparingUpdate" and labels_of(p).get(tc.HANDLER_LABEL) == "true":
+                    check(watcher.is_alive(), "kubectl rollout status ended before %s moved: %s" % (n, status))
+                    app.set_label(n, None)
+                    released.append(n)
+                elif state_of(p) == "Normal" and labels_of(p).get(tc.HANDLER_LABEL) is None:
+                    app.set_label(n, "true")
+            time.sleep(0.1)
+        watcher.join(30)
+        check("partitioned roll out complete: 3 new pods have been updated" in status.get("out", ""),
+              "kubectl rollout status: %s" % status)
+        check(released == [names[1], names[0]], "hooks met in the order %s" % released)
+        after = snapshot(app.pods())
+        check(all(after[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
+        deletes, creates = pod_writes(s, app.ns, t0, "delete"), pod_writes(s, app.ns, t0, "create")
+        check(not deletes and not creates, "pods deleted %s, created %s" % (deletes, creates))
         failed = [e for e in app.events() if e.get("reason") == "FailedDelete"]
         check(any("updated in place by inplace-webhook" in e.get("message", "") for e in failed),
               "no FailedDelete Event with the product's reason: %s" % [event_line(e) for e in failed])
-        # The loop's pod write for web-2 (played by admin here): the new image and the update revision.
-        update_rev = app.statefulset()["status"]["updateRevision"]
-        t1 = time.time()
-        s.api.strategic_patch(ns_path(app.ns, "pods", names[2]), {
-            "metadata": {"labels": {REVISION_LABEL: update_rev}},
-            "spec": {"containers": [{"name": "app", "image": tc.V2}]}})
-        wait_for(lambda: (lambda p: is_ready(p) and container_statuses(p)["app"].get("restartCount", 0) >= 1)(
-            s.api.get(ns_path(app.ns, "pods", names[2]))), 60, "%s restarted in place and Ready" % names[2],
-            interval=0.2)
-        wait_for(lambda: app.statefulset()["status"].get("updatedReplicas") == 1, 30,
-                 "the controller counting %s as updated" % names[2], interval=0.2)
-        wait_for(lambda: [n for _, n, _ in refused_deletes(s, app.ns, t1)][:1] == [names[1]], 30,
-                 "the controller's DELETE of %s, refused" % names[1], interval=0.5)
-        check("1 out of 3 new pods have been updated" in rollout_status_now(app),
-              "kubectl rollout status: %s" % rollout_status_now(app))
-        mid = snapshot(app.pods())
-        check(all(mid[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
-        check(not pod_writes(s, app.ns, t0, "delete"), "pods deleted: %s" % pod_writes(s, app.ns, t0, "delete"))
-        # The abort: the native rolling update takes the rest.
-        t2 = time.time()
-        app.kubectl("annotate", "statefulset/web", "inplace-webhook.io/abort=true")
-        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
-        check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
-        wait_for(app.rolled_out, 30, "the StatefulSet controller's status at the new revision", app,
-                 interval=0.2)
-        after = snapshot(app.pods())
-        check(after[names[2]]["uid"] == before[names[2]]["uid"], "%s (moved in place) was recreated" % names[2])
-        check(all(after[n]["uid"] != before[n]["uid"] for n in names[:2]), "not recreated:\n%s" % app.pod_table())
-        deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
-        check(deleted == [names[1], names[0]], "the controller deleted %s after the abort" % deleted)
         refused = refused_deletes(s, app.ns, t0)
         print("  refused DELETEs: %s" % ", ".join("%s at +%.1f s" % (n, t - t0) for t, n, _ in refused))
-        print("  refusal: %s" % refused[0][2])
+        # Not eligible: the native rolling update.
+        t1 = time.time()
+        _, warnings = app.kubectl("set", "env", "statefulset/web", "-c", "app", "MODE=native")
+        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
+        wait_for(app.rolled_out, 30, "the StatefulSet controller's status at the new revision", app, interval=0.2)
+        check(IN_PROGRESS not in annotations_of(app.statefulset()), "an env change was recorded")
+        native = snapshot(app.pods())
+        check(all(native[n]["uid"] != after[n]["uid"] for n in names), "not recreated:\n%s" % app.pod_table())
+        deleted = first_by_name(w for w in pod_writes(s, app.ns, t1, "delete") if w[2] == STATEFULSET_CONTROLLER)
+        check(deleted == list(reversed(names)), "the controller deleted %s for the env change" % deleted)
+        print("  env change: %s; warnings %s" % (out.strip().splitlines()[-1], warnings))
 
 
-SCENARIOS = [s00_native_statefulset_rollout, s01_hold_statefulset_controller]
+SCENARIOS = [s00_native_statefulset_rollout, s01_statefulset_in_place, s02_statefulset_partition_and_hook]

@@ -5,7 +5,10 @@ matching request, and the same binary's loop drives the in-place updates. The us
 sent as the user "alice"; the hook handler (an LB controller) is played by the test as its own
 service account.
 
-    python3 tests/e2e/test_e2e.py BINARY SOURCE_DIR CERT_DIR [-k NAME] [--keep]
+    python3 tests/e2e/test_e2e.py BINARY SOURCE_DIR CERT_DIR [-k NAME] [--keep] [--jobs N]
+
+With --jobs N (or IW_E2E_JOBS), N scenarios run at once, each in its own process with its own API server
+and webhooks on free ports; a scenario's output is printed whole when it ends.
 
 Every scenario runs against a fresh API server and fresh webhook processes, and ends with the
 invariants of an in-place update: no ReplicaSet with pods added (unless a native rollout was meant;
@@ -16,9 +19,11 @@ On failure it prints the Deployment, ReplicaSets, pods, Events and the tail of e
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -634,6 +639,8 @@ def s12_rollout_undo_in_place(env):
 SCENARIOS = [s01_image_then_labels, s02_pre_and_post_hooks, s03_mark_not_ready_grace, s04_max_unavailable,
              s05_hook_timeout, s06_killed_mid_update, s07_leader_election, s08_abort, s09_non_eligible_mid_update,
              s10_user_pause_kept, s11_api_faults, s12_rollout_undo_in_place]
+# The scenarios that wait longest (about 50 s each): started first when several run at once.
+LONGEST = [s07_leader_election, s11_api_faults]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -703,6 +710,30 @@ def run_one(fn, args, workroot):
         cluster.stop()
 
 
+def run_concurrently(chosen, args):
+    """Runs each scenario in a child process of this script, args.jobs at a time, the longest first; prints each
+    child's output whole when it ends. Returns the names of the scenarios that failed."""
+    def child(fn):
+        cmd = [sys.executable, os.path.abspath(__file__), args.binary, args.source_dir, args.cert_dir,
+               "--webhook-config", args.webhook_config, "--exact", "-k", fn.__name__, "--jobs", "1"]
+        if args.keep:
+            cmd.append("--keep")
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        return fn, done.returncode, done.stdout
+
+    failed = []
+    ordered = sorted(chosen, key=lambda fn: fn not in LONGEST)  # stable: the rest in the listed order
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for fut in concurrent.futures.as_completed([pool.submit(child, fn) for fn in ordered]):
+            fn, rc, out = fut.result()
+            lines = [line for line in out.splitlines() if not line.startswith("1/1 scenarios passed")
+                     and not line.startswith("0/1 scenarios passed") and not line.startswith("failed: ")]
+            print("\n".join(lines), flush=True)
+            if rc != 0:
+                failed.append(fn.__name__)
+    return failed
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("binary")
@@ -711,17 +742,24 @@ def main():
     p.add_argument("-k", dest="only", action="append", default=[], help="run scenarios whose name contains this")
     p.add_argument("--webhook-config", help="default: SOURCE_DIR/tests/e2e/webhook-config.yaml")
     p.add_argument("--keep", action="store_true", help="keep the logs of passing scenarios too")
+    p.add_argument("--exact", action="store_true", help="-k names whole scenarios (used by --jobs)")
+    p.add_argument("--jobs", type=int, default=int(os.environ.get("IW_E2E_JOBS", "1")),
+                   help="scenarios run at once, each in its own process (default IW_E2E_JOBS or 1)")
     args = p.parse_args()
     config = args.webhook_config or os.path.join(args.source_dir, "tests", "e2e", "webhook-config.yaml")
     if not os.path.exists(config):
         p.error("%s is missing (the webhook configurations the test API server calls)" % config)
     args.webhook_config = config
-    chosen = [s for s in SCENARIOS if not args.only or any(k in s.__name__ for k in args.only)]
+    chosen = [s for s in SCENARIOS if not args.only or any(k == s.__name__ if args.exact else k in s.__name__
+                                                           for k in args.only)]
     if not chosen:
         p.error("no scenario matches %s" % args.only)
     workroot = tempfile.mkdtemp(prefix="iw-e2e-")
     started = time.time()
-    failed = [s.__name__ for s in chosen if not run_one(s, args, workroot)]
+    if args.jobs > 1 and len(chosen) > 1:
+        failed = run_concurrently(chosen, args)
+    else:
+        failed = [s.__name__ for s in chosen if not run_one(s, args, workroot)]
     print("%d/%d scenarios passed in %.0f s" % (len(chosen) - len(failed), len(chosen), time.time() - started))
     if failed:
         print("failed: " + " ".join(failed))

@@ -182,4 +182,57 @@ TEST_CASE("a StatefulSet's update waits for its controller, and ends on the cont
   }
 }
 
+TEST_CASE(
+    "a StatefulSet's snapshot: the base from its ControllerRevision as the controller stores it") {
+  // The record as the webhook writes it; the revision as the controller stores it: the template
+  // under data.spec with the strategic-merge "$patch":"replace" key beside its fields.
+  std::string set = SetJson();
+  set.replace(
+      set.find("\"x\""), 3,
+      json::Serialize(json::Value(rapidjson::StringRef(SerializeInProgress(Record()).c_str()))));
+  const json::Document setJson = Parse(set);
+  json::Document revision =
+      Parse(R"({"metadata":{"name":"web-old","namespace":"default"},"revision":1,
+                                      "data":{"spec":{"template":)" +
+            kFrom + "}}}");
+  {
+    auto& a = revision.GetAllocator();
+    json::SetString(
+        *json::FindMutable(json::FindMutable(json::FindMutable(&revision, "data"), "spec"),
+                           "template"),
+        "$patch", "replace", a);
+  }
+  std::vector<json::Document> podJson;
+  for (int i = 0; i < 3; ++i) {
+    podJson.push_back(Pod("web-" + std::to_string(i), "sts-uid", kFrom));
+    SetLabel(podJson.back(), keys::kControllerRevisionHashLabel, "web-old");
+  }
+  rollout::StatefulSetSnapshot snapshot;
+  snapshot.statefulSet = &setJson;
+  for (const json::Document& p : podJson) snapshot.pods.push_back(&p);
+  snapshot.now = T0();
+  SUBCASE("the revision the status names: the update starts at the highest ordinal") {
+    snapshot.currentRevision = &revision;
+    Plan p = rollout::PlanStatefulSetRollout(snapshot);
+    CHECK(PodWrites(p) == std::vector<std::string>{"web-2"});
+  }
+  SUBCASE("another revision than the status names is not the base: the update waits") {
+    json::SetString(*json::FindMutable(&revision, "metadata"), "name", "web-older",
+                    revision.GetAllocator());
+    snapshot.currentRevision = &revision;
+    Plan p = rollout::PlanStatefulSetRollout(snapshot);
+    CHECK(PodWrites(p).empty());
+    CHECK(p.phase == Phase::kBlocked);
+  }
+  SUBCASE("no record: nothing to do") {
+    json::Document plain = Parse(SetJson());
+    json::Remove(*json::FindMutable(&plain, "metadata"), "annotations");
+    snapshot.statefulSet = &plain;
+    snapshot.currentRevision = &revision;
+    Plan p = rollout::PlanStatefulSetRollout(snapshot);
+    CHECK(p.actions.empty());
+    CHECK(p.phase == Phase::kIdle);
+  }
+}
+
 }  // namespace iw

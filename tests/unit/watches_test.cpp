@@ -17,6 +17,7 @@
 
 #include "hooks/keys.h"
 #include "hooks/kube_api.h"
+#include "lib/kube_objects.h"
 #include "tests/unit/fake_api.h"
 
 using namespace iw;
@@ -149,14 +150,16 @@ void WaitSynced(const loop::Watches& w) {
 
 }  // namespace
 
-TEST_CASE("watches: three informers, the opted-in pods only; the ReplicaSet uid index") {
+TEST_CASE("watches: four informers, the opted-in pods only; the ReplicaSet uid index") {
   Fixture f;
   loop::Watches w(f.watchApi, {"ns", kDelay, std::chrono::seconds(300)}, f.queued.Fn());
   WaitSynced(w);
+  w.statefulSets().WaitForSync(std::chrono::seconds(10));  // not part of Synced()
   CHECK(w.deployments().Size() == 2);
   CHECK(w.replicaSets().Size() == 3);
   CHECK(w.pods().Size() == 2);
-  CHECK(w.Lists() == 3);
+  CHECK(w.statefulSets().HasSynced());
+  CHECK(w.Lists() == 4);
   CHECK(w.Cache(loop::CacheKind::kDeployments) == &w.deployments());
   CHECK(w.Cache(loop::CacheKind::kReplicaSets) == &w.replicaSets());
   CHECK(w.Cache(loop::CacheKind::kPods) == &w.pods());
@@ -219,4 +222,36 @@ TEST_CASE(
   REQUIRE(dues.size() == 5);
   CHECK(dues[0] < before + kDelay);
   for (size_t i = 1; i < dues.size(); ++i) CHECK(dues[i] >= before + kDelay);
+}
+
+TEST_CASE("watches: an opted-in StatefulSet with an update, and its pods' events, queue it") {
+  Fixture f;
+  auto set = [](std::string_view name, std::string_view uid, bool inProgress) {
+    std::string s = Deployment(name, uid, inProgress);
+    s.replace(s.find("\"kind\":\"Deployment\""), 19, "\"kind\":\"StatefulSet\"");
+    s.replace(s.find("\"annotations\""), 0,
+              "\"labels\":{\"" + std::string(keys::kEnabledLabel) + "\":\"true\"},");
+    return s;
+  };
+  f.api.Put(kube::StatefulSetsPath("ns"), set("db", "s-db", true));
+  f.api.Put(kube::StatefulSetsPath("ns"), set("cache", "s-cache", false));
+  std::string pod = Pod("db-0", "db", "s-db", true, false);
+  pod.replace(pod.find("\"kind\":\"ReplicaSet\""), 19, "\"kind\":\"StatefulSet\"");
+  f.api.Put(kube::PodsPath("ns"), pod);
+  loop::Watches w(f.watchApi, {"ns", kDelay, std::chrono::seconds(300)}, f.queued.Fn());
+  WaitSynced(w);
+  REQUIRE(w.statefulSets().WaitForSync(std::chrono::seconds(10)));
+  // Only what the loop reads of a StatefulSet is cached: its identity and the record.
+  kube::ObjectPtr db = w.statefulSets().Get("ns", "db");
+  REQUIRE(db != nullptr);
+  CHECK(json::Find(&db->Value(), "spec") == nullptr);
+  CHECK(kube::AnnotationOf(db->Value(), keys::kInProgressAnnotation) == "{}");
+  f.queued.Take();
+  w.Resync();
+  using Work = std::vector<std::pair<WorkKind, std::string>>;
+  const Work work = f.queued.Take();
+  // The StatefulSet at once; db-0's event asks for it again (the idle one is not queued).
+  CHECK(std::count(work.begin(), work.end(),
+                   std::pair{WorkKind::kStatefulSet, std::string("ns/db")}) == 2);
+  for (const auto& [kind, key] : work) CHECK(key != "ns/cache");
 }
