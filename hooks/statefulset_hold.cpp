@@ -112,14 +112,18 @@ Answer Decide(const std::optional<kube::StatefulSet>& set, const PodFacts& pod) 
   if (*ordinal < start + set->partition()) {
     return Release("ordinal " + std::to_string(*ordinal) + " is below the partition");
   }
-  // The controller deletes before it writes its status: in its first sync after a template change
-  // the stored updateRevision is still the old one, which is then no sign of anything.
-  if (set->ControllerObserved() && !set->updateRevision().empty() &&
-      pod.revision == set->updateRevision()) {
-    return Release("the pod is at the update revision " + pod.revision);
-  }
-  return {true, "pod " + pod.name + " is updated in place by inplace-webhook (" + SetRef(pod) +
-                    " in-progress since " + (*record)->startedAt +
+  // Live, in range and not below the partition, the controller deletes a pod only for its revision.
+  // One already at the update revision was moved in place a moment ago and the controller's cache
+  // still shows it as it was (the controller deletes by name, with no precondition): refused too.
+  // (Its status is no guide either way: the controller deletes before it writes it.)
+  const bool moved = set->ControllerObserved() && !set->updateRevision().empty() &&
+                     pod.revision == set->updateRevision();
+  return {true, "pod " + pod.name +
+                    (moved ? " was updated in place to revision " + pod.revision +
+                                 " by inplace-webhook (the controller's view of "
+                                 "it is behind; "
+                           : " is updated in place by inplace-webhook (") +
+                    SetRef(pod) + " in-progress since " + (*record)->startedAt +
                     "); the controller counts it as updated once it carries the new revision; "
                     "to roll it natively instead: " +
                     statefulset::AbortCommand(*set)};

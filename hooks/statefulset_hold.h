@@ -55,10 +55,11 @@ struct Answer {
 //   rollout at once; a malformed record is the loop's to abort);
 // - its update strategy is RollingUpdate (OnDelete leaves pods to the user; Recreate is native);
 // - the pod's ordinal is in [start + partition, start + replicas): one the rolling update would
-//   replace (below the partition it keeps its revision; above the replicas it is a scale-down);
-// - the pod is not at status.updateRevision where the status is of this generation (the controller
-//   deletes such a pod only for a reason above, never to roll it; in its first sync after a
-//   template change it deletes before it writes the new revision into its status).
+//   replace (below the partition it keeps its revision; above the replicas it is a scale-down).
+// The pod's revision does not matter: at the update revision it was moved in place a moment ago,
+// and the controller, whose cache still shows it as it was, deletes it by name (s01 caught it with
+// the drain off); the reason then says so. (The pod asked about is live: FactsOf leaves terminal
+// and deleting pods, which the controller replaces, to it.)
 Answer Decide(const std::optional<kube::StatefulSet>& set, const PodFacts& pod);
 
 // The /holdz answer's body ("hold\n<reason>" or "release\n<reason>") and back: nullopt for any

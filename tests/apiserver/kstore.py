@@ -264,6 +264,15 @@ class ReplicaSets(ResourceType):
         return kv.validate_replicaset_update(new, old)
 
 
+class StatefulSets(ResourceType):
+    """Stored, listed and watched (the loop watches the opted-in ones) with the object checks every resource gets;
+    no StatefulSet validation and no controller: the scenarios on this server run Deployments, StatefulSets run on
+    the real cluster (tests/cluster/scenarios_statefulset.py)."""
+    plural, kind, group = "statefulsets", "StatefulSet", "apps"
+    has_status = True
+    has_generation = True
+
+
 class Leases(ResourceType):
     plural, kind, group = "leases", "Lease", "coordination.k8s.io"
     allow_create_on_update = True
@@ -355,7 +364,7 @@ class EventsV1(Events):
         return kv.validate_event(obj, events_api=True)
 
 
-RESOURCES = [Pods(), Deployments(), ReplicaSets(), Leases(), Events(), EventsV1()]
+RESOURCES = [Pods(), Deployments(), ReplicaSets(), StatefulSets(), Leases(), Events(), EventsV1()]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KEY = {r.key: r for r in RESOURCES if r.storage is None}
 BY_KIND = {r.kind: r for r in BY_KEY.values()}

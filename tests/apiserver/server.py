@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A test Kubernetes API server: the REST surface of kube-apiserver for pods, deployments,
-replicasets, leases and events, with a simulated kubelet, ReplicaSet and Deployment controller,
+replicasets, statefulsets (stored only), leases and events, with a simulated kubelet, ReplicaSet and Deployment controller,
 admission webhooks called as kube-apiserver calls them, fault injection and a /_test control API.
 Python 3 standard library only (python3-yaml for YAML webhook configurations). See README.md.
 

@@ -19,7 +19,7 @@ import time
 import test_cluster as tc
 import threading
 
-from kube import (ENABLED, IN_PROGRESS, LIFECYCLE, PodSampler, annotations_of, check, container_statuses, event_line,
+from kube import (ENABLED, IN_PROGRESS, LIFECYCLE, POLICY, PodSampler, annotations_of, check, container_statuses, event_line,
                   images, is_ready, labels_of, live, ns_path, snapshot, state_of, wait_for)
 
 # kube-controller-manager runs with --use-service-account-credentials: each controller has its own identity.
@@ -475,6 +475,31 @@ def s01_statefulset_in_place(s):
               "%d Warning Events"
               % (len(after), t1 - t0, len(deletes), len(creates), restarts, sum(down.values()),
                  ", ".join("%s %.1f s" % (n, down[n]) for n in names), most, len(warned)))
+        # Once more with the drain off (the default drain holds each pod out of its Service 3 s before the restart):
+        # back to V1, the policy annotation written first (not a template change: no update of its own).
+        app.kubectl("annotate", "statefulset/web", POLICY + '={"gracePeriodSeconds":0}')
+        check(IN_PROGRESS not in annotations_of(app.statefulset()), "the policy annotation started an update")
+        before2 = snapshot(after)
+        with PodSampler(app.all_pods, interval=0.2) as sampler2:
+            t2 = time.time()
+            app.kubectl("set", "image", "statefulset/web", "app=" + tc.V1)
+            out2, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
+            t3 = time.time()
+            wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+                     "the update back to %s done" % tc.V1, app, interval=0.2)
+        check("partitioned roll out complete: 3 new pods have been updated" in out2, "rollout status: %s" % out2)
+        after2 = app.pods()
+        now2 = snapshot(after2)
+        check(all(now2[n]["uid"] == before[n]["uid"] and images(p)["app"] == tc.V1
+                  for n, p in zip(names, after2)), "back to %s:\n%s" % (tc.V1, app.pod_table()))
+        check(not pod_writes(s, app.ns, t2, "delete") and not pod_writes(s, app.ns, t2, "create"),
+              "pods deleted or created with the drain off")
+        down2, most2 = not_ready_seconds(sampler2, names)
+        restarts2 = container_restarts(sampler2.samples + [(t3, after2)], before2)
+        print("in-place statefulset rollout, drain off: %d pods, %.1f s (image change to rollout status done), "
+              "0 pod deletions, 0 pod creations, %d container restarts, not Ready %.1f s in total (%s), at most %d "
+              "at once" % (len(after2), t3 - t2, restarts2, sum(down2.values()),
+                           ", ".join("%s %.1f s" % (n, down2[n]) for n in names), most2))
 
 
 def s02_statefulset_partition_and_hook(s):

@@ -64,10 +64,7 @@ class Suite:
         return ["--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
                 "--set", "image.pullPolicy=Never",
                 "--set-json", 'server.extraArgs=["--loop-resync-period-ms=2000"]',
-                "--set", "log.level=debug",
-                # The StatefulSet webhooks too (off by default while the loop's side is being built; only opted-in
-                # StatefulSets and their controller's pod DELETEs reach them): s01.
-                "--set", "webhooks.statefulSets=true"] + list(extra)
+                "--set", "log.level=debug"] + list(extra)
 
     def install(self, extra=(), upgrade=False, loop=True):
         verb = ["upgrade", "--install"] if upgrade else ["install"]

@@ -47,8 +47,10 @@ TEST_CASE("the hold refuses only the rolling update's delete of a pod the update
        "pod web-2 is updated in place by inplace-webhook (sts/web in-progress since "
        "2026-12-06T19:00:00Z)"},
       {"the lowest pod of the replicas", Set(), Pod("web-0"), true, "kubectl annotate sts/web"},
-      {"a pod already at the update revision", Set(), Pod("web-2", "web-new"), false,
-       "at the update revision web-new"},
+      {"a pod already at the update revision: the controller's cache is behind the loop's write",
+       Set(), Pod("web-2", "web-new"), true,
+       "pod web-2 was updated in place to revision web-new by inplace-webhook (the controller's "
+       "view of it is behind"},
       {"the controller's first sync after the change: its status still names the old revision",
        Set(R"("replicas":3)", std::string(R"("inplace-webhook.io/in-progress":")") + kRecord + "\"",
            R"("generation":3,)"),
