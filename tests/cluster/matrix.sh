@@ -28,7 +28,7 @@ source "$repo/cluster/lib.sh"
 # hooks, the drain, history and undo, the user's pause, abort, a retag to the same digest, uninstall), the
 # least-privilege policies (h05: their CEL and params on every version) and the
 # version-dependent facts and cpu/memory (scenarios_matrix.py).
-MATRIX_SCENARIOS=(m00_ m01_ c00_ c01_ c02_ c03_ c08_ c10_ r01_ r02_ c14_ h05_)
+MATRIX_SCENARIOS=(m00_ m01_ c00_ c01_ c02_ c03_ c08_ c10_ r01_ r02_ c14_ h05_ s01_)
 
 # Everything the lanes need, once, before they start side by side (apt and the Go builds are not for concurrent use).
 "$repo/cluster/deps.sh"

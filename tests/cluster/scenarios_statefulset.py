@@ -510,7 +510,8 @@ def s02_statefulset_partition_and_hook(s):
     partitioned rollout is complete ("1 new pods") while web-1 and web-0 stay at the old revision. Lowering the
     partition to 0 goes on in place: web-1 then web-0, each held by its hook, while `kubectl rollout status`, started
     then, waits and succeeds at the end. No pod is deleted or created, every UID is kept. Then an env change (not
-    eligible) rolls natively: the controller recreates every pod."""
+    eligible) rolls natively: the controller recreates every pod. Last, an image change held on web-2's hook is
+    aborted: the native rolling update recreates every pod, web-2 first, and the record goes."""
     hook = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
     with statefulset_app(s, "s02") as app:
         pods = app.create_statefulset(replicas=3, opted_in=True, partition=2, lifecycle=hook)
@@ -592,6 +593,26 @@ def s02_statefulset_partition_and_hook(s):
         deleted = first_by_name(w for w in pod_writes(s, app.ns, t1, "delete") if w[2] == STATEFULSET_CONTROLLER)
         check(deleted == list(reversed(names)), "the controller deleted %s for the env change" % deleted)
         print("  env change: %s; warnings %s" % (out.strip().splitlines()[-1], warnings))
+        # The abort: an image change held on web-2's hook, then handed to the native rolling update.
+        for n in names:
+            app.set_label(n, "true")
+        before_abort = snapshot(app.pods())
+        app.kubectl("set", "image", "statefulset/web", "app=" + tc.V1)
+        wait_for(lambda: state_of(s.api.get(ns_path(app.ns, "pods", names[2]))) == "PreparingUpdate", 30,
+                 "%s held by its pre-update hook" % names[2], app, interval=0.2)
+        t2 = time.time()
+        app.kubectl("annotate", "statefulset/web", "inplace-webhook.io/abort=true")
+        out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
+        check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
+        wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+                 "the native rolling update done and the record gone", app, interval=0.2)
+        aborted = app.pods()
+        check(all(p["metadata"]["uid"] != before_abort[p["metadata"]["name"]]["uid"] and images(p)["app"] == tc.V1
+                  and state_of(p) == "Normal" for p in aborted), "after the abort:\n%s" % app.pod_table())
+        deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
+        check(deleted == list(reversed(names)), "the controller deleted %s after the abort" % deleted)
+        check(any(e.get("reason") == "InPlaceUpdateAborted" for e in app.events()), "no InPlaceUpdateAborted Event")
+        print("  abort: %s; the controller recreated %s" % (out.strip().splitlines()[-1], ", ".join(deleted)))
 
 
 SCENARIOS = [s00_native_statefulset_rollout, s01_statefulset_in_place, s02_statefulset_partition_and_hook]
