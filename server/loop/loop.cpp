@@ -54,6 +54,19 @@ bool HasAnnotation(const Value& o, std::string_view key) {
   return kube::AnnotationOf(o, key).has_value();
 }
 
+// The LIST options that select `workload`'s pods (and ReplicaSets): its spec.selector as a label
+// selector (none: every object of the namespace, as the API server would select). An unreadable
+// selector is InvalidArgument, prefixed "spec.selector".
+StatusOr<kube::ListOptions> SelectorOf(const Value& workload) {
+  kube::ListOptions list;
+  if (const Value* selector = json::Path(&workload, {"spec", "selector"})) {
+    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
+    if (!parsed.ok()) return parsed.status().Prefixed("spec.selector");
+    list.labelSelector = parsed->ToString();
+  }
+  return list;
+}
+
 }  // namespace
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
@@ -240,45 +253,44 @@ void Loop::LogPhase(const std::string& key, const rollout::Plan& plan) {
   std::string& last = lastPhase_[key];
   if (last == phase + plan.message) return;
   last = phase + plan.message;
-  const bool set = key.starts_with("sts:");
+  const bool set = key.starts_with(kStatefulSetKeyPrefix);
   (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
                                                                                     : log::Info)(
-      "in-place update", {{set ? "statefulset" : "deployment", set ? key.substr(4) : key},
-                          {"phase", phase},
-                          {"message", plan.message}});
+      "in-place update",
+      {{set ? "statefulset" : "deployment", set ? key.substr(kStatefulSetKeyPrefix.size()) : key},
+       {"phase", phase},
+       {"message", plan.message}});
+}
+
+ReconcileResult Loop::ReadFailed(std::string_view kind, const std::string& key, Status status) {
+  if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
+  log::Warn("in-place update: read failed",
+            {{std::string(kind), key}, {"error", status.message()}});
+  ReconcileResult res;
+  res.fresh = true;
+  res.status = std::move(status);
+  return res;
 }
 
 ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view name) {
   const std::string key = kube::ObjectKey(ns, name);
-  const std::string phaseKey = "sts:" + key;
+  const std::string phaseKey = std::string(kStatefulSetKeyPrefix) + key;
   ReconcileResult res;
   res.fresh = true;
   auto fail = [&](const kube::Result& r, std::string_view what) {
-    res.status = Status::IOError(std::string(what) + ": " + Describe(r));
-    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
-    log::Warn("in-place update: read failed",
-              {{"statefulset", key}, {"error", res.status.message()}});
-    return res;
+    return ReadFailed("statefulset", key, Status::IOError(std::string(what) + ": " + Describe(r)));
   };
   kube::Result set = api_.Get(kube::StatefulSetPath(ns, name));
   if (set.NotFound() || (set.Ok() && !HasAnnotation(set.object, keys::kInProgressAnnotation))) {
     // No update (or it ended): pods one that ended without the loop left out of service go back.
     lastPhase_.erase(phaseKey);
+    if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(phaseKey);
     if (!set.Ok()) return res;
   }
   if (!set.Ok()) return fail(set, "get StatefulSet");
-  kube::ListOptions list;
-  if (const Value* selector = json::Path(&set.object, {"spec", "selector"})) {
-    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
-    if (!parsed.ok()) {
-      res.status = parsed.status().Prefixed("spec.selector");
-      log::Warn("in-place update: unreadable selector",
-                {{"statefulset", key}, {"error", res.status.message()}});
-      return res;
-    }
-    list.labelSelector = parsed->ToString();
-  }
-  kube::Result pods = api_.List(kube::PodsPath(ns), list);
+  StatusOr<kube::ListOptions> list = SelectorOf(set.object);
+  if (!list.ok()) return ReadFailed("statefulset", key, list.status());
+  kube::Result pods = api_.List(kube::PodsPath(ns), *list);
   if (!pods.Ok()) return fail(pods, "list pods");
   kube::Result revision;
   const std::string_view current =
@@ -294,7 +306,16 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
   snapshot.now = Now();
   freshPasses_.fetch_add(1);
   rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
-  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) LogPhase(phaseKey, plan);
+  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) {
+    LogPhase(phaseKey, plan);
+    if (options_.metrics != nullptr) {
+      if (Terminal(plan.phase)) {
+        options_.metrics->ForgetUpdate(phaseKey);
+      } else {
+        options_.metrics->SetUpdate(phaseKey, plan.podsByState, plan.podsByWait, false);
+      }
+    }
+  }
   res = Apply(key, plan.actions);
   res.phase = plan.phase;
   res.fresh = true;
@@ -311,11 +332,7 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool
   res.fresh = true;
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
   auto fail = [&](const kube::Result& r, std::string_view what) {
-    res.status = Status::IOError(std::string(what) + ": " + Describe(r));
-    if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
-    log::Warn("in-place update: read failed",
-              {{"deployment", key}, {"error", res.status.message()}});
-    return res;
+    return ReadFailed("deployment", key, Status::IOError(std::string(what) + ": " + Describe(r)));
   };
   kube::Result d = api_.Get(kube::DeploymentPath(ns, name));
   if (d.NotFound() || (d.Ok() && !ended && !HasAnnotation(d.object, keys::kInProgressAnnotation))) {
@@ -324,21 +341,11 @@ ReconcileResult Loop::Reconcile(std::string_view ns, std::string_view name, bool
     return res;
   }
   if (!d.Ok()) return fail(d, "get Deployment");
-  kube::ListOptions list;
-  if (const Value* selector = json::Path(&d.object, {"spec", "selector"})) {
-    StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::FromJson(*selector);
-    if (!parsed.ok()) {
-      res.status = parsed.status().Prefixed("spec.selector");
-      if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
-      log::Warn("in-place update: unreadable selector",
-                {{"deployment", key}, {"error", res.status.message()}});
-      return res;
-    }
-    list.labelSelector = parsed->ToString();
-  }
-  kube::Result rs = api_.List(kube::ReplicaSetsPath(ns), list);
+  StatusOr<kube::ListOptions> list = SelectorOf(d.object);
+  if (!list.ok()) return ReadFailed("deployment", key, list.status());
+  kube::Result rs = api_.List(kube::ReplicaSetsPath(ns), *list);
   if (!rs.Ok()) return fail(rs, "list ReplicaSets");
-  kube::Result pods = api_.List(kube::PodsPath(ns), list);
+  kube::Result pods = api_.List(kube::PodsPath(ns), *list);
   if (!pods.Ok()) return fail(pods, "list pods");
 
   rollout::Snapshot snapshot;
@@ -651,7 +658,7 @@ void Loop::RunStatefulSet(const std::string& key) {
     log::Error("in-place loop: reconcile failed", {{"statefulset", key}});
   }
   std::lock_guard lock(mu_);
-  const std::string failureKey = "sts:" + key;
+  const std::string failureKey = std::string(kStatefulSetKeyPrefix) + key;
   int failures = 0;
   if (r.status.ok()) {
     failures_.erase(failureKey);

@@ -209,6 +209,8 @@ class Loop {
   // its result asks.
   void RunDeployment(const std::string& key);
   void RunStatefulSet(const std::string& key);
+  // A pass that could not read its objects: counted, logged under `kind` ("deployment"), failed.
+  ReconcileResult ReadFailed(std::string_view kind, const std::string& key, Status status);
   // Logs a change of a workload's phase (`key` names the kind too); forgets it once terminal.
   void LogPhase(const std::string& key, const rollout::Plan& plan);
   // When a Deployment is looked at again after `r` (`failures`: consecutive failed passes):
@@ -240,8 +242,8 @@ class Loop {
   DelayQueue gates_;         // pod keys → when to set their gate
   // Pod key → when its gate was first queued (inplace_webhook_gate_latency_seconds).
   std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
-  std::map<std::string, int>
-      failures_;  // consecutive, by Deployment key ("sts:" + a StatefulSet's)
+  // Consecutive failed passes, by Deployment key (kStatefulSetKeyPrefix + a StatefulSet's).
+  std::map<std::string, int> failures_;
 
   mutable std::mutex watchesMu_;  // the pointer (metrics read it from other threads)
   std::unique_ptr<Watches> watches_;

@@ -154,7 +154,9 @@ void LoopMetrics::Render(std::string& out) const {
   gate_.Render(out, "inplace_webhook_gate_latency_seconds",
                "Time from the pod event that queued a new pod's readiness gate to the loop's write "
                "setting it True.");
-  out += "# HELP inplace_webhook_pods Pods of in-progress Deployments by in-place state.\n";
+  out +=
+      "# HELP inplace_webhook_pods Pods of in-progress Deployments and StatefulSets by in-place "
+      "state.\n";
   out += "# TYPE inplace_webhook_pods gauge\n";
   std::map<std::string, int> sum = PodsByState();
   for (pod_update::PodState s : pod_update::kAllPodStates) {
@@ -164,7 +166,8 @@ void LoopMetrics::Render(std::string& out) const {
            std::to_string(it == sum.end() ? 0 : it->second) + "\n";
   }
   out +=
-      "# HELP inplace_webhook_pods_waiting Pods of in-progress Deployments by what the loop waits "
+      "# HELP inplace_webhook_pods_waiting Pods of in-progress Deployments and StatefulSets by "
+      "what the loop waits "
       "on before it moves them on (pod_update::PodWait): turn, pre_update_hook, drain_gate, "
       "drain, resize_write, resize, restart, image, step, post_update_hook.\n";
   out += "# TYPE inplace_webhook_pods_waiting gauge\n";
@@ -176,8 +179,8 @@ void LoopMetrics::Render(std::string& out) const {
            std::to_string(it == waits.end() ? 0 : it->second) + "\n";
   }
   out +=
-      "# HELP inplace_webhook_updates_in_progress In-place updates of Deployments this loop is "
-      "running (0 on replicas that do not lead).\n";
+      "# HELP inplace_webhook_updates_in_progress In-place updates of Deployments and StatefulSets "
+      "this loop is running (0 on replicas that do not lead).\n";
   out += "# TYPE inplace_webhook_updates_in_progress gauge\n";
   out += "inplace_webhook_updates_in_progress " + std::to_string(UpdatesInProgress()) + "\n";
   out +=
@@ -189,7 +192,9 @@ void LoopMetrics::Render(std::string& out) const {
   std::map<std::string, bool> stalled;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [d, u] : updates_) stalled[d] = u.stalled;
+    for (const auto& [d, u] : updates_) {
+      if (!d.starts_with(kStatefulSetKeyPrefix)) stalled[d] = u.stalled;
+    }
   }
   for (const auto& [d, s] : stalled) {
     const size_t slash = d.find('/');

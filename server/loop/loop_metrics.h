@@ -48,6 +48,11 @@ class DurationHistogram {
   std::atomic<uint64_t> sumMillis_{0};
 };
 
+// The key a StatefulSet's update is recorded under: this prefix and "namespace/name" (a
+// Deployment's is "namespace/name"). StatefulSets count in the pods and waits gauges and the
+// updates in progress, not in update_stalled (they have no progress deadline).
+inline constexpr std::string_view kStatefulSetKeyPrefix = "sts:";
+
 class LoopMetrics {
  public:
   // Counts what a successfully applied action stands for.
@@ -56,7 +61,8 @@ class LoopMetrics {
   // A new pod's readiness gate written True, `seconds` after the event that queued it.
   void ObserveGate(double seconds) { gate_.Observe(seconds); }
 
-  // Records the in-progress update of `deployment` ("namespace/name"): its pods by state and
+  // Records the in-progress update of `deployment` ("namespace/name", or kStatefulSetKeyPrefix and
+  // that for a StatefulSet): its pods by state and
   // whether it is stalled (no progress for spec.progressDeadlineSeconds, reported as
   // ProgressDeadlineExceeded). Replaces what was recorded for it before.
   // `podsByWait`: by pod_update::WaitName.

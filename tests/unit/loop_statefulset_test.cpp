@@ -96,8 +96,10 @@ TEST_CASE(
     SetLabel(p, keys::kPodTemplateHashLabel, std::nullopt);
     api.Put(kube::PodsPath(kNs), json::Serialize(p));
   }
+  loop::LoopMetrics metrics;
   loop::Options options;
   options.expectationTimeout = std::chrono::seconds(1);
+  options.metrics = &metrics;
   loop::Loop l(api, options);
 
   std::vector<std::string> order;  // pods in the order the loop wrote their new image
@@ -105,6 +107,14 @@ TEST_CASE(
   for (; passes < 60; ++passes) {
     loop::ReconcileResult r = l.ReconcileStatefulSet(kNs, "web");
     REQUIRE(r.status.ok());
+    if (passes == 0) {
+      // The update counts in the loop's gauges (its pods by state), never as a Deployment's stall.
+      CHECK(metrics.UpdatesInProgress() == 1);
+      std::string rendered;
+      metrics.Render(rendered);
+      CHECK(rendered.find("inplace_webhook_pods{state=\"Normal\"} 3\n") != std::string::npos);
+      CHECK(rendered.find("sts:") == std::string::npos);
+    }
     for (int i = 0; i < 3; ++i) {
       const std::string name = "web-" + std::to_string(i);
       if (AppImage(api.Object(kube::PodPath(kNs, name))) == "db:2" &&
@@ -133,4 +143,5 @@ TEST_CASE(
   CHECK(json::Serialize(*json::Path(&set, {"spec", "template"})) == json::Serialize(Parse(kTo)));
   // With no record, a pass reads the StatefulSet and stops there (its pods are Normal).
   CHECK(l.ReconcileStatefulSet(kNs, "web").writes == 0);
+  CHECK(metrics.UpdatesInProgress() == 0);
 }
