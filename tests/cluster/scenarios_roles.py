@@ -132,7 +132,8 @@ def h05_policy_limits_the_controller(s):
     ours they carry; closing our condition on such a Deployment is allowed), a ReplicaSet not selecting by its
     pod-template-hash, pod
     labels/annotations outside an update step, pod spec fields, other pod conditions, a resize outside an update
-    step, a Deployment's scale, a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
+    step, a Deployment's scale, a StatefulSet's spec or foreign labels (our annotation on it and an Event on it are
+    allowed), a ReplicaSet with replicas or its deletion, another Lease, Events on other kinds;
     and a write RBAC grants by mistake (a ConfigMap) is refused as one the controller never makes. The Lease rule
     names its Lease. Against the Deployment itself (the policy with the namespace's Deployments as params): a pod
     update step's labels and annotations only at the template's values, a history ReplicaSet only with its
@@ -214,6 +215,14 @@ def policy_limits_the_controller(s):
     undo = tc.deployment("undo", replicas=0)
     undo["metadata"].setdefault("annotations", {})["inplace-webhook.io/undo"] = "true"
     app.kubectl("create", "-f", "-", stdin=json.dumps(undo))
+    # An opted-in StatefulSet (no pods): the end of its update drops our record, nothing else of it changes.
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": "db", "labels": {"app": "db", tc.ENABLED: "true"}},
+           "spec": {"replicas": 0, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db", tc.ENABLED: "true"}},
+                                 "spec": {"containers": [{"name": "app", "image": tc.V1}]}}}}
+    app.kubectl("create", "-f", "-", stdin=json.dumps(sts))
+    sts_path = ns_path(app.ns, "statefulsets", "db", group="apps/v1")
     excluded = tc.deployment("h05-excluded", replicas=0)
     excluded["metadata"]["namespace"] = "kube-system"
     s.tools.kubectl("create", "-f", "-", stdin=json.dumps(excluded))
@@ -255,6 +264,9 @@ def policy_limits_the_controller(s):
             "deployment.kubernetes.io/revision": "9"}}, "spec": {"template": {"metadata": {"labels": {
                 "version": "v2"}}}}}, MERGE),
         ("Event on a pod", "POST", events, event("Pod", name), JSON),
+        ("StatefulSet: our annotation", "PATCH", sts_path, {"metadata": {"annotations": {
+            "inplace-webhook.io/note": "h05"}}}, MERGE),
+        ("Event on a StatefulSet", "POST", events, event("StatefulSet", "db"), JSON),
         ("closing our condition on a Deployment no longer opted in", "PATCH", plain_path + "/status",
          {"status": {"conditions": [{"type": "inplace-webhook.io/Progressing", "status": "False",
                                      "reason": "InPlaceUpdateAborted", "message": "h05"}]}}, STRATEGIC),
@@ -293,7 +305,12 @@ def policy_limits_the_controller(s):
         ("deleting the active ReplicaSet", "DELETE", rss + "/" + rs_name, None, JSON,
          "deletes only zero-replica ReplicaSets"),
         ("another Lease", "POST", leases, other_lease, JSON, "the only Lease of the controller"),
-        ("an Event on a Secret", "POST", events, event("Secret", "x"), JSON, "Events on Deployments, ReplicaSets"),
+        ("an Event on a Secret", "POST", events, event("Secret", "x"), JSON,
+         "Events on Deployments, StatefulSets, ReplicaSets"),
+        ("StatefulSet replicas", "PATCH", sts_path, {"spec": {"replicas": 2}}, MERGE,
+         "on a StatefulSet the controller changes only inplace-webhook.io/ annotations"),
+        ("a foreign StatefulSet label", "PATCH", sts_path, {"metadata": {"labels": {"team": "x"}}}, MERGE,
+         "on a StatefulSet the controller changes only inplace-webhook.io/ annotations"),
         ("a Deployment's template with no undo stored", "PATCH", deploy,
          {"spec": {"template": {"metadata": {"labels": {"version": "v9"}}}}}, MERGE,
          "template only to carry out its stored inplace-webhook.io/undo"),
