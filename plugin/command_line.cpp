@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 
+#include "hooks/keys.h"
+
 namespace iw::plugin {
 namespace {
 
@@ -98,10 +100,19 @@ StatusOr<std::string> DeploymentName(std::string_view ref) {
   std::string_view name = ref;
   if (size_t slash = ref.find('/'); slash != std::string_view::npos) {
     std::string_view kind = ref.substr(0, slash);
+    if (kind == "sts" || kind == "statefulset" || kind == "statefulsets" ||
+        kind == "statefulset.apps" || kind == "statefulsets.apps") {
+      const std::string name(ref.substr(slash + 1));
+      return Status::InvalidArgument(
+          "kubectl inplace does not read StatefulSets yet: " + std::string(ref) +
+          " (its in-place update shows in kubectl rollout status sts/" + name +
+          " and the StatefulSet's Events; to end it: kubectl annotate sts/" + name + " " +
+          std::string(keys::kAbortAnnotation) + "=true)");
+    }
     if (kind != "deploy" && kind != "deployment" && kind != "deployments" &&
         kind != "deployment.apps" && kind != "deployments.apps") {
-      return Status::InvalidArgument("only Deployments are updated in place: " + std::string(ref) +
-                                     " (use deploy/NAME)");
+      return Status::InvalidArgument("only Deployments and StatefulSets are updated in place: " +
+                                     std::string(ref) + " (use deploy/NAME)");
     }
     name = ref.substr(slash + 1);
   }

@@ -17,7 +17,15 @@ TEST_CASE("plugin: the Deployment reference forms kubectl accepts") {
     REQUIRE_MESSAGE(n.ok(), ref);
     CHECK(*n == "web");
   }
-  CHECK(!DeploymentName("sts/web").ok());
+  // A StatefulSet: not read by the plugin yet; the error says where its update shows and how to end
+  // it.
+  CHECK(DeploymentName("sts/web").status().message().find(
+            "kubectl rollout status sts/web and the StatefulSet's Events; to end it: kubectl "
+            "annotate sts/web inplace-webhook.io/abort=true") != std::string::npos);
+  CHECK(DeploymentName("daemonset/web")
+            .status()
+            .message()
+            .find("only Deployments and StatefulSets are updated in place") != std::string::npos);
   CHECK(!DeploymentName("deploy/").ok());
   CHECK(!DeploymentName("deploy/a/b").ok());
 }
