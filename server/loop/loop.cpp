@@ -54,6 +54,14 @@ bool HasAnnotation(const Value& o, std::string_view key) {
   return kube::AnnotationOf(o, key).has_value();
 }
 
+// What a pass decided, into its result: the phase and when the plan asks to be looked at again.
+void Decided(ReconcileResult& res, const rollout::Plan& plan) {
+  res.phase = plan.phase;
+  if (plan.requeueAfter) {
+    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
+  }
+}
+
 // The LIST options that select `workload`'s pods (and ReplicaSets): its spec.selector as a label
 // selector (none: every object of the namespace, as the API server would select). An unreadable
 // selector is InvalidArgument, prefixed "spec.selector".
@@ -205,14 +213,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     auto [ns, name] = SplitKey(key);
     return Reconcile(ns, name);
   }
-  LogPhase(key, plan);
-  if (options_.metrics != nullptr) {
-    if (Terminal(plan.phase)) {
-      options_.metrics->ForgetUpdate(key);
-    } else {
-      options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, plan.stalled);
-    }
-  }
+  Report(key, plan);
   ReconcileResult res =
       Apply(key, plan.actions, watches_ ? &expectations_.Of(key) : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
@@ -239,27 +240,32 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
       }
     }
   }
-  res.phase = plan.phase;
+  Decided(res, plan);
   res.fresh = !cached;
-  if (plan.requeueAfter) {
-    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
-  }
-  if (Terminal(plan.phase)) lastPhase_.erase(key);
   return res;
 }
 
-void Loop::LogPhase(const std::string& key, const rollout::Plan& plan) {
+void Loop::Report(const std::string& key, const rollout::Plan& plan) {
   const std::string phase(rollout::PhaseName(plan.phase));
   std::string& last = lastPhase_[key];
-  if (last == phase + plan.message) return;
-  last = phase + plan.message;
-  const bool set = key.starts_with(kStatefulSetKeyPrefix);
-  (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
-                                                                                    : log::Info)(
-      "in-place update",
-      {{set ? "statefulset" : "deployment", set ? key.substr(kStatefulSetKeyPrefix.size()) : key},
-       {"phase", phase},
-       {"message", plan.message}});
+  if (last != phase + plan.message) {
+    last = phase + plan.message;
+    const bool set = key.starts_with(kStatefulSetKeyPrefix);
+    (plan.phase == rollout::Phase::kBlocked || plan.phase == rollout::Phase::kAborted ? log::Warn
+                                                                                      : log::Info)(
+        "in-place update",
+        {{set ? "statefulset" : "deployment", set ? key.substr(kStatefulSetKeyPrefix.size()) : key},
+         {"phase", phase},
+         {"message", plan.message}});
+  }
+  const bool terminal = Terminal(plan.phase);
+  if (terminal) lastPhase_.erase(key);
+  if (options_.metrics == nullptr) return;
+  if (terminal) {
+    options_.metrics->ForgetUpdate(key);
+  } else {
+    options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, plan.stalled);
+  }
 }
 
 ReconcileResult Loop::ReadFailed(std::string_view kind, const std::string& key, Status status) {
@@ -306,23 +312,10 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
   snapshot.now = Now();
   freshPasses_.fetch_add(1);
   rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
-  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) {
-    LogPhase(phaseKey, plan);
-    if (options_.metrics != nullptr) {
-      if (Terminal(plan.phase)) {
-        options_.metrics->ForgetUpdate(phaseKey);
-      } else {
-        options_.metrics->SetUpdate(phaseKey, plan.podsByState, plan.podsByWait, false);
-      }
-    }
-  }
+  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) Report(phaseKey, plan);
   res = Apply(key, plan.actions);
-  res.phase = plan.phase;
+  Decided(res, plan);
   res.fresh = true;
-  if (plan.requeueAfter) {
-    res.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*plan.requeueAfter);
-  }
-  if (Terminal(plan.phase)) lastPhase_.erase(phaseKey);
   return res;
 }
 
@@ -645,26 +638,35 @@ std::optional<std::chrono::milliseconds> Loop::RequeueDelay(const ReconcileResul
   return std::nullopt;
 }
 
-void Loop::RunStatefulSet(const std::string& key) {
+ReconcileResult Loop::Guarded(std::string_view kind, const std::string& key,
+                              const std::function<ReconcileResult()>& pass) {
   ReconcileResult r;
-  auto [ns, name] = SplitKey(key);
   try {
-    r = ReconcileStatefulSet(ns, name);
+    r = pass();
   } catch (const std::exception& e) {
     r.status = Status::Internal(e.what());
-    log::Error("in-place loop: reconcile failed", {{"statefulset", key}, {"error", e.what()}});
+    log::Error("in-place loop: reconcile failed", {{std::string(kind), key}, {"error", e.what()}});
   } catch (...) {
     r.status = Status::Internal("unknown exception");
-    log::Error("in-place loop: reconcile failed", {{"statefulset", key}});
+    log::Error("in-place loop: reconcile failed", {{std::string(kind), key}});
   }
-  std::lock_guard lock(mu_);
-  const std::string failureKey = std::string(kStatefulSetKeyPrefix) + key;
-  int failures = 0;
+  return r;
+}
+
+int Loop::CountFailure(const std::string& failureKey, const ReconcileResult& r) {
   if (r.status.ok()) {
     failures_.erase(failureKey);
-  } else if (!r.conflict) {
-    failures = ++failures_[failureKey];
+    return 0;
   }
+  return r.conflict ? 0 : ++failures_[failureKey];
+}
+
+void Loop::RunStatefulSet(const std::string& key) {
+  auto [ns, name] = SplitKey(key);
+  const ReconcileResult r = Guarded(
+      "statefulset", key, [&, ns = ns, name = name] { return ReconcileStatefulSet(ns, name); });
+  std::lock_guard lock(mu_);
+  const int failures = CountFailure(std::string(kStatefulSetKeyPrefix) + key, r);
   // A conflict: the object changed; read again soon (a fresh read needs no cache to catch up).
   if (std::optional<std::chrono::milliseconds> delay =
           r.conflict ? std::optional<std::chrono::milliseconds>(kMinRequeue)
@@ -674,26 +676,12 @@ void Loop::RunStatefulSet(const std::string& key) {
 }
 
 void Loop::RunDeployment(const std::string& key) {
-  ReconcileResult r;
-  try {
-    r = ReconcileCached(key);
-  } catch (const std::exception& e) {
-    r.status = Status::Internal(e.what());
-    log::Error("in-place loop: reconcile failed", {{"deployment", key}, {"error", e.what()}});
-  } catch (...) {
-    r.status = Status::Internal("unknown exception");
-    log::Error("in-place loop: reconcile failed", {{"deployment", key}});
-  }
+  const ReconcileResult r = Guarded("deployment", key, [&] { return ReconcileCached(key); });
   // A write that failed otherwise than by a conflict may have been applied: read through the API
   // next time rather than wait for a version we do not know.
   if (!r.status.ok() && !r.conflict && watches_) freshNext_.insert(key);
   std::lock_guard lock(mu_);
-  int failures = 0;
-  if (r.status.ok()) {
-    failures_.erase(key);
-  } else if (!r.conflict) {
-    failures = ++failures_[key];
-  }
+  const int failures = CountFailure(key, r);
   if (std::optional<std::chrono::milliseconds> delay = RequeueDelay(r, failures)) {
     deployments_.Add(key, Steady::now() + *delay);
   }

@@ -209,10 +209,18 @@ class Loop {
   // its result asks.
   void RunDeployment(const std::string& key);
   void RunStatefulSet(const std::string& key);
+  // Runs one pass, turning an exception into an Internal status logged under `kind`
+  // ("deployment"): none leaves the loop's thread.
+  ReconcileResult Guarded(std::string_view kind, const std::string& key,
+                          const std::function<ReconcileResult()>& pass);
+  // Keeps the count of consecutive failed passes of `failureKey` after `r` (a conflict neither
+  // counts nor clears it) and returns it; 0 after a success. Under `mu_`.
+  int CountFailure(const std::string& failureKey, const ReconcileResult& r);
   // A pass that could not read its objects: counted, logged under `kind` ("deployment"), failed.
   ReconcileResult ReadFailed(std::string_view kind, const std::string& key, Status status);
-  // Logs a change of a workload's phase (`key` names the kind too); forgets it once terminal.
-  void LogPhase(const std::string& key, const rollout::Plan& plan);
+  // What a plan of a running update reports: a change of its phase logged (`key` names the kind
+  // too), its pods in the metrics; both forgotten once the phase is terminal.
+  void Report(const std::string& key, const rollout::Plan& plan);
   // When a Deployment is looked at again after `r` (`failures`: consecutive failed passes):
   // exponential backoff after errors, the conflict timeout after a 409, the plan's own wait
   // otherwise; nullopt: at its next change.

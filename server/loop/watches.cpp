@@ -48,19 +48,10 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
     opts.path = kube::ReplicaSetsPath(ns);
     opts.projection = ReplicaSetProjection();
     opts.watchTimeout = options_.watchTimeout;
-    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) {
-      Index(rsByUid_, o, true);
-      OnReplicaSet(o);
-    };
-    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      if (old->Uid() != now->Uid()) Index(rsByUid_, old, false);
-      Index(rsByUid_, now, true);
-      OnReplicaSet(now);
-    };
-    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) {
-      Index(rsByUid_, o, false);
-      OnReplicaSet(o);
-    };
+    opts.handlers =
+        Indexed(rsByUid_, [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+          OnReplicaSet(now ? now : old);
+        });
     replicaSets_ = std::make_unique<kube::Informer>(api, std::move(opts));
   }
   {
@@ -70,19 +61,10 @@ Watches::Watches(kube::WatchApi& api, WatchesOptions options, Queue queue, PodDo
     opts.labelSelector = std::string(keys::kEnabledLabel) + "=" + std::string(keys::kTrue);
     opts.projection = StatefulSetProjection();
     opts.watchTimeout = options_.watchTimeout;
-    opts.handlers.onAdd = [this](const kube::ObjectPtr& o) {
-      Index(stsByUid_, o, true);
-      OnStatefulSet(nullptr, o);
-    };
-    opts.handlers.onUpdate = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
-      if (old->Uid() != now->Uid()) Index(stsByUid_, old, false);
-      Index(stsByUid_, now, true);
-      OnStatefulSet(old, now);
-    };
-    opts.handlers.onDelete = [this](const kube::ObjectPtr& o) {
-      Index(stsByUid_, o, false);
-      OnStatefulSet(o, nullptr);
-    };
+    opts.handlers =
+        Indexed(stsByUid_, [this](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+          OnStatefulSet(old, now);
+        });
     statefulSets_ = std::make_unique<kube::Informer>(api, std::move(opts));
   }
   {
@@ -135,6 +117,24 @@ const kube::Informer* Watches::Cache(CacheKind kind) const {
 }
 
 // --- the uid indexes --------------------------------------------------------------------------
+
+kube::InformerHandlers Watches::Indexed(UidIndex& index, const Change& then) {
+  kube::InformerHandlers h;
+  h.onAdd = [this, &index, then](const kube::ObjectPtr& o) {
+    Index(index, o, true);
+    then(nullptr, o);
+  };
+  h.onUpdate = [this, &index, then](const kube::ObjectPtr& old, const kube::ObjectPtr& now) {
+    if (old->Uid() != now->Uid()) Index(index, old, false);
+    Index(index, now, true);
+    then(old, now);
+  };
+  h.onDelete = [this, &index, then](const kube::ObjectPtr& o) {
+    Index(index, o, false);
+    then(o, nullptr);
+  };
+  return h;
+}
 
 void Watches::Index(UidIndex& index, const kube::ObjectPtr& o, bool present) {
   std::lock_guard lock(uidMu_);

@@ -104,6 +104,10 @@ class Watches {
   // Keeps a uid index: `o` is in its cache (`present`) or has left it.
   using UidIndex = std::map<std::string, std::pair<std::string, std::string>, std::less<>>;
   void Index(UidIndex& index, const kube::ObjectPtr& o, bool present);
+  // Informer handlers that keep `index` and then call `then(old, now)` (old nullptr on an add, now
+  // nullptr on a delete).
+  using Change = std::function<void(const kube::ObjectPtr& old, const kube::ObjectPtr& now)>;
+  kube::InformerHandlers Indexed(UidIndex& index, const Change& then);
   // The cached object of uid `uid` in `cache` through `index`; nullptr when none.
   kube::ObjectPtr ByUid(const UidIndex& index, const kube::Informer& cache,
                         std::string_view uid) const;
