@@ -275,6 +275,28 @@ def container_restarts(samples, before):
     return sum(n - start.get(uid, 0) for uid, n in high.items())
 
 
+def timed_image_change(app, image, then=None):
+    """`kubectl set image` of the `app` container, then `kubectl rollout status` until done, the pods sampled every
+    0.2 s throughout (and through then(), when given). Returns (sampler, t0, t1, rollout status output, warnings)."""
+    with PodSampler(app.all_pods, interval=0.2) as sampler:
+        t0 = time.time()
+        _, warnings = app.kubectl("set", "image", "statefulset/" + app.name, "app=" + image)
+        out, _ = app.kubectl("rollout", "status", "statefulset/" + app.name, "--timeout=180s", timeout=200)
+        t1 = time.time()
+        if then is not None:
+            then()
+    return sampler, t0, t1, out, warnings
+
+
+def disruption(sampler, names, before, after, t1):
+    """What every rollout line prints of the samples: "N container restarts, not Ready X s in total (each pod's),
+    at most M at once" (README "Performance")."""
+    down, most = not_ready_seconds(sampler, names)
+    restarts = container_restarts(sampler.samples + [(t1, after)], before)
+    return "%d container restarts, not Ready %.1f s in total (%s), at most %d at once" % (
+        restarts, sum(down.values()), ", ".join("%s %.1f s" % (n, down[n]) for n in names), most)
+
+
 def event_counts(app):
     """{Event name: count} of the namespace's Events now."""
     return {e["metadata"]["name"]: int(e.get("count") or 1) for e in app.events()}
@@ -301,11 +323,7 @@ def s00_native_statefulset_rollout(s):
         rev0 = app.statefulset()["status"]["currentRevision"]
         check(app.history() == [1], "history of a new StatefulSet: %s" % app.history())
         events0 = event_counts(app)
-        with PodSampler(app.all_pods, interval=0.2) as sampler:
-            t0 = time.time()
-            app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
-            out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
-            t1 = time.time()
+        sampler, t0, t1, out, _ = timed_image_change(app, tc.V2)
         # The API server defaults rollingUpdate.partition to 0, so kubectl's rollout status takes its partition
         # branch: it waits for updatedReplicas and readyReplicas, not for currentRevision. Was that set when it ended?
         st = app.statefulset()["status"]
@@ -353,8 +371,6 @@ def s00_native_statefulset_rollout(s):
               % (app.read_marks(), marks))
         check(app.history() == [1, 2], "kubectl rollout history: %s" % app.history())
         check(len(app.revisions()) == 2, "ControllerRevisions: %s" % [r["metadata"]["name"] for r in app.revisions()])
-        down, most = not_ready_seconds(sampler, names)
-        restarts = container_restarts(sampler.samples + [(t1, after)], before)
         warnings = warnings_since(app, events0)
         now = snapshot(after)
         for n in names:
@@ -367,10 +383,9 @@ def s00_native_statefulset_rollout(s):
         for e in warnings:
             print("  during the rollout: " + event_line(e))
         print("native statefulset rollout: %d pods, %.1f s (image change to rollout status done), %d pod deletions "
-              "(+%d final by the kubelet), %d pod creations, %d container restarts, not Ready %.1f s in total (%s), "
-              "at most %d at once, %d Warning Events"
-              % (len(after), t1 - t0, len(by_controller), len(deletes) - len(by_controller), len(creates), restarts,
-                 sum(down.values()), ", ".join("%s %.1f s" % (n, down[n]) for n in names), most, len(warnings)))
+              "(+%d final by the kubelet), %d pod creations, %s, %d Warning Events"
+              % (len(after), t1 - t0, len(by_controller), len(deletes) - len(by_controller), len(creates),
+                 disruption(sampler, names, before, after, t1), len(warnings)))
 
 
 def refused_deletes(s, ns, since):
@@ -427,14 +442,9 @@ def s01_statefulset_in_place(s):
         dns0 = dns_records(app)
         rev0 = app.statefulset()["status"]["currentRevision"]
         events0 = event_counts(app)
-        with PodSampler(app.all_pods, interval=0.2) as sampler:
-            t0 = time.time()
-            _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
-            out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
-            t1 = time.time()
-            wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
-                     "the StatefulSet controller's status at the new revision and the record gone", app,
-                     interval=0.2)
+        sampler, t0, t1, out, warnings = timed_image_change(app, tc.V2, then=lambda: wait_for(
+            lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+            "the StatefulSet controller's status at the new revision and the record gone", app, interval=0.2))
         tc.expect_warning(warnings, "3 pods will be updated in place, highest ordinal first")
         check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
         st = app.statefulset()["status"]
@@ -463,30 +473,23 @@ def s01_statefulset_in_place(s):
         check(dns1 == dns0, "DNS records (EndpointSlice hostnames, pods' hostname/subdomain) %s, before %s"
               % (dns1, dns0))
         check(app.history() == [1, 2], "kubectl rollout history: %s" % app.history())
-        down, most = not_ready_seconds(sampler, names)
-        restarts = container_restarts(sampler.samples + [(t1, after)], before)
         refused = refused_deletes(s, app.ns, t0)
         warned = warnings_since(app, events0)
         print("  refused DELETEs: %s" % (", ".join("%s at +%.1f s" % (n, t - t0) for t, n, _ in refused) or "none"))
         for e in warned:
             print("  during the update: " + event_line(e))
         print("in-place statefulset rollout: %d pods, %.1f s (image change to rollout status done), %d pod deletions, "
-              "%d pod creations, %d container restarts, not Ready %.1f s in total (%s), at most %d at once, "
-              "%d Warning Events"
-              % (len(after), t1 - t0, len(deletes), len(creates), restarts, sum(down.values()),
-                 ", ".join("%s %.1f s" % (n, down[n]) for n in names), most, len(warned)))
+              "%d pod creations, %s, %d Warning Events"
+              % (len(after), t1 - t0, len(deletes), len(creates), disruption(sampler, names, before, after, t1),
+                 len(warned)))
         # Once more with the drain off (the default drain holds each pod out of its Service 3 s before the restart):
         # back to V1, the policy annotation written first (not a template change: no update of its own).
         app.kubectl("annotate", "statefulset/web", POLICY + '={"gracePeriodSeconds":0}')
         check(IN_PROGRESS not in annotations_of(app.statefulset()), "the policy annotation started an update")
         before2 = snapshot(after)
-        with PodSampler(app.all_pods, interval=0.2) as sampler2:
-            t2 = time.time()
-            app.kubectl("set", "image", "statefulset/web", "app=" + tc.V1)
-            out2, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
-            t3 = time.time()
-            wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
-                     "the update back to %s done" % tc.V1, app, interval=0.2)
+        sampler2, t2, t3, out2, _ = timed_image_change(app, tc.V1, then=lambda: wait_for(
+            lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+            "the update back to %s done" % tc.V1, app, interval=0.2))
         check("partitioned roll out complete: 3 new pods have been updated" in out2, "rollout status: %s" % out2)
         after2 = app.pods()
         now2 = snapshot(after2)
@@ -494,12 +497,9 @@ def s01_statefulset_in_place(s):
                   for n, p in zip(names, after2)), "back to %s:\n%s" % (tc.V1, app.pod_table()))
         check(not pod_writes(s, app.ns, t2, "delete") and not pod_writes(s, app.ns, t2, "create"),
               "pods deleted or created with the drain off")
-        down2, most2 = not_ready_seconds(sampler2, names)
-        restarts2 = container_restarts(sampler2.samples + [(t3, after2)], before2)
         print("in-place statefulset rollout, drain off: %d pods, %.1f s (image change to rollout status done), "
-              "0 pod deletions, 0 pod creations, %d container restarts, not Ready %.1f s in total (%s), at most %d "
-              "at once" % (len(after2), t3 - t2, restarts2, sum(down2.values()),
-                           ", ".join("%s %.1f s" % (n, down2[n]) for n in names), most2))
+              "0 pod deletions, 0 pod creations, %s"
+              % (len(after2), t3 - t2, disruption(sampler2, names, before2, after2, t3)))
 
 
 def s02_statefulset_partition_and_hook(s):
