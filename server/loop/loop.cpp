@@ -287,11 +287,12 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
     return ReadFailed("statefulset", key, Status::IOError(std::string(what) + ": " + Describe(r)));
   };
   kube::Result set = api_.Get(kube::StatefulSetPath(ns, name));
-  if (set.NotFound() || (set.Ok() && !HasAnnotation(set.object, keys::kInProgressAnnotation))) {
+  const bool running = set.Ok() && HasAnnotation(set.object, keys::kInProgressAnnotation);
+  if (set.NotFound() || (set.Ok() && !running)) {
     // No update (or it ended): pods one that ended without the loop left out of service go back.
     lastPhase_.erase(phaseKey);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(phaseKey);
-    if (!set.Ok()) return res;
+    if (set.NotFound()) return res;
   }
   if (!set.Ok()) return fail(set, "get StatefulSet");
   StatusOr<kube::ListOptions> list = SelectorOf(set.object);
@@ -312,7 +313,7 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
   snapshot.now = Now();
   freshPasses_.fetch_add(1);
   rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
-  if (HasAnnotation(set.object, keys::kInProgressAnnotation)) Report(phaseKey, plan);
+  if (running) Report(phaseKey, plan);
   res = Apply(key, plan.actions);
   Decided(res, plan);
   res.fresh = true;
