@@ -24,6 +24,13 @@ inline constexpr std::string_view kUndoAnnotation = "inplace-webhook.io/undo";
 inline constexpr std::string_view kInProgressAnnotation = "inplace-webhook.io/in-progress";
 // A Deployment status condition, written by the loop (hooks/progress.h, DESIGN.md §8.9).
 inline constexpr std::string_view kProgressCondition = "inplace-webhook.io/Progressing";
+// On StatefulSets, written by the loop only: the same condition as JSON (its controller writes
+// status.conditions from its cache, so a condition of ours there could be lost; DESIGN.md §4.8).
+inline constexpr std::string_view kProgressAnnotation = "inplace-webhook.io/progress";
+// On StatefulSets, written by users: seconds without progress before an update is reported
+// stalled (a Deployment's spec.progressDeadlineSeconds; default 600).
+inline constexpr std::string_view kProgressDeadlineAnnotation =
+    "inplace-webhook.io/progress-deadline-seconds";
 
 // On pods, written by the webhook and the loop only.
 inline constexpr std::string_view kStateLabel = "inplace-webhook.io/state";

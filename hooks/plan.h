@@ -92,6 +92,9 @@ struct Plan {
   int podsAtTarget = -1;
   int podsTotal = 0;
   std::string target;
+  // The user holds what is left (a StatefulSet's partition above every pod done): no stall
+  // deadline runs, as while a user pauses a Deployment's update.
+  bool staged = false;
   // No progress for spec.progressDeadlineSeconds: the progress condition reports
   // ProgressDeadlineExceeded (set by progress::AddProgress, for the stalled-update gauge).
   bool stalled = false;

@@ -1,4 +1,5 @@
-// Progress of an in-place update as tools read it (DESIGN.md §8.9, §8.12). While paused the
+// Progress of an in-place update as tools read it (DESIGN.md §8.9, §8.12; a StatefulSet's, §4.8,
+// keeps the same report in an annotation: Report below). While paused the
 // Deployment controller holds Progressing at Unknown/DeploymentPaused, so it never reports a stuck
 // in-place update; the loop reports instead, in the Deployment's status (deployments/status):
 //
@@ -49,6 +50,31 @@ inline constexpr std::string_view kStallPrefix = "in-place update has timed out 
 // Progress changes are written at most this often (a change of reason or status at once).
 inline constexpr auto kMinWriteInterval = std::chrono::seconds(2);
 
+// What the loop reports of an update: the fields of a Deployment's condition
+// keys::kProgressCondition, which a StatefulSet keeps as JSON in its annotation
+// keys::kProgressAnnotation instead (its controller writes status.conditions from its cache and
+// retries a conflict with the status it computed before, so a condition of ours there could be
+// lost; DESIGN.md §4.8). The rules of both are the same; a StatefulSet has no controller
+// Progressing condition to set on a stall.
+struct Report {
+  std::string status, reason, message;
+  std::string lastUpdateTime, lastTransitionTime;
+};
+
+// A report as a StatefulSet's annotation stores it: nullopt when absent or malformed (not a JSON
+// object, a status or reason that is not a non-empty string, a type other than
+// keys::kProgressCondition); other fields of a wrong type read as empty. The loop overwrites a
+// malformed one with its next report.
+std::optional<Report> ParseReport(std::optional<std::string_view> text);
+// ParseReport of the StatefulSet's keys::kProgressAnnotation.
+std::optional<Report> StoredReport(const kube::ObjectView& statefulSet);
+
+// A StatefulSet's stall deadline: keys::kProgressDeadlineAnnotation in seconds, a positive integer
+// (2147483647: none, as a Deployment's math.MaxInt32), kDefaultStatefulSetDeadline when absent.
+// InvalidArgument, naming the key, for any other value (the webhook refuses it).
+inline constexpr int kDefaultStatefulSetDeadline = 600;
+StatusOr<std::optional<int>> ProgressDeadline(const kube::StatefulSet& statefulSet);
+
 // "n/m pods updated to template X" plus, when any, "(a PreparingUpdate, b Updating)" in the
 // order of the states' names.
 std::string ProgressText(int atTarget, int total, std::string_view target,
@@ -68,11 +94,17 @@ std::optional<int> ProgressDeadline(const kube::Deployment& deployment);
 // (podsAtTarget < 0) other than kCompleted and kAborted get nothing.
 void AddProgress(rollout::Plan& plan, const kube::Deployment& deployment,
                  rollout::Clock::time_point now);
+// The same for a StatefulSet: its report in keys::kProgressAnnotation (a merge patch of that
+// annotation, no resourceVersion), its stall judged by ProgressDeadline(statefulSet).
+void AddProgress(rollout::Plan& plan, const kube::StatefulSet& statefulSet,
+                 rollout::Clock::time_point now);
 
 // With no update running: the status patch that closes our condition (False/InPlaceUpdateAborted,
 // naming why as far as the Deployment shows it) when it still reports an update the webhook ended
 // without the loop (DESIGN.md §8.11, §9.8); nothing when it is absent, completed or aborted.
 void AddEndedWithoutLoop(rollout::Plan& plan, const kube::Deployment& deployment,
+                         rollout::Clock::time_point now);
+void AddEndedWithoutLoop(rollout::Plan& plan, const kube::StatefulSet& statefulSet,
                          rollout::Clock::time_point now);
 
 // Whether an answer to a pod write means the API server refused it for good until something
@@ -102,6 +134,10 @@ enum class Refused { kPodWrite, kResize };
 // "resize refused"; progress and its lastUpdateTime kept), with Progressing
 // False/ProgressDeadlineExceeded at once for a resize. `progress` is the plan's ProgressText.
 std::vector<rollout::Action> PlanRefusal(const kube::Deployment& deployment, const kube::Pod* pod,
+                                         std::string_view podName, std::string_view progress,
+                                         std::string_view message, rollout::Clock::time_point now,
+                                         Refused what = Refused::kPodWrite, int code = 0);
+std::vector<rollout::Action> PlanRefusal(const kube::StatefulSet& statefulSet, const kube::Pod* pod,
                                          std::string_view podName, std::string_view progress,
                                          std::string_view message, rollout::Clock::time_point now,
                                          Refused what = Refused::kPodWrite, int code = 0);

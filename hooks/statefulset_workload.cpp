@@ -4,6 +4,7 @@
 
 #include "hooks/budget.h"
 #include "hooks/keys.h"
+#include "hooks/progress.h"
 #include "hooks/statefulset_rules.h"
 #include "lib/kube_patch.h"
 
@@ -102,6 +103,7 @@ std::variant<RunBase, NoBase> StatefulSetWorkload::FindBase(const InProgress& r)
 bool StatefulSetWorkload::Finish(Plan& p, const RunBase& /*base*/, const InProgress& /*r*/) const {
   if (s_.partition() > 0) {
     p.phase = Phase::kBlocked;
+    p.staged = true;
     p.message = "ordinals below the partition " + std::to_string(s_.partition()) +
                 " keep their revision; the update goes on in place when the partition is lowered";
     p.requeueAfter = kBlockedPoll;
@@ -116,6 +118,14 @@ bool StatefulSetWorkload::Finish(Plan& p, const RunBase& /*base*/, const InProgr
               std::string(s_.updateRevision());
   p.requeueAfter = kControllerPoll;
   return false;
+}
+
+void StatefulSetWorkload::AddProgress(Plan& plan, Clock::time_point now) const {
+  progress::AddProgress(plan, s_, now);
+}
+
+void StatefulSetWorkload::AddEndedWithoutLoop(Plan& plan, Clock::time_point now) const {
+  progress::AddEndedWithoutLoop(plan, s_, now);
 }
 
 }  // namespace iw::rollout

@@ -8,8 +8,8 @@
 // that moves a pod also moves it to the update revision, and the controller counts it as updated.
 // The finish is the controller's own: once it reports every pod at the update revision
 // (currentRevision == updateRevision), the update ends; pods below a partition wait for it to be
-// lowered. No undo command (kubectl rollout undo sts/NAME is a re-target); no progress condition
-// yet.
+// lowered. No undo command (kubectl rollout undo sts/NAME is a re-target). Progress is reported in
+// the StatefulSet's annotation keys::kProgressAnnotation, not in a status condition.
 #pragma once
 
 #include <optional>
@@ -60,8 +60,9 @@ class StatefulSetWorkload final : public Workload {
   bool UndoRequested() const override { return false; }
   Plan Undo(const RunBase&, const InProgress&, Clock::time_point) const override { return {}; }
   bool Finish(Plan& plan, const RunBase& base, const InProgress& r) const override;
-  void AddProgress(Plan&, Clock::time_point) const override {}
-  void AddEndedWithoutLoop(Plan&, Clock::time_point) const override {}
+  // The report in the StatefulSet's annotation (hooks/progress.h).
+  void AddProgress(Plan& plan, Clock::time_point now) const override;
+  void AddEndedWithoutLoop(Plan& plan, Clock::time_point now) const override;
 
  private:
   const kube::StatefulSet& s_;

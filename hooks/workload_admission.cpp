@@ -5,6 +5,7 @@
 #include "hooks/deployment_rules.h"
 #include "hooks/keys.h"
 #include "hooks/lifecycle.h"
+#include "hooks/progress.h"
 #include "hooks/statefulset_rules.h"
 
 namespace iw::admission {
@@ -141,6 +142,11 @@ Response Validate(const Request& req, const Context& ctx) {
   // period) needs no readiness gate in the template: the pod webhook adds it to new pods.
   if (rules::IsOptedIn(object)) {
     if (Status s = lifecycle::ReadSettings(object).status(); !s.ok()) return Denied(s.message());
+    if constexpr (std::is_same_v<View, kube::StatefulSet>) {
+      if (Status s = progress::ProgressDeadline(object).status(); !s.ok()) {
+        return Denied(s.message());
+      }
+    }
   }
   if (const std::string forged = NewForgedTemplateKeys(object, read->old); !forged.empty()) {
     return Denied("the pod template carries " + forged +

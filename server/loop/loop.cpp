@@ -217,32 +217,40 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
   ReconcileResult res =
       Apply(key, plan.actions, watches_ ? &expectations_.Of(key) : nullptr, cached);
   if (!res.refusedPod.empty() && snapshot.deployment != nullptr) {
-    // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
-    // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
-    std::optional<kube::Pod> pod;
-    for (const Value* p : snapshot.pods) {
-      if (p != nullptr && kube::MetaOf(*p, "name") == res.refusedPod) {
-        if (StatusOr<kube::Pod> v = kube::Pod::From(*p, "pod"); v.ok()) pod = *v;
-      }
-    }
     // The plan read the Deployment through the same check.
     if (StatusOr<kube::Deployment> d = kube::Deployment::From(*snapshot.deployment, "deployment");
         d.ok()) {
-      std::vector<rollout::Action> report = progress::PlanRefusal(
-          *d, pod ? &*pod : nullptr, res.refusedPod,
-          progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
-          res.refusal, Now(),
-          res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
-          res.refusalCode);
-      Apply(key, report, watches_ ? &expectations_.Of(key) : nullptr, cached);
-      if (res.refusedResize && options_.metrics != nullptr) {
-        options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, /*stalled=*/true);
-      }
+      ReportRefusal(key, key, *d, plan, snapshot.pods, res, cached);
     }
   }
   Decided(res, plan);
   res.fresh = !cached;
   return res;
+}
+
+template <class Workload>
+void Loop::ReportRefusal(const std::string& key, const std::string& metricsKey,
+                         const Workload& workload, const rollout::Plan& plan,
+                         const std::vector<const Value*>& pods, const ReconcileResult& res,
+                         bool cached) {
+  // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
+  // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
+  std::optional<kube::Pod> pod;
+  for (const Value* p : pods) {
+    if (p != nullptr && kube::MetaOf(*p, "name") == res.refusedPod) {
+      if (StatusOr<kube::Pod> v = kube::Pod::From(*p, "pod"); v.ok()) pod = *v;
+    }
+  }
+  std::vector<rollout::Action> report = progress::PlanRefusal(
+      workload, pod ? &*pod : nullptr, res.refusedPod,
+      progress::ProgressText(plan.podsAtTarget, plan.podsTotal, plan.target, plan.podsByState),
+      res.refusal, Now(),
+      res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
+      res.refusalCode);
+  Apply(key, report, watches_ && key == metricsKey ? &expectations_.Of(key) : nullptr, cached);
+  if (res.refusedResize && options_.metrics != nullptr) {
+    options_.metrics->SetUpdate(metricsKey, plan.podsByState, plan.podsByWait, /*stalled=*/true);
+  }
 }
 
 void Loop::Report(const std::string& key, const rollout::Plan& plan) {
@@ -315,6 +323,13 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
   rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
   if (running) Report(phaseKey, plan);
   res = Apply(key, plan.actions);
+  if (!res.refusedPod.empty()) {
+    // The plan read the StatefulSet through the same check.
+    if (StatusOr<kube::StatefulSet> v = kube::StatefulSet::From(set.object, "statefulSet");
+        v.ok()) {
+      ReportRefusal(key, phaseKey, *v, plan, snapshot.pods, res, /*cached=*/false);
+    }
+  }
   Decided(res, plan);
   res.fresh = true;
   return res;

@@ -191,6 +191,14 @@ class Loop {
   // what the caches must show afterwards (`cached`: the plan was made from them).
   ReconcileResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
                         std::vector<Expectation>* expectations = nullptr, bool cached = false);
+  // Reports a pod write the API server refused in `res` (its Events and the workload's progress
+  // report; a refused resize counts as stalled under `metricsKey`). `workload`: a kube::Deployment
+  // (key == metricsKey; its writes are expected in the caches) or a kube::StatefulSet.
+  template <class Workload>
+  void ReportRefusal(const std::string& key, const std::string& metricsKey,
+                     const Workload& workload, const rollout::Plan& plan,
+                     const std::vector<const json::Value*>& pods, const ReconcileResult& res,
+                     bool cached);
 
   // The thread's side: Run waits for the caches, then, until Stop, sleeps until the next due
   // work, memory trim or safety resync and runs it.

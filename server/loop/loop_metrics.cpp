@@ -183,26 +183,42 @@ void LoopMetrics::Render(std::string& out) const {
       "this loop is running (0 on replicas that do not lead).\n";
   out += "# TYPE inplace_webhook_updates_in_progress gauge\n";
   out += "inplace_webhook_updates_in_progress " + std::to_string(UpdatesInProgress()) + "\n";
-  out +=
-      "# HELP inplace_webhook_update_stalled In-place updates with no progress for "
-      "spec.progressDeadlineSeconds (ProgressDeadlineExceeded), 1 per Deployment; updates that "
-      "progress are 0. The label is deployment_namespace, not namespace, which Prometheus' target "
-      "labels take.\n";
-  out += "# TYPE inplace_webhook_update_stalled gauge\n";
-  std::map<std::string, bool> stalled;
+  // One gauge per kind, each labelled by its own kind's words (the label is <kind>_namespace, not
+  // namespace, which Prometheus' target labels take).
+  std::map<std::string, bool> deployments, statefulSets;
   {
     std::lock_guard lock(mu_);
     for (const auto& [d, u] : updates_) {
-      if (!d.starts_with(kStatefulSetKeyPrefix)) stalled[d] = u.stalled;
+      if (d.starts_with(kStatefulSetKeyPrefix)) {
+        statefulSets[d.substr(kStatefulSetKeyPrefix.size())] = u.stalled;
+      } else {
+        deployments[d] = u.stalled;
+      }
     }
   }
-  for (const auto& [d, s] : stalled) {
-    const size_t slash = d.find('/');
-    const std::string ns = slash == std::string::npos ? "" : d.substr(0, slash);
-    const std::string name = slash == std::string::npos ? d : d.substr(slash + 1);
-    out += "inplace_webhook_update_stalled{deployment_namespace=\"" + metrics::EscapeLabel(ns) +
-           "\",deployment=\"" + metrics::EscapeLabel(name) + "\"} " + (s ? "1" : "0") + "\n";
-  }
+  auto gauge = [&out](std::string_view family, std::string_view help, std::string_view label,
+                      const std::map<std::string, bool>& stalled) {
+    out += "# HELP " + std::string(family) + " " + std::string(help) + "\n";
+    out += "# TYPE " + std::string(family) + " gauge\n";
+    for (const auto& [d, s] : stalled) {
+      const size_t slash = d.find('/');
+      const std::string ns = slash == std::string::npos ? "" : d.substr(0, slash);
+      const std::string name = slash == std::string::npos ? d : d.substr(slash + 1);
+      out += std::string(family) + "{" + std::string(label) + "_namespace=\"" +
+             metrics::EscapeLabel(ns) + "\"," + std::string(label) + "=\"" +
+             metrics::EscapeLabel(name) + "\"} " + (s ? "1" : "0") + "\n";
+    }
+  };
+  gauge("inplace_webhook_update_stalled",
+        "In-place updates of Deployments with no progress for spec.progressDeadlineSeconds "
+        "(ProgressDeadlineExceeded), 1 per Deployment; updates that progress are 0. The label is "
+        "deployment_namespace, not namespace, which Prometheus' target labels take.",
+        "deployment", deployments);
+  gauge("inplace_webhook_statefulset_update_stalled",
+        "In-place updates of StatefulSets with no progress for their annotation "
+        "inplace-webhook.io/progress-deadline-seconds (600 s when absent), or a refused pod "
+        "resize, 1 per StatefulSet; updates that progress are 0.",
+        "statefulset", statefulSets);
 }
 
 }  // namespace iw::loop

@@ -62,9 +62,10 @@ class LoopMetrics {
   void ObserveGate(double seconds) { gate_.Observe(seconds); }
 
   // Records the in-progress update of `deployment` ("namespace/name", or kStatefulSetKeyPrefix and
-  // that for a StatefulSet): its pods by state and
-  // whether it is stalled (no progress for spec.progressDeadlineSeconds, reported as
-  // ProgressDeadlineExceeded). Replaces what was recorded for it before.
+  // that for a StatefulSet): its pods by state and whether it is stalled (no progress for the
+  // Deployment's spec.progressDeadlineSeconds or the StatefulSet's
+  // inplace-webhook.io/progress-deadline-seconds, reported as ProgressDeadlineExceeded; a refused
+  // resize). Each kind's stalls are their own family. Replaces what was recorded for it before.
   // `podsByWait`: by pod_update::WaitName.
   void SetUpdate(const std::string& deployment, const std::map<std::string, int>& podsByState,
                  const std::map<std::string, int>& podsByWait, bool stalled);

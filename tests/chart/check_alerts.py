@@ -396,7 +396,7 @@ def main(argv):
         if not errors:
             groups = rendered["defaults"]
             alerts = {r["alert"]: r for g in groups["groups"] for r in g["rules"]}
-            want = {"InPlaceUpdateStuck", "InPlaceHookTimeouts", "InPlaceWebhookNoLeader", "InPlaceWebhookLoopDown",
+            want = {"InPlaceUpdateStuck", "InPlaceStatefulSetUpdateStuck", "InPlaceHookTimeouts", "InPlaceWebhookNoLeader", "InPlaceWebhookLoopDown",
                     "InPlaceWebhookErrors", "InPlaceWebhookLatencyHigh", "InPlaceWebhookCertificateExpiringSoon"}
             if set(alerts) != want:
                 errors.append("alerts %s, want %s" % (sorted(alerts), sorted(want)))
@@ -411,14 +411,18 @@ def main(argv):
             stuck = alerts.get("InPlaceUpdateStuck", {})
             if "$labels.deployment" not in stuck.get("annotations", {}).get("summary", ""):
                 errors.append("InPlaceUpdateStuck's summary does not name the Deployment")
+            sts = alerts.get("InPlaceStatefulSetUpdateStuck", {})
+            if "$labels.statefulset " not in sts.get("annotations", {}).get("summary", "").replace("}}", " "):
+                errors.append("InPlaceStatefulSetUpdateStuck's summary does not name the StatefulSet")
             over = {r["alert"]: r for g in rendered["overrides"]["groups"] for r in g["rules"]}
-            if over.get("InPlaceUpdateStuck", {}).get("for") != "1s":
-                errors.append("metrics.prometheusRule.alerts.updateStuck.for does not reach the rule")
+            for name in ("InPlaceUpdateStuck", "InPlaceStatefulSetUpdateStuck"):
+                if over.get(name, {}).get("for") != "1s":
+                    errors.append("metrics.prometheusRule.alerts.updateStuck.for does not reach %s" % name)
             if not all('namespace="inplace-webhook"' in r["expr"] for r in over.values()):
                 errors.append("metrics.prometheusRule.selector does not reach every expression")
             if "or vector(0)" not in alerts.get("InPlaceWebhookNoLeader", {}).get("expr", ""):
                 errors.append("InPlaceWebhookNoLeader does not fire when no controller is scraped (or vector(0))")
-        run.case("the rules render (defaults and overrides): 7 alerts with summary, description, runbook, severity",
+        run.case("the rules render (defaults and overrides): 8 alerts with summary, description, runbook, severity",
                  errors)
 
         have_promtool = shutil.which("promtool") is not None

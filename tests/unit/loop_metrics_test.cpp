@@ -54,7 +54,8 @@ TEST_CASE("loop metrics: every family has HELP and TYPE before any event") {
        {"inplace_webhook_rollouts_started_total", "inplace_webhook_hook_timeouts_total",
         "inplace_webhook_hook_wait_seconds", "inplace_webhook_pods",
         "inplace_webhook_updates_in_progress", "inplace_webhook_update_stalled",
-        "inplace_webhook_pod_update_duration_seconds", "inplace_webhook_gate_latency_seconds"}) {
+        "inplace_webhook_statefulset_update_stalled", "inplace_webhook_pod_update_duration_seconds",
+        "inplace_webhook_gate_latency_seconds"}) {
     CAPTURE(family);
     CHECK(out.find("# HELP " + std::string(family) + " ") != std::string::npos);
     CHECK(out.find("# TYPE " + std::string(family) + " ") != std::string::npos);
@@ -99,6 +100,30 @@ TEST_CASE("loop metrics: updates in progress, stalled ones by Deployment, forgot
   out = Render(m);
   CHECK(Has(out, "inplace_webhook_updates_in_progress 0"));
   CHECK(out.find("inplace_webhook_update_stalled{") == std::string::npos);
+}
+
+TEST_CASE("loop metrics: a StatefulSet's stall in its own family, named by the StatefulSet") {
+  loop::LoopMetrics m;
+  const std::string sts(loop::kStatefulSetKeyPrefix);
+  m.SetUpdate("shop/api", {{"Updating", 1}}, {{"restart", 1}}, false);
+  m.SetUpdate(sts + "shop/db", {{"PreparingUpdate", 1}}, {{"pre_update_hook", 1}}, true);
+  m.SetUpdate(sts + "shop/cache", {{"Normal", 2}}, {{"turn", 2}}, false);
+  std::string out = Render(m);
+  CHECK(Has(out, "inplace_webhook_updates_in_progress 3"));
+  CHECK(Has(
+      out,
+      R"(inplace_webhook_statefulset_update_stalled{statefulset_namespace="shop",statefulset="db"} 1)"));
+  CHECK(Has(
+      out,
+      R"(inplace_webhook_statefulset_update_stalled{statefulset_namespace="shop",statefulset="cache"} 0)"));
+  CHECK(Has(out,
+            R"(inplace_webhook_update_stalled{deployment_namespace="shop",deployment="api"} 0)"));
+  // Neither family names the other kind's updates.
+  CHECK(out.find(R"(deployment="db")") == std::string::npos);
+  CHECK(out.find(R"(statefulset="api")") == std::string::npos);
+  m.ForgetUpdate(sts + "shop/db");
+  out = Render(m);
+  CHECK(out.find(R"(statefulset="db")") == std::string::npos);
 }
 
 TEST_CASE("loop metrics: hook waits observed by hook, cumulative buckets") {

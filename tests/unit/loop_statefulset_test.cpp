@@ -13,6 +13,7 @@
 #include "hooks/keys.h"
 #include "hooks/kube_api.h"
 #include "hooks/pod_update.h"
+#include "hooks/progress.h"
 #include "server/loop/loop.h"
 #include "tests/unit/fake_api.h"
 #include "tests/unit/rollout_fixtures.h"
@@ -136,11 +137,23 @@ TEST_CASE(
     CHECK(pod_update::StateOf(test::AsPod(p)) == pod_update::PodState::kNormal);
     CHECK(json::StringOr(json::Find(&p, "metadata"), "uid") == "uid-web-" + std::to_string(i));
   }
-  // One write of the StatefulSet, the end: the record dropped; nothing else of it changed.
-  CHECK(api.CountWrites("PATCH /apis/apps/v1/namespaces/default/statefulsets/web") == 1);
+  // The StatefulSet's writes: the end (the record dropped) and the progress reports in its
+  // annotation (at most one every 2 s of progress, and the completion); never its status, nothing
+  // else of it changed.
+  CHECK(api.CountWrites("PATCH /apis/apps/v1/namespaces/default/statefulsets/web") >= 2);
+  CHECK(api.CountWrites("PATCH /apis/apps/v1/namespaces/default/statefulsets/web/status") == 0);
   CHECK(api.CountWrites("DELETE") == 0);
   json::Document set = api.Object(kube::StatefulSetPath(kNs, "web"));
   CHECK(json::Serialize(*json::Path(&set, {"spec", "template"})) == json::Serialize(Parse(kTo)));
+  StatusOr<kube::StatefulSet> view = kube::StatefulSet::From(set, "statefulSet");
+  REQUIRE(view.ok());
+  const std::optional<progress::Report> report = progress::StoredReport(*view);
+  REQUIRE(report);
+  CHECK(report->reason == "InPlaceUpdateCompleted");
+  CHECK(report->message.starts_with("3/3 pods updated to template "));
+  const json::Value* annotations = json::Path(&set, {"metadata", "annotations"});
+  REQUIRE(annotations != nullptr);
+  CHECK(annotations->MemberCount() == 1);  // the report alone: the record is gone
   // With no record, a pass reads the StatefulSet and stops there (its pods are Normal).
   CHECK(l.ReconcileStatefulSet(kNs, "web").writes == 0);
   CHECK(metrics.UpdatesInProgress() == 0);

@@ -137,6 +137,27 @@ TEST_CASE(
         std::string::npos);
 }
 
+TEST_CASE("a StatefulSet's progress deadline annotation must be a number of seconds") {
+  const json::Document old = Set();
+  for (const auto& [value, allowed] : std::vector<std::pair<std::string, bool>>{
+           {"120", true}, {"2147483647", true}, {"0", false}, {"2m", false}, {"-1", false}}) {
+    CAPTURE(value);
+    const json::Document obj = With(
+        old,
+        R"([{"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/progress-deadline-seconds":")" +
+            value + R"("}}])");
+    admission::Request req = Update(old, obj);
+    const admission::Response v = admission::ValidateStatefulSet(req, {});
+    CHECK(v.allowed == allowed);
+    if (!allowed) {
+      CHECK(v.message.find("inplace-webhook.io/progress-deadline-seconds") != std::string::npos);
+    }
+    req.operation = Operation::kCreate;
+    req.oldObject = nullptr;
+    CHECK(admission::ValidateStatefulSet(req, {}).allowed == allowed);
+  }
+}
+
 TEST_CASE("a StatefulSet change takes the rolling update when it cannot be made in place") {
   struct Row {
     const char* what;

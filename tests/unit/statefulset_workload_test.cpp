@@ -127,8 +127,14 @@ TEST_CASE("a StatefulSet's partition leaves the ordinals below it, and holds the
   Plan p = f.PlanOnce();
   CHECK(PodWrites(p).empty());
   CHECK(p.phase == Phase::kBlocked);
+  CHECK(p.staged);  // the user's staging: no stall deadline runs
   CHECK(p.message.find("below the partition 2") != std::string::npos);
-  for (const Action& a : p.actions) CHECK(a.kind != WriteKind::kStatefulSetPatch);
+  // Nothing of the StatefulSet is written but the progress report: the record stays.
+  for (const Action& a : p.actions) {
+    if (a.kind != WriteKind::kStatefulSetPatch) continue;
+    CHECK(json::Serialize(a.body).find("in-progress") == std::string::npos);
+    CHECK(json::Serialize(a.body).find("inplace-webhook.io/progress") != std::string::npos);
+  }
 }
 
 TEST_CASE("a StatefulSet's update waits for its controller, and ends on the controller's count") {
@@ -172,7 +178,10 @@ TEST_CASE("a StatefulSet's update waits for its controller, and ends on the cont
     Plan done = f.PlanOnce();
     const Action* end = nullptr;
     for (const Action& a : done.actions) {
-      if (a.kind == WriteKind::kStatefulSetPatch) end = &a;
+      if (a.kind == WriteKind::kStatefulSetPatch &&
+          json::Serialize(a.body).find("in-progress") != std::string::npos) {
+        end = &a;
+      }
     }
     REQUIRE(end != nullptr);
     CHECK(end->Path() == "/apis/apps/v1/namespaces/default/statefulsets/web");
