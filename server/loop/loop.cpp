@@ -194,10 +194,10 @@ void Loop::Enqueue(std::string_view ns, std::string_view name) {
 
 // --- events and writes ----------------------------------------------------------------------
 
-ReconcileResult Loop::Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+ReconcileResult Loop::Apply(std::string_view workload, std::vector<rollout::Action>& actions,
                             std::vector<Expectation>* expectations, bool cached) {
   ReconcileResult res;
-  static_cast<WriteResult&>(res) = writer_.Apply(deployment, actions, expectations, cached);
+  static_cast<WriteResult&>(res) = writer_.Apply(workload, actions, expectations, cached);
   return res;
 }
 
@@ -220,7 +220,7 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
     // The plan read the Deployment through the same check.
     if (StatusOr<kube::Deployment> d = kube::Deployment::From(*snapshot.deployment, "deployment");
         d.ok()) {
-      ReportRefusal(key, key, *d, plan, snapshot.pods, res, cached);
+      ReportRefusal(key, *d, plan, snapshot.pods, res, cached);
     }
   }
   Decided(res, plan);
@@ -229,10 +229,9 @@ ReconcileResult Loop::PlanAndApply(const std::string& key, const rollout::Snapsh
 }
 
 template <class Workload>
-void Loop::ReportRefusal(const std::string& key, const std::string& metricsKey,
-                         const Workload& workload, const rollout::Plan& plan,
-                         const std::vector<const Value*>& pods, const ReconcileResult& res,
-                         bool cached) {
+void Loop::ReportRefusal(const std::string& key, const Workload& workload,
+                         const rollout::Plan& plan, const std::vector<const Value*>& pods,
+                         const ReconcileResult& res, bool cached) {
   // Refused by the API server (an admission policy, say): report it at once (DESIGN.md §8.12),
   // a refused resize as a stall (§3.1); the write is retried with the usual backoff.
   std::optional<kube::Pod> pod;
@@ -247,9 +246,11 @@ void Loop::ReportRefusal(const std::string& key, const std::string& metricsKey,
       res.refusal, Now(),
       res.refusedResize ? progress::Refused::kResize : progress::Refused::kPodWrite,
       res.refusalCode);
-  Apply(key, report, watches_ && key == metricsKey ? &expectations_.Of(key) : nullptr, cached);
+  // A Deployment's writes are expected in the caches; a StatefulSet is read through the API.
+  constexpr bool kCached = std::is_same_v<Workload, kube::Deployment>;
+  Apply(key, report, kCached && watches_ ? &expectations_.Of(key) : nullptr, cached);
   if (res.refusedResize && options_.metrics != nullptr) {
-    options_.metrics->SetUpdate(metricsKey, plan.podsByState, plan.podsByWait, /*stalled=*/true);
+    options_.metrics->SetUpdate(key, plan.podsByState, plan.podsByWait, /*stalled=*/true);
   }
 }
 
@@ -322,12 +323,12 @@ ReconcileResult Loop::ReconcileStatefulSet(std::string_view ns, std::string_view
   freshPasses_.fetch_add(1);
   rollout::Plan plan = rollout::PlanStatefulSetRollout(snapshot);
   if (running) Report(phaseKey, plan);
-  res = Apply(key, plan.actions);
+  res = Apply(phaseKey, plan.actions);
   if (!res.refusedPod.empty()) {
     // The plan read the StatefulSet through the same check.
     if (StatusOr<kube::StatefulSet> v = kube::StatefulSet::From(set.object, "statefulSet");
         v.ok()) {
-      ReportRefusal(key, phaseKey, *v, plan, snapshot.pods, res, /*cached=*/false);
+      ReportRefusal(phaseKey, *v, plan, snapshot.pods, res, /*cached=*/false);
     }
   }
   Decided(res, plan);

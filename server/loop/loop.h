@@ -189,14 +189,14 @@ class Loop {
                                bool cached);
   // Applies the actions in order; returns the result of this pass. With `expectations`, records
   // what the caches must show afterwards (`cached`: the plan was made from them).
-  ReconcileResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+  ReconcileResult Apply(std::string_view workload, std::vector<rollout::Action>& actions,
                         std::vector<Expectation>* expectations = nullptr, bool cached = false);
   // Reports a pod write the API server refused in `res` (its Events and the workload's progress
-  // report; a refused resize counts as stalled under `metricsKey`). `workload`: a kube::Deployment
-  // (key == metricsKey; its writes are expected in the caches) or a kube::StatefulSet.
+  // report; a refused resize counts as stalled). `key`: the Deployment's "namespace/name" (its
+  // writes are expected in the caches), or kStatefulSetKeyPrefix and that of a StatefulSet.
+  // `Workload`: kube::Deployment or kube::StatefulSet.
   template <class Workload>
-  void ReportRefusal(const std::string& key, const std::string& metricsKey,
-                     const Workload& workload, const rollout::Plan& plan,
+  void ReportRefusal(const std::string& key, const Workload& workload, const rollout::Plan& plan,
                      const std::vector<const json::Value*>& pods, const ReconcileResult& res,
                      bool cached);
 

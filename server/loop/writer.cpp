@@ -69,8 +69,12 @@ bool Writer::CreateEvent(rollout::Action& a) {
   return false;
 }
 
-WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+WriteResult Writer::Apply(std::string_view workload, std::vector<rollout::Action>& actions,
                           std::vector<Expectation>* expectations, bool cached) {
+  // How the logs name the workload: {"deployment", "ns/name"} or {"statefulset", "ns/name"}.
+  const bool set = workload.starts_with(kStatefulSetKeyPrefix);
+  const std::string who(set ? "statefulset" : "deployment");
+  const std::string name(set ? workload.substr(kStatefulSetKeyPrefix.size()) : workload);
   WriteResult res;
   std::map<std::string, std::string> versions;  // object path → resourceVersion after our write
   std::map<std::string, size_t> expected;       // object path → index in `expectations`
@@ -91,7 +95,7 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
         res.status = Status::IOError(path + ": " + Describe(r));
         if (options_.metrics != nullptr) options_.metrics->errors.fetch_add(1);
         log::Warn("in-place write failed; will re-read and retry",
-                  {{"deployment", std::string(deployment)}, {"error", res.status.message()}});
+                  {{who, name}, {"error", res.status.message()}});
         break;
       }
       ++res.writes;
@@ -100,7 +104,7 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
                                  std::string(kube::MetaOf(r.object, "resourceVersion")),
                                  Steady::now() + options_.expectationTimeout});
       }
-      log::Info(a.summary, {{"deployment", std::string(deployment)}});
+      log::Info(a.summary, {{who, name}});
       continue;
     }
     const std::string object = a.kind == rollout::WriteKind::kPodStatusPatch ||
@@ -137,10 +141,9 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
       if (options_.metrics != nullptr) {
         (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
       }
-      (r.Conflict() ? log::Debug : log::Warn)("in-place write failed; will re-read and retry",
-                                              {{"deployment", std::string(deployment)},
-                                               {"pod", a.pod},
-                                               {"error", res.status.message()}});
+      (r.Conflict() ? log::Debug : log::Warn)(
+          "in-place write failed; will re-read and retry",
+          {{who, name}, {"pod", a.pod}, {"error", res.status.message()}});
       if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
         // The cache was behind: wait until it holds a newer version than the one refused.
         expectations->push_back({kind, a.ns, a.name, rv, "", deadline});
@@ -160,7 +163,7 @@ WriteResult Writer::Apply(std::string_view deployment, std::vector<rollout::Acti
       }
     }
     if (options_.metrics != nullptr) options_.metrics->Count(a.metric, a.seconds);
-    log::Info(a.summary, {{"deployment", std::string(deployment)}, {"pod", a.pod}});
+    log::Info(a.summary, {{who, name}, {"pod", a.pod}});
   }
   return res;
 }

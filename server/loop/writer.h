@@ -51,10 +51,11 @@ class Writer {
  public:
   Writer(kube::Api& api, WriterOptions options) : api_(api), options_(std::move(options)) {}
 
-  // Applies `actions` in order for `deployment` (for logs); stops at the first failed write.
+  // Applies `actions` in order for `workload` (for logs: "namespace/name" of a Deployment, or
+  // kStatefulSetKeyPrefix and that of a StatefulSet); stops at the first failed write.
   // With `expectations`, records what the caches must show afterwards (`cached`: the plan was
   // made from them, so a write must also leave the version it was planned from).
-  WriteResult Apply(std::string_view deployment, std::vector<rollout::Action>& actions,
+  WriteResult Apply(std::string_view workload, std::vector<rollout::Action>& actions,
                     std::vector<Expectation>* expectations = nullptr, bool cached = false);
 
   // Creates the Event of `action` (named <object>.<hex> when it has no name); a named one once.
