@@ -3,8 +3,6 @@
 #include <array>
 #include <cctype>
 
-#include "hooks/keys.h"
-
 namespace iw::plugin {
 namespace {
 
@@ -39,6 +37,12 @@ constexpr std::array<std::string_view, 3> kShortValueFlags = {"-n", "-s", "-v"};
 constexpr std::array<std::string_view, 4> kBoolFlags = {
     "--insecure-skip-tls-verify", "--match-server-version", "--warnings-as-errors",
     "--disable-compression"};
+// The kinds kubectl takes for a Deployment and for a StatefulSet (short name, singular, plural,
+// each with its group).
+constexpr std::array<std::string_view, 5> kDeploymentKinds = {
+    "deploy", "deployment", "deployments", "deployment.apps", "deployments.apps"};
+constexpr std::array<std::string_view, 5> kStatefulSetKinds = {
+    "sts", "statefulset", "statefulsets", "statefulset.apps", "statefulsets.apps"};
 
 template <size_t N>
 bool In(const std::array<std::string_view, N>& set, std::string_view s) {
@@ -96,30 +100,47 @@ StatusOr<std::chrono::seconds> ParseDuration(std::string_view text) {
   return std::chrono::seconds(total);
 }
 
-StatusOr<std::string> DeploymentName(std::string_view ref) {
+StatusOr<WorkloadRef> ParseWorkloadRef(std::string_view ref) {
+  WorkloadRef out;
   std::string_view name = ref;
   if (size_t slash = ref.find('/'); slash != std::string_view::npos) {
-    std::string_view kind = ref.substr(0, slash);
-    if (kind == "sts" || kind == "statefulset" || kind == "statefulsets" ||
-        kind == "statefulset.apps" || kind == "statefulsets.apps") {
-      const std::string name(ref.substr(slash + 1));
-      return Status::InvalidArgument(
-          "kubectl inplace does not read StatefulSets yet: " + std::string(ref) +
-          " (its in-place update shows in kubectl rollout status sts/" + name +
-          " and the StatefulSet's Events; to end it: kubectl annotate sts/" + name + " " +
-          std::string(keys::kAbortAnnotation) + "=true)");
-    }
-    if (kind != "deploy" && kind != "deployment" && kind != "deployments" &&
-        kind != "deployment.apps" && kind != "deployments.apps") {
+    const std::string_view kind = ref.substr(0, slash);
+    if (In(kDeploymentKinds, kind)) {
+      out.kind = WorkloadKind::kDeployment;
+    } else if (In(kStatefulSetKinds, kind)) {
+      out.kind = WorkloadKind::kStatefulSet;
+    } else {
       return Status::InvalidArgument("only Deployments and StatefulSets are updated in place: " +
-                                     std::string(ref) + " (use deploy/NAME)");
+                                     std::string(ref) + " (use deploy/NAME or sts/NAME)");
     }
     name = ref.substr(slash + 1);
   }
   if (name.empty() || name.find('/') != std::string_view::npos) {
-    return Status::InvalidArgument("not a Deployment name: " + std::string(ref));
+    return Status::InvalidArgument("not a Deployment or StatefulSet name: " + std::string(ref) +
+                                   " (use deploy/NAME or sts/NAME)");
   }
-  return std::string(name);
+  out.name = std::string(name);
+  return out;
+}
+
+std::string StatefulSetPauseRefusal(const Invocation& inv) {
+  const std::string ref = RefOf(WorkloadKind::kStatefulSet, inv.name);
+  const std::string patch = "kubectl patch " + ref +
+                            " -p '{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{"
+                            "\"partition\":N}}}}'";
+  if (inv.command == "resume") {
+    return "a StatefulSet has no pause to resume: " + ref +
+           " updates (in place) the pods with an ordinal at or above its partition "
+           "(spec.updateStrategy.rollingUpdate.partition); to go on with a staged update, lower "
+           "the partition:\n  " +
+           patch + "\n(N = 0 updates every pod)";
+  }
+  return "a StatefulSet has no pause: to stage the update of " + ref +
+         ", set its partition (spec.updateStrategy.rollingUpdate.partition); only the pods with an "
+         "ordinal at or above N are updated (in place), the others keep their revision until it is "
+         "lowered:\n  " +
+         patch + "\n(kubectl inplace abort " + ref +
+         " ends the update instead: the StatefulSet's rolling update replaces the pods)";
 }
 
 StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
@@ -201,11 +222,14 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
     return inv;
   }
   if (positional.size() != 2) {
-    return Status::InvalidArgument(inv.command + " needs exactly one Deployment (deploy/NAME)");
+    return Status::InvalidArgument(inv.command +
+                                   " needs exactly one Deployment or StatefulSet (deploy/NAME or "
+                                   "sts/NAME)");
   }
-  StatusOr<std::string> name = DeploymentName(positional[1]);
-  if (!name.ok()) return name.status();
-  inv.name = *name;
+  StatusOr<WorkloadRef> ref = ParseWorkloadRef(positional[1]);
+  if (!ref.ok()) return ref.status();
+  inv.kind = ref->kind;
+  inv.name = ref->name;
   if (inv.watch && inv.command != "status") {
     return Status::InvalidArgument("--watch is a flag of status only");
   }
@@ -219,42 +243,52 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
 }
 
 std::string Usage() {
-  return R"(kubectl inplace: watch and steer in-place updates of Deployments (inplace-webhook)
+  return R"(kubectl inplace: watch and steer in-place updates of Deployments and StatefulSets
+(inplace-webhook)
 
 Usage:
-  kubectl inplace status deploy/NAME [-w|--watch [--timeout=DURATION]]
-  kubectl inplace abort deploy/NAME
+  kubectl inplace status WORKLOAD [-w|--watch [--timeout=DURATION]]
+  kubectl inplace abort WORKLOAD
   kubectl inplace pause deploy/NAME
   kubectl inplace resume deploy/NAME
-  kubectl inplace undo deploy/NAME [--to-revision=N]
-  kubectl inplace explain deploy/NAME
+  kubectl inplace undo WORKLOAD [--to-revision=N]
+  kubectl inplace explain WORKLOAD
   kubectl inplace version
 
+WORKLOAD is deploy/NAME (also deployment/, deployments/, deployments.apps/, or a bare NAME) or
+sts/NAME (also statefulset/, statefulsets/, statefulsets.apps/).
+
 Commands:
-  status   The running in-place update: template hashes, phase, pause and abort, the
-           inplace-webhook.io/Progressing condition, a progress bar, and per pod its state, what it
-           waits on (a hook's label or finalizer, the drain, restarting containers) and for how
-           long. --watch polls every second until the update ends.
+  status   The running in-place update: template hashes, phase, pause and abort, the loop's
+           progress report (a Deployment's inplace-webhook.io/Progressing condition, a
+           StatefulSet's inplace-webhook.io/progress annotation), a progress bar, and per pod its
+           state, what it waits on (a hook's label or finalizer, the drain, restarting containers,
+           a StatefulSet's partition) and for how long. --watch polls every second until the
+           update ends. For a StatefulSet the bar counts the pods at or above its partition; the
+           pods below it are listed as held by the partition.
   abort    End the running update (inplace-webhook.io/abort=true); the native rollout takes over.
-  pause    Hold the running update (inplace-webhook.io/pause=true): pods in flight finish, no
-           further pod starts.
-  resume   Continue a held update (kubectl rollout resume; it goes on in place).
-  undo     While an update runs: move every pod back to the template it started from, in place
-           (inplace-webhook.io/undo=true; kubectl rollout undo refuses a paused Deployment).
-           Otherwise: kubectl rollout undo [--to-revision=N].
+  pause    Hold the running update of a Deployment (inplace-webhook.io/pause=true): pods in flight
+           finish, no further pod starts. A StatefulSet has no pause: stage its update with
+           spec.updateStrategy.rollingUpdate.partition.
+  resume   Continue a held update of a Deployment (kubectl rollout resume; it goes on in place). A
+           StatefulSet's staged update goes on when its partition is lowered.
+  undo     Deployment, while an update runs: move every pod back to the template it started from,
+           in place (inplace-webhook.io/undo=true; kubectl rollout undo refuses a paused
+           Deployment). Otherwise, and for a StatefulSet always: kubectl rollout undo
+           [--to-revision=N] (the webhook then updates the pods to that template in place).
   explain  Whether the last template change (from the previous revision, or from where the
            running update started) is made in place, and if not the first path that blocks it.
 
 Exit status of status --watch:
   0  the update completed (or no in-place update runs)
-  1  the update is stuck: Progressing False with ProgressDeadlineExceeded, PodUpdateRefused,
+  1  the update is stuck: progress False with ProgressDeadlineExceeded, PodUpdateRefused,
      PodResizeRefused or PodNotOptedIn
   2  the update ended without completing (aborted, or ended by the webhook)
   3  --timeout reached
-  4  kubectl could not read the Deployment, its pods or ReplicaSets (5 tries, a second apart;
-     also for status without --watch)
-Other commands exit 0 on success and 1 on failure (nothing to abort, pause or resume; kubectl
-failed). Usage errors exit 1.
+  4  kubectl could not read the workload, its pods, ReplicaSets or ControllerRevisions (5 tries,
+     a second apart; also for status without --watch)
+Other commands exit 0 on success and 1 on failure (nothing to abort, pause or resume; pause or
+resume of a StatefulSet; kubectl failed). Usage errors exit 1.
 
 kubectl's global flags (-n, --context, --kubeconfig, --as, --as-group, --token, --server,
 --request-timeout, ...) may be given anywhere and are passed to every kubectl the plugin runs:
@@ -264,7 +298,13 @@ on PATH, or $KUBECTL.
 }
 
 std::vector<std::string> GetDeployment(const Invocation& inv) {
-  return WithFlags(inv, {"get", "deployment.apps/" + inv.name, "-o", "json"});
+  return WithFlags(inv, {"get", ResourceOf(WorkloadKind::kDeployment, inv.name), "-o", "json"});
+}
+std::vector<std::string> GetStatefulSet(const Invocation& inv) {
+  return WithFlags(inv, {"get", ResourceOf(WorkloadKind::kStatefulSet, inv.name), "-o", "json"});
+}
+std::vector<std::string> GetWorkload(const Invocation& inv) {
+  return WithFlags(inv, {"get", ResourceOf(inv.kind, inv.name), "-o", "json"});
 }
 std::vector<std::string> GetPods(const Invocation& inv, const std::string& selector) {
   return WithFlags(inv, {"get", "pods", "-l", selector, "-o", "json"});
@@ -272,18 +312,25 @@ std::vector<std::string> GetPods(const Invocation& inv, const std::string& selec
 std::vector<std::string> GetReplicaSets(const Invocation& inv, const std::string& selector) {
   return WithFlags(inv, {"get", "replicasets.apps", "-l", selector, "-o", "json"});
 }
+std::vector<std::string> GetControllerRevision(const Invocation& inv, const std::string& name) {
+  return WithFlags(inv, {"get", "controllerrevision.apps/" + name, "-o", "json"});
+}
+std::vector<std::string> GetControllerRevisions(const Invocation& inv,
+                                                const std::string& selector) {
+  return WithFlags(inv, {"get", "controllerrevisions.apps", "-l", selector, "-o", "json"});
+}
 std::vector<std::string> GetRaw(const Invocation& inv, const std::string& path) {
   return WithFlags(inv, {"get", "--raw", path});
 }
 std::vector<std::string> Annotate(const Invocation& inv, std::string_view key) {
   return WithFlags(
-      inv, {"annotate", "--overwrite", "deployment.apps/" + inv.name, std::string(key) + "=true"});
+      inv, {"annotate", "--overwrite", ResourceOf(inv.kind, inv.name), std::string(key) + "=true"});
 }
 std::vector<std::string> RolloutResume(const Invocation& inv) {
-  return WithFlags(inv, {"rollout", "resume", "deployment.apps/" + inv.name});
+  return WithFlags(inv, {"rollout", "resume", ResourceOf(inv.kind, inv.name)});
 }
 std::vector<std::string> RolloutUndo(const Invocation& inv) {
-  std::vector<std::string> rest = {"rollout", "undo", "deployment.apps/" + inv.name};
+  std::vector<std::string> rest = {"rollout", "undo", ResourceOf(inv.kind, inv.name)};
   if (inv.toRevision) rest.push_back("--to-revision=" + std::to_string(*inv.toRevision));
   return WithFlags(inv, rest);
 }

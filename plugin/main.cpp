@@ -55,27 +55,55 @@ Status ReadJson(const std::vector<std::string>& args, json::Document& out) {
   return last;
 }
 
-// What the commands read; `view` is the Deployment's, into `deployment` (a Snapshot is not moved).
+// What the commands read; `view` is the workload's metadata, into `workload` (a Snapshot is not
+// moved). A Deployment's status and explain read its pods and ReplicaSets; a StatefulSet's status
+// its pods and the ControllerRevision of its status.currentRevision (while an update runs), its
+// explain the ControllerRevisions of its selector.
 struct Snapshot {
-  json::Document deployment, pods, replicaSets;
-  std::optional<kube::Deployment> view;
+  json::Document workload, pods, replicaSets, revision, revisions;
+  bool revisionRead = false;  // `revision` holds the current ControllerRevision
+  std::optional<kube::ObjectView> view;
 };
 
-Status Read(const Invocation& inv, Snapshot& s, bool withPods) {
-  if (Status st = ReadJson(GetDeployment(inv), s.deployment); !st.ok()) return st;
-  StatusOr<kube::Deployment> view = kube::Deployment::From(s.deployment, "deployment");
-  if (!view.ok()) return view.status();
-  s.view = *view;
+enum class Need { kWorkload, kStatus, kExplain };
+
+Status Read(const Invocation& inv, Snapshot& s, Need need) {
+  if (Status st = ReadJson(GetWorkload(inv), s.workload); !st.ok()) return st;
+  const bool sts = inv.kind == WorkloadKind::kStatefulSet;
+  if (sts) {
+    StatusOr<kube::StatefulSet> view = kube::StatefulSet::From(s.workload, "statefulSet");
+    if (!view.ok()) return view.status();
+    s.view = static_cast<const kube::ObjectView&>(*view);
+  } else {
+    StatusOr<kube::Deployment> view = kube::Deployment::From(s.workload, "deployment");
+    if (!view.ok()) return view.status();
+    s.view = static_cast<const kube::ObjectView&>(*view);
+  }
   s.pods.SetObject();
   s.replicaSets.SetObject();
-  if (!withPods) return Status::Ok();
-  const json::Value* sel = s.view->selector();
-  if (sel == nullptr) return Status::InvalidArgument("the Deployment has no spec.selector");
+  s.revision.SetObject();
+  s.revisions.SetObject();
+  if (need == Need::kWorkload) return Status::Ok();
+  const json::Value* sel = json::Path(&s.workload, {"spec", "selector"});
+  if (sel == nullptr) {
+    return Status::InvalidArgument("the " + std::string(KindName(inv.kind)) +
+                                   " has no spec.selector");
+  }
   StatusOr<kube::LabelSelector> selector = kube::LabelSelector::FromJson(*sel);
   if (!selector.ok()) return selector.status();
   const std::string text = selector->ToString();
+  if (!sts) {
+    if (Status st = ReadJson(GetPods(inv, text), s.pods); !st.ok()) return st;
+    return ReadJson(GetReplicaSets(inv, text), s.replicaSets);
+  }
+  if (need == Need::kExplain) return ReadJson(GetControllerRevisions(inv, text), s.revisions);
   if (Status st = ReadJson(GetPods(inv, text), s.pods); !st.ok()) return st;
-  return ReadJson(GetReplicaSets(inv, text), s.replicaSets);
+  const std::string current(json::StringOr(json::Find(&s.workload, "status"), "currentRevision"));
+  if (current.empty() || !s.view->annotation(keys::kInProgressAnnotation)) return Status::Ok();
+  // A revision not found (gone since the StatefulSet was read) leaves the rows to say so.
+  Status st = ReadJson(GetControllerRevision(inv, current), s.revision);
+  s.revisionRead = st.ok();
+  return st.ok() || st.IsNotFound() ? Status::Ok() : st;
 }
 
 // What the API server allows with container resources, as the webhook's --pod-resize=auto asks
@@ -120,8 +148,12 @@ int Status_(const Invocation& inv) {
   std::string lastKey;
   for (;;) {
     Snapshot s;
-    if (Status st = Read(inv, s, true); !st.ok()) return Fail(st);
-    StatusOr<StatusReport> r = BuildStatus(s.deployment, s.pods, s.replicaSets, Clock::now());
+    if (Status st = Read(inv, s, Need::kStatus); !st.ok()) return Fail(st);
+    StatusOr<StatusReport> r =
+        inv.kind == WorkloadKind::kStatefulSet
+            ? BuildStatefulSetStatus(s.workload, s.pods, s.revisionRead ? &s.revision : nullptr,
+                                     Clock::now())
+            : BuildStatus(s.workload, s.pods, s.replicaSets, Clock::now());
     if (!r.ok()) return Fail(r.status());
     if (!inv.watch) {
       std::cout << RenderStatus(*r);
@@ -149,7 +181,7 @@ int Status_(const Invocation& inv) {
         return kExitAborted;
       case WatchVerdict::kSettling:
         if (!settlingSince) settlingSince = std::chrono::steady_clock::now();
-        // The loop writes the end's condition after the Deployment's: wait for it a while; an end
+        // The loop writes the end's report after the record's removal: wait for it a while; an end
         // the webhook made (abort without a loop, a change that is not eligible) gets none.
         if (std::chrono::steady_clock::now() - *settlingSince > std::chrono::seconds(10)) {
           std::cout << "in-place update ended without completing\n";
@@ -171,16 +203,17 @@ int Status_(const Invocation& inv) {
 int WithRunningUpdate(const Invocation& inv, const char* nothingTo,
                       std::optional<InProgress>& record) {
   Snapshot s;
-  if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
+  if (Status st = Read(inv, s, Need::kWorkload); !st.ok()) return Fail(st, 1);
   std::optional<std::string_view> text = s.view->annotation(keys::kInProgressAnnotation);
   record = ParseInProgressOrNone(text);
+  const std::string ref = RefOf(inv.kind, inv.name);
   if (!text) {
-    std::cerr << "error: no in-place update runs on deploy/" << inv.name << ": nothing to "
-              << nothingTo << "\n";
+    std::cerr << "error: no in-place update runs on " << ref << ": nothing to " << nothingTo
+              << "\n";
     return 1;
   }
   if (!record) {
-    std::cerr << "error: the in-progress record of deploy/" << inv.name
+    std::cerr << "error: the in-progress record of " << ref
               << " is malformed; the loop aborts the update\n";
     return 1;
   }
@@ -197,18 +230,29 @@ int Command(const Invocation& inv) {
     return 0;
   }
   if (inv.command == "status") return Status_(inv);
+  const bool sts = inv.kind == WorkloadKind::kStatefulSet;
   if (inv.command == "explain") {
     Snapshot s;
-    if (Status st = Read(inv, s, true); !st.ok()) return Fail(st, 1);
-    StatusOr<Explanation> e = Explain(s.deployment, s.replicaSets, ReadResizeSupport(inv));
+    if (Status st = Read(inv, s, Need::kExplain); !st.ok()) return Fail(st, 1);
+    const resize_support::Support resize = ReadResizeSupport(inv);
+    StatusOr<Explanation> e = sts ? ExplainStatefulSet(s.workload, s.revisions, resize)
+                                  : Explain(s.workload, s.replicaSets, resize);
     if (!e.ok()) return Fail(e.status(), 1);
     std::cout << RenderExplanation(*e);
     return 0;
   }
+  // A StatefulSet has no pause (its partition stages an update): refused before any read.
+  if (sts && (inv.command == "pause" || inv.command == "resume")) {
+    std::cerr << "error: " << StatefulSetPauseRefusal(inv) << "\n";
+    return 1;
+  }
+  // A StatefulSet's undo is always kubectl rollout undo: the webhook refuses the undo command for
+  // it and updates the template rollout undo writes in place (re-targeting a running update).
+  if (inv.command == "undo" && sts) return Pass(RolloutUndo(inv));
   std::optional<InProgress> record;
   if (inv.command == "undo") {
     Snapshot s;
-    if (Status st = Read(inv, s, false); !st.ok()) return Fail(st, 1);
+    if (Status st = Read(inv, s, Need::kWorkload); !st.ok()) return Fail(st, 1);
     if (!s.view->annotation(keys::kInProgressAnnotation)) return Pass(RolloutUndo(inv));
     if (inv.toRevision) {
       std::cerr << "error: an in-place update runs on deploy/" << inv.name

@@ -8,6 +8,9 @@
 #include "hooks/lifecycle.h"
 #include "hooks/pod_update.h"
 #include "hooks/progress.h"
+#include "hooks/rollout_plan.h"
+#include "hooks/statefulset_workload.h"
+#include "hooks/workload_rules.h"
 #include "lib/kube_objects.h"
 #include "lib/label_selector.h"
 #include "lib/rfc3339.h"
@@ -28,16 +31,14 @@ std::string Images(const kube::Pod& pod) {
 
 // What the loop waits for before it moves this pod on: pod_update::Decide's own wait, rendered,
 // as the loop would decide it now without granting the budget. Normal pods not at the target wait
-// on the user's pause while it holds the update.
+// on the user's pause while it holds the update. Without a target, `noTarget` says why.
 std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* target,
-                    const InProgress& record, const kube::Pod& pod, pod_update::PodState state,
-                    bool updated, Clock::time_point now) {
+                    std::string_view noTarget, const InProgress& record, const kube::Pod& pod,
+                    pod_update::PodState state, bool updated, Clock::time_point now) {
   if (state == pod_update::PodState::kNormal && updated) return "";
   if (state == pod_update::PodState::kNormal && !record.pausedByUs)
     return "held: the update is paused";
-  if (target == nullptr) {
-    return "unknown: no ReplicaSet has the update's base template " + record.from;
-  }
+  if (target == nullptr) return std::string(noTarget);
   const pod_update::Step step = pod_update::Decide(*target, rules, pod, /*mayStart=*/false, now);
   if (step.wait.on == pod_update::PodWait::On::kNothing) {
     return step.ops.empty() ? "" : "the loop's next write";
@@ -48,6 +49,97 @@ std::string WaitsOn(const pod_update::Rules& rules, const pod_update::Target* ta
 const Value* Items(const Value& list) {
   const Value* items = json::Find(&list, "items");
   return items != nullptr && items->IsArray() ? items : nullptr;
+}
+
+// The record and the command annotations of `workload` (a Deployment or a StatefulSet).
+void ReadRecord(const kube::ObjectView& workload, StatusReport& r) {
+  r.ns = workload.ns();
+  r.name = workload.name();
+  r.abortRequested = workload.annotation(keys::kAbortAnnotation) == keys::kTrue;
+  r.undoRequested = workload.annotation(keys::kUndoAnnotation) == keys::kTrue;
+  if (std::optional<std::string_view> text = workload.annotation(keys::kInProgressAnnotation)) {
+    StatusOr<InProgress> rec = ParseInProgress(*text);
+    if (rec.ok()) {
+      r.record = *rec;
+      r.userPaused = !rec->pausedByUs;
+    } else {
+      r.recordMalformed = true;
+    }
+  }
+}
+
+// One pod's row: its state, readiness and images, whether it is at the target (the loop's
+// AtTarget, or without a target the update-state's revision) and, while an update runs, what it
+// waits on.
+PodRow Row(const kube::Pod& pod, const StatusReport& r, const pod_update::Rules& rules,
+           const pod_update::Target* target, std::string_view noTarget, Clock::time_point now) {
+  PodRow row;
+  row.name = pod.name();
+  row.state = pod_update::StateOf(pod);
+  row.ready = pod.conditionTrue("Ready");
+  row.images = Images(pod);
+  if (r.record) {
+    if (target != nullptr) {
+      row.updated = pod_update::AtTarget(*target, pod);
+    } else {
+      std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(pod);
+      row.updated =
+          us && us->revision == r.record->to && row.state == pod_update::PodState::kNormal;
+    }
+  }
+  if (row.state != pod_update::PodState::kNormal) {
+    if (auto t = rfc3339::Parse(pod.annotation(keys::kStateTimestampAnnotation).value_or(""))) {
+      row.inStateFor = std::chrono::duration_cast<std::chrono::seconds>(now - *t);
+    }
+  }
+  if (r.record) {
+    row.waitsOn = WaitsOn(rules, target, noTarget, *r.record, pod, row.state, row.updated, now);
+  }
+  return row;
+}
+
+// A StatefulSet's target (StatefulSetWorkload: spec.template with the update revision's label)
+// from the base its current ControllerRevision holds, as the loop's FindBase finds it; nullopt
+// with `why` (a row's "unknown: ...") when the loop would wait or abort instead.
+std::optional<pod_update::Target> StatefulSetTarget(const kube::StatefulSet& s,
+                                                    const Value* currentRevision,
+                                                    const InProgress& record,
+                                                    const lifecycle::Policy& policy,
+                                                    std::string& why) {
+  if (!s.ControllerObserved() || s.updateRevision().empty()) {
+    why = "unknown: the StatefulSet controller has not observed generation " +
+          std::to_string(s.generation()) + " yet";
+    return std::nullopt;
+  }
+  const std::string revision(s.currentRevision());
+  if (currentRevision == nullptr || revision.empty() ||
+      kube::MetaOf(*currentRevision, "name") != revision) {
+    why = "unknown: ControllerRevision " + revision + " (the update's base) not read";
+    return std::nullopt;
+  }
+  std::optional<json::Document> baseDoc = rollout::RevisionTemplate(*currentRevision);
+  StatusOr<kube::PodTemplate> base =
+      baseDoc ? kube::PodTemplate::From(*baseDoc, "template")
+              : StatusOr<kube::PodTemplate>(Status::InvalidArgument("no data.spec.template"));
+  if (!base.ok()) {
+    why = "unknown: ControllerRevision " + revision + ": " + base.status().message();
+    return std::nullopt;
+  }
+  if (s.currentRevision() != s.updateRevision() && TemplateHash(*base) != record.from) {
+    why = "unknown: ControllerRevision " + revision +
+          " holds another template than the update started from (" + record.from +
+          "): the loop aborts the update";
+    return std::nullopt;
+  }
+  const std::vector<const kube::Pod*> noPods;
+  const rollout::StatefulSetWorkload w(s, noPods, &*base);
+  StatusOr<pod_update::Target> made =
+      pod_update::MakeTarget(*base, w.podTemplate(), policy, record.from, record.to);
+  if (!made.ok()) {
+    why = "unknown: " + made.status().message();
+    return std::nullopt;
+  }
+  return *std::move(made);
 }
 
 }  // namespace
@@ -78,20 +170,9 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   if (!dv.ok()) return dv.status();
   const kube::Deployment& d = *dv;
   StatusReport r;
-  r.ns = d.ns();
-  r.name = d.name();
+  r.kind = WorkloadKind::kDeployment;
   r.optedIn = deployment::IsOptedIn(d);
-  r.abortRequested = d.annotation(keys::kAbortAnnotation) == keys::kTrue;
-  r.undoRequested = d.annotation(keys::kUndoAnnotation) == keys::kTrue;
-  if (std::optional<std::string_view> text = d.annotation(keys::kInProgressAnnotation)) {
-    StatusOr<InProgress> rec = ParseInProgress(*text);
-    if (rec.ok()) {
-      r.record = *rec;
-      r.userPaused = !rec->pausedByUs;
-    } else {
-      r.recordMalformed = true;
-    }
-  }
+  ReadRecord(d, r);
   if (const std::optional<kube::Condition> c = d.condition(keys::kProgressCondition)) {
     r.conditionStatus = c->status();
     r.conditionReason = c->reason();
@@ -120,6 +201,8 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
       }
     }
   }
+  const std::string noTarget =
+      r.record ? "unknown: no ReplicaSet has the update's base template " + r.record->from : "";
 
   static const Value kEverything(rapidjson::kObjectType);
   StatusOr<kube::LabelSelector> selector =
@@ -129,29 +212,7 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
       StatusOr<kube::Pod> pv = kube::Pod::From(podJson, "pod");
       if (!pv.ok() || !pv->live()) continue;
       if (selector.ok() && !selector->Matches(pv->labels())) continue;
-      PodRow row;
-      row.name = pv->name();
-      row.state = pod_update::StateOf(*pv);
-      row.ready = pv->conditionTrue("Ready");
-      row.images = Images(*pv);
-      if (r.record) {
-        if (target) {
-          row.updated = pod_update::AtTarget(*target, *pv);
-        } else {
-          std::optional<pod_update::UpdateState> us = pod_update::ReadUpdateState(*pv);
-          row.updated =
-              us && us->revision == r.record->to && row.state == pod_update::PodState::kNormal;
-        }
-      }
-      if (row.state != pod_update::PodState::kNormal) {
-        if (auto t = rfc3339::Parse(pv->annotation(keys::kStateTimestampAnnotation).value_or(""))) {
-          row.inStateFor = std::chrono::duration_cast<std::chrono::seconds>(now - *t);
-        }
-      }
-      if (r.record) {
-        row.waitsOn = WaitsOn(rules, target ? &*target : nullptr, *r.record, *pv, row.state,
-                              row.updated, now);
-      }
+      PodRow row = Row(*pv, r, rules, target ? &*target : nullptr, noTarget, now);
       if (row.updated) ++r.updated;
       r.pods.push_back(std::move(row));
     }
@@ -162,15 +223,84 @@ StatusOr<StatusReport> BuildStatus(const Value& deploymentJson, const Value& pod
   return r;
 }
 
+StatusOr<StatusReport> BuildStatefulSetStatus(const Value& statefulSet, const Value& pods,
+                                              const Value* currentRevision, Clock::time_point now) {
+  StatusOr<kube::StatefulSet> sv = kube::StatefulSet::From(statefulSet, "statefulSet");
+  if (!sv.ok()) return sv.status();
+  const kube::StatefulSet& set = *sv;
+  StatusReport r;
+  r.kind = WorkloadKind::kStatefulSet;
+  r.optedIn = rules::IsOptedIn(set);
+  ReadRecord(set, r);
+  if (std::optional<ProgressReport> p = progress::StoredReport(set)) {
+    r.conditionStatus = p->status;
+    r.conditionReason = p->reason;
+    r.conditionMessage = p->message;
+  }
+  r.partition = set.partition();
+
+  StatusOr<lifecycle::Settings> settings = lifecycle::ReadSettings(set);
+  lifecycle::Settings noSettings;
+  const lifecycle::Settings& s = settings.ok() ? *settings : noSettings;
+  const pod_update::Rules rules = pod_update::MakeRules(s);
+  std::optional<pod_update::Target> target;
+  std::string noTarget;
+  if (r.record) target = StatefulSetTarget(set, currentRevision, *r.record, s.policy, noTarget);
+
+  // The pods it controls (by uid; by its selector when the read shows no uid), by ordinal.
+  static const Value kEverything(rapidjson::kObjectType);
+  const Value* selectorJson = json::Path(&statefulSet, {"spec", "selector"});
+  StatusOr<kube::LabelSelector> selector = kube::LabelSelector::FromJson(
+      selectorJson != nullptr && selectorJson->IsObject() ? *selectorJson : kEverything);
+  const long long low = static_cast<long long>(set.ordinalStart()) + set.partition();
+  const long long high = static_cast<long long>(set.ordinalStart()) + set.replicas();
+  std::vector<std::pair<int, PodRow>> rows;
+  if (const Value* items = Items(pods)) {
+    for (const Value& podJson : items->GetArray()) {
+      StatusOr<kube::Pod> pv = kube::Pod::From(podJson, "pod");
+      if (!pv.ok() || !pv->live()) continue;
+      if (!set.uid().empty() ? pv->controllerUid() != set.uid()
+                             : selector.ok() && !selector->Matches(pv->labels())) {
+        continue;
+      }
+      const std::optional<int> ordinal = set.OrdinalOf(pv->name());
+      if (!ordinal) continue;
+      PodRow row = Row(*pv, r, rules, target ? &*target : nullptr, noTarget, now);
+      const bool settled = row.updated && row.state == pod_update::PodState::kNormal;
+      if (*ordinal < low) {
+        row.inUpdate = false;
+        ++r.belowPartition;
+        if (r.record && !settled) {
+          row.waitsOn = "held: below partition " + std::to_string(r.partition);
+        }
+      } else if (*ordinal >= high) {
+        row.inUpdate = false;
+        if (r.record) row.waitsOn = "not in the update: ordinal beyond the replicas";
+      } else {
+        ++r.total;
+        if (row.updated) ++r.updated;
+      }
+      rows.emplace_back(*ordinal, std::move(row));
+    }
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [ordinal, row] : rows) r.pods.push_back(std::move(row));
+  return r;
+}
+
 std::string RenderStatus(const StatusReport& r) {
-  std::string out = "Deployment " + r.ns + "/" + r.name + ": ";
+  const bool sts = r.kind == WorkloadKind::kStatefulSet;
+  std::string out = sts ? RefOf(r.kind, r.name) + " (namespace " + r.ns + "): "
+                        : "Deployment " + r.ns + "/" + r.name + ": ";
   if (r.record) {
     out += "in-place update " + r.record->from + " -> " + r.record->to + ", started " +
            r.record->startedAt + "\n";
-    out += "  phase: " + Phase(r) +
-           "   paused by user: " + std::string(r.userPaused ? "yes" : "no") +
-           "   abort requested: " + std::string(r.abortRequested ? "yes" : "no");
-    if (r.undoRequested) out += "   undo requested: yes";
+    out += "  phase: " + Phase(r);
+    // A StatefulSet has no pause (its partition stages an update) and takes no undo command.
+    if (!sts) out += "   paused by user: " + std::string(r.userPaused ? "yes" : "no");
+    out += "   abort requested: " + std::string(r.abortRequested ? "yes" : "no");
+    if (r.undoRequested && !sts) out += "   undo requested: yes";
     out += "\n";
   } else if (r.recordMalformed) {
     out += "the in-progress record is malformed (the loop aborts the update)\n";
@@ -182,6 +312,12 @@ std::string RenderStatus(const StatusReport& r) {
   if (!r.conditionReason.empty()) {
     out += std::string(r.record ? "  progress: " : "  last in-place update: ") + r.conditionStatus +
            " " + r.conditionReason + ": " + r.conditionMessage + "\n";
+  }
+  if (r.record && sts && r.partition > 0) {
+    out += "  partition " + std::to_string(r.partition) +
+           ": the update works on the pods at or above it (" + rules::Pods(r.total) +
+           "); the pods below it (" + rules::Pods(r.belowPartition) +
+           ") keep their revision until it is lowered\n";
   }
   if (r.record) out += ProgressBar(r.updated, r.total) + "\n";
   std::vector<std::vector<std::string>> rows;
@@ -213,9 +349,12 @@ std::string Phase(const StatusReport& r) {
   if (r.abortRequested) return "aborting";
   if (r.userPaused) return "held";
   const bool allNormal = std::all_of(r.pods.begin(), r.pods.end(), [](const PodRow& p) {
-    return p.state == pod_update::PodState::kNormal;
+    return !p.inUpdate || p.state == pod_update::PodState::kNormal;
   });
-  if (r.total > 0 && r.updated == r.total && allNormal) return "finishing";
+  const bool done = r.updated == r.total && allNormal;
+  // A StatefulSet's update ends only with its partition at 0 (StatefulSetWorkload::Finish).
+  if (done && r.kind == WorkloadKind::kStatefulSet && r.partition > 0) return "held";
+  if (r.total > 0 && done) return "finishing";
   return "updating";
 }
 

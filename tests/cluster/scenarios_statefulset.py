@@ -18,6 +18,7 @@ import time
 
 import test_cluster as tc
 import threading
+from scenarios_plugin import inplace, rows
 
 from kube import (ENABLED, IN_PROGRESS, LIFECYCLE, POLICY, PodSampler, annotations_of, check, container_statuses, event_line,
                   images, is_ready, labels_of, live, ns_path, snapshot, state_of, wait_for)
@@ -225,6 +226,25 @@ def statefulset_app(s, ns, name="web"):
         raise
     finally:
         delete_volumes(s, ns)
+
+
+PROGRESS = "inplace-webhook.io/progress"
+PROGRESS_DEADLINE = "inplace-webhook.io/progress-deadline-seconds"
+
+
+def progress_of(app):
+    """The loop's progress report on the StatefulSet (its annotation, JSON), or {}."""
+    return json.loads(annotations_of(app.statefulset()).get(PROGRESS) or "{}")
+
+
+def statefulset_stalled(s, ns, name="web"):
+    """inplace_webhook_statefulset_update_stalled{statefulset_namespace=ns,statefulset=name} as the leader reports it
+    on /metrics, or None when it has no such series."""
+    text = s.tools.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics"
+                           % (tc.RELEASE_NS, s.lease_holder())).stdout
+    m = re.search(r'^inplace_webhook_statefulset_update_stalled\{statefulset_namespace="%s",statefulset="%s"\} (\S+)$'
+                  % (re.escape(ns), re.escape(name)), text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def pod_writes(s, ns, since, verb):
@@ -511,13 +531,22 @@ def s02_statefulset_partition_and_hook(s):
     partition to 0 goes on in place: web-1 then web-0, each held by its hook, while `kubectl rollout status`, started
     then, waits and succeeds at the end. No pod is deleted or created, every UID is kept. Then an env change (not
     eligible) rolls natively: the controller recreates every pod. Last, an image change held on web-2's hook is
-    aborted: the native rolling update recreates every pod, web-2 first, and the record goes."""
+    aborted: the native rolling update recreates every pod, web-2 first, and the record goes.
+    Along the way, what a user reads (issue 31 item 4): `kubectl inplace status sts/web` names the held pod and what it
+    waits on; held past the StatefulSet's progress-deadline-seconds (5) the update is reported stalled (the progress
+    annotation ProgressDeadlineExceeded naming the deadline, the leader's
+    inplace_webhook_statefulset_update_stalled 1, `kubectl inplace status --watch` exits 1) and released it is not
+    (0); the completion and the abort (`kubectl inplace abort sts/web`) are in the progress annotation."""
     hook = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
     with statefulset_app(s, "s02") as app:
         pods = app.create_statefulset(replicas=3, opted_in=True, partition=2, lifecycle=hook)
         names = app.ordinals(3)
         for n in names:
             app.set_label(n, "true")
+        bad = s.tools.kubectl("annotate", "statefulset/web", PROGRESS_DEADLINE + "=5s", "-n", app.ns, user="alice",
+                              check_rc=False)
+        check(bad.returncode != 0 and PROGRESS_DEADLINE in bad.stderr, "a deadline of 5s: %s" % bad.stderr)
+        app.kubectl("annotate", "statefulset/web", PROGRESS_DEADLINE + "=5")
         before = snapshot(app.pods())
         t0 = time.time()
         app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
@@ -531,6 +560,25 @@ def s02_statefulset_partition_and_hook(s):
         check("is updated in place by inplace-webhook" in message, "the refusal says: %s" % message)
         check("0 out of 1 new pods have been updated" in rollout_status_now(app),
               "kubectl rollout status: %s" % rollout_status_now(app))
+        # What the user reads while web-2 is held: the plugin's status, then the stall past the deadline.
+        out = inplace(app, "status", "sts/web").stdout
+        print("  kubectl inplace status sts/web:\n" + "\n".join("    " + line for line in out.splitlines()))
+        table = rows(out)
+        check(re.search(r"\] 0/1 pods updated", out) and "sts/web" in out.splitlines()[0], "status:\n%s" % out)
+        check(table.get(names[2], ("",))[0] == "PreparingUpdate" and "hook" in table[names[2]][1]
+              and all(table.get(n, ("",))[0] == "Normal" for n in names[:2]), "status rows:\n%s" % out)
+        report = wait_for(lambda: progress_of(app).get("reason") == "ProgressDeadlineExceeded" and progress_of(app),
+                          30, "the stall reported in %s" % PROGRESS, app, interval=0.5)
+        check(report["status"] == "False" and "no progress for 5s (%s)" % PROGRESS_DEADLINE in report["message"],
+              "the stall: %s" % report)
+        stalled_at = time.time()
+        check(wait_for(lambda: statefulset_stalled(s, app.ns) == 1, 20, "the stalled gauge at 1", app, interval=0.5), "")
+        watched = inplace(app, "status", "sts/web", "--watch", "--timeout=60s", rc=1)
+        check("in-place update stuck" in watched.stdout, "status --watch:\n%s" % watched.stdout)
+        print("  stalled %.1f s after the image change: %s; status --watch exited 1" % (
+            stalled_at - t0, report["message"]))
+        pause = inplace(app, "pause", "sts/web", rc=1)
+        check("partition" in pause.stderr, "pause sts/web: %s" % pause.stderr)
         check([state_of(p) for p in app.pods()][:2] == ["Normal", "Normal"], "below the partition:\n%s"
               % app.pod_table())
         app.set_label(names[2], None)  # the LB controller deregisters web-2: the hook is met
@@ -545,6 +593,10 @@ def s02_statefulset_partition_and_hook(s):
         check("partitioned roll out complete: 1 new pods have been updated" in rollout_status_now(app),
               "kubectl rollout status: %s" % rollout_status_now(app))
         check(IN_PROGRESS in annotations_of(app.statefulset()), "the record is gone with the partition at 2")
+        report = progress_of(app)
+        check(report.get("status") == "True" and report.get("message", "").startswith("1/1 pods updated"),
+              "the progress report with the partition at 2: %s" % report)
+        check(wait_for(lambda: statefulset_stalled(s, app.ns) == 0, 20, "the stalled gauge back at 0", app, interval=0.5), "")
         # The partition lowered: the rest in place, kubectl rollout status waiting meanwhile.
         app.kubectl("patch", "statefulset/web", "-p", json.dumps(
             {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}))
@@ -573,6 +625,9 @@ def s02_statefulset_partition_and_hook(s):
         check("partitioned roll out complete: 3 new pods have been updated" in status.get("out", ""),
               "kubectl rollout status: %s" % status)
         check(released == [names[1], names[0]], "hooks met in the order %s" % released)
+        report = progress_of(app)
+        check(report.get("reason") == "InPlaceUpdateCompleted" and report["message"].startswith("3/3 pods updated"),
+              "the progress report at the end: %s" % report)
         after = snapshot(app.pods())
         check(all(after[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
         deletes, creates = pod_writes(s, app.ns, t0, "delete"), pod_writes(s, app.ns, t0, "create")
@@ -601,7 +656,7 @@ def s02_statefulset_partition_and_hook(s):
         wait_for(lambda: state_of(s.api.get(ns_path(app.ns, "pods", names[2]))) == "PreparingUpdate", 30,
                  "%s held by its pre-update hook" % names[2], app, interval=0.2)
         t2 = time.time()
-        app.kubectl("annotate", "statefulset/web", "inplace-webhook.io/abort=true")
+        inplace(app, "abort", "sts/web")
         out, _ = app.kubectl("rollout", "status", "statefulset/web", "--timeout=180s", timeout=200)
         check("partitioned roll out complete: 3 new pods have been updated" in out, "rollout status: %s" % out)
         wait_for(lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
@@ -612,6 +667,7 @@ def s02_statefulset_partition_and_hook(s):
         deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
         check(deleted == list(reversed(names)), "the controller deleted %s after the abort" % deleted)
         check(any(e.get("reason") == "InPlaceUpdateAborted" for e in app.events()), "no InPlaceUpdateAborted Event")
+        check(progress_of(app).get("reason") == "InPlaceUpdateAborted", "the progress report: %s" % progress_of(app))
         print("  abort: %s; the controller recreated %s" % (out.strip().splitlines()[-1], ", ".join(deleted)))
 
 

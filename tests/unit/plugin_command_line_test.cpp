@@ -10,24 +10,50 @@ using namespace iw;
 using namespace iw::plugin;
 using Args = std::vector<std::string>;
 
-TEST_CASE("plugin: the Deployment reference forms kubectl accepts") {
-  for (const char* ref :
-       {"deploy/web", "deployment/web", "deployments/web", "deployments.apps/web", "web"}) {
-    StatusOr<std::string> n = DeploymentName(ref);
-    REQUIRE_MESSAGE(n.ok(), ref);
-    CHECK(*n == "web");
+TEST_CASE("plugin: the Deployment and StatefulSet reference forms kubectl accepts") {
+  struct Case {
+    const char* ref;
+    WorkloadKind kind;
+  };
+  for (const Case& c :
+       {Case{"deploy/web", WorkloadKind::kDeployment},
+        Case{"deployment/web", WorkloadKind::kDeployment},
+        Case{"deployments/web", WorkloadKind::kDeployment},
+        Case{"deployment.apps/web", WorkloadKind::kDeployment},
+        Case{"deployments.apps/web", WorkloadKind::kDeployment},
+        Case{"web", WorkloadKind::kDeployment}, Case{"sts/web", WorkloadKind::kStatefulSet},
+        Case{"statefulset/web", WorkloadKind::kStatefulSet},
+        Case{"statefulsets/web", WorkloadKind::kStatefulSet},
+        Case{"statefulset.apps/web", WorkloadKind::kStatefulSet},
+        Case{"statefulsets.apps/web", WorkloadKind::kStatefulSet}}) {
+    StatusOr<WorkloadRef> r = ParseWorkloadRef(c.ref);
+    REQUIRE_MESSAGE(r.ok(), c.ref);
+    CHECK_MESSAGE(r->kind == c.kind, c.ref);
+    CHECK(r->name == "web");
   }
-  // A StatefulSet: not read by the plugin yet; the error says where its update shows and how to end
-  // it.
-  CHECK(DeploymentName("sts/web").status().message().find(
-            "kubectl rollout status sts/web and the StatefulSet's Events; to end it: kubectl "
-            "annotate sts/web inplace-webhook.io/abort=true") != std::string::npos);
-  CHECK(DeploymentName("daemonset/web")
-            .status()
-            .message()
-            .find("only Deployments and StatefulSets are updated in place") != std::string::npos);
-  CHECK(!DeploymentName("deploy/").ok());
-  CHECK(!DeploymentName("deploy/a/b").ok());
+  // Another kind is refused, naming the two that are updated in place.
+  for (const char* bad : {"daemonset/web", "ds/web", "rs/web", "pod/web", "sts.apps.v1/web"}) {
+    StatusOr<WorkloadRef> r = ParseWorkloadRef(bad);
+    REQUIRE_MESSAGE(!r.ok(), bad);
+    CHECK(r.status().message() == "only Deployments and StatefulSets are updated in place: " +
+                                      std::string(bad) + " (use deploy/NAME or sts/NAME)");
+  }
+  for (const char* bad : {"deploy/", "sts/", "deploy/a/b", "sts/a/b", ""}) {
+    StatusOr<WorkloadRef> r = ParseWorkloadRef(bad);
+    REQUIRE_MESSAGE(!r.ok(), bad);
+    CHECK(r.status().message().find("not a Deployment or StatefulSet name") == 0);
+  }
+  // The command line carries the kind.
+  StatusOr<Invocation> inv = ParseCommandLine({"status", "statefulsets.apps/db", "-n", "shop"});
+  REQUIRE(inv.ok());
+  CHECK(inv->kind == WorkloadKind::kStatefulSet);
+  CHECK(inv->name == "db");
+  inv = ParseCommandLine({"status", "db"});
+  REQUIRE(inv.ok());
+  CHECK(inv->kind == WorkloadKind::kDeployment);
+  CHECK(ParseCommandLine({"abort", "daemonset/web"}).status().message() ==
+        "only Deployments and StatefulSets are updated in place: daemonset/web (use deploy/NAME "
+        "or sts/NAME)");
 }
 
 TEST_CASE("plugin: kubectl's global flags pass through from before and after the command") {
@@ -63,6 +89,52 @@ TEST_CASE("plugin: each command maps to the product's command annotation or kube
   CHECK(GetPods(*inv, "app=web") == Args{"get", "pods", "-l", "app=web", "-o", "json"});
 }
 
+TEST_CASE("plugin: a StatefulSet's commands map to its kubectl command lines") {
+  StatusOr<Invocation> inv = ParseCommandLine({"abort", "sts/db", "-nshop", "--context=prod"});
+  REQUIRE_MESSAGE(inv.ok(), inv.status().message());
+  CHECK(GetWorkload(*inv) ==
+        Args{"-nshop", "--context=prod", "get", "statefulset.apps/db", "-o", "json"});
+  CHECK(GetStatefulSet(*inv) == GetWorkload(*inv));
+  CHECK(Annotate(*inv, "inplace-webhook.io/abort") == Args{"-nshop", "--context=prod", "annotate",
+                                                           "--overwrite", "statefulset.apps/db",
+                                                           "inplace-webhook.io/abort=true"});
+  CHECK(GetControllerRevision(*inv, "db-7f9c") ==
+        Args{"-nshop", "--context=prod", "get", "controllerrevision.apps/db-7f9c", "-o", "json"});
+  CHECK(GetControllerRevisions(*inv, "app=db") == Args{"-nshop", "--context=prod", "get",
+                                                       "controllerrevisions.apps", "-l", "app=db",
+                                                       "-o", "json"});
+  inv = ParseCommandLine({"undo", "statefulset/db", "--to-revision=2"});
+  REQUIRE(inv.ok());
+  CHECK(RolloutUndo(*inv) == Args{"rollout", "undo", "statefulset.apps/db", "--to-revision=2"});
+  inv = ParseCommandLine({"undo", "sts/db"});
+  REQUIRE(inv.ok());
+  CHECK(RolloutUndo(*inv) == Args{"rollout", "undo", "statefulset.apps/db"});
+  // A Deployment's stay as they were.
+  inv = ParseCommandLine({"status", "deploy/web"});
+  REQUIRE(inv.ok());
+  CHECK(GetWorkload(*inv) == Args{"get", "deployment.apps/web", "-o", "json"});
+}
+
+TEST_CASE("plugin: pause and resume of a StatefulSet are refused with the partition to use") {
+  const std::string patch =
+      R"(kubectl patch sts/db -p '{"spec":{"updateStrategy":{"rollingUpdate":{"partition":N}}}}')";
+  StatusOr<Invocation> pause = ParseCommandLine({"pause", "sts/db", "-n", "shop"});
+  REQUIRE(pause.ok());
+  const std::string p = StatefulSetPauseRefusal(*pause);
+  CHECK(p.find("a StatefulSet has no pause: to stage the update of sts/db, set its partition "
+               "(spec.updateStrategy.rollingUpdate.partition)") == 0);
+  CHECK(p.find("only the pods with an ordinal at or above N are updated (in place)") !=
+        std::string::npos);
+  CHECK(p.find("\n  " + patch + "\n") != std::string::npos);
+  CHECK(p.find("kubectl inplace abort sts/db") != std::string::npos);
+  StatusOr<Invocation> resume = ParseCommandLine({"resume", "statefulsets/db"});
+  REQUIRE(resume.ok());
+  const std::string r = StatefulSetPauseRefusal(*resume);
+  CHECK(r.find("a StatefulSet has no pause to resume: sts/db") == 0);
+  CHECK(r.find("to go on with a staged update, lower the partition:\n  " + patch +
+               "\n(N = 0 updates every pod)") != std::string::npos);
+}
+
 TEST_CASE("plugin: usage errors are named") {
   auto err = [](Args a) {
     StatusOr<Invocation> inv = ParseCommandLine(a);
@@ -70,7 +142,10 @@ TEST_CASE("plugin: usage errors are named") {
     return inv.status().message();
   };
   CHECK(err({"frobnicate", "deploy/web"}) == "unknown command \"frobnicate\"");
-  CHECK(err({"status"}) == "status needs exactly one Deployment (deploy/NAME)");
+  CHECK(err({"status"}) ==
+        "status needs exactly one Deployment or StatefulSet (deploy/NAME or sts/NAME)");
+  CHECK(err({"status", "sts/web", "--timeout=5s"}) == "--timeout needs --watch");
+  CHECK(err({"pause", "sts/web", "--to-revision=2"}) == "--to-revision is a flag of undo only");
   CHECK(err({"status", "deploy/web", "--bogus"}) == "unknown flag --bogus");
   CHECK(err({"abort", "deploy/web", "-w"}) == "--watch is a flag of status only");
   CHECK(err({"status", "deploy/web", "--timeout=5s"}) == "--timeout needs --watch");
