@@ -1,5 +1,7 @@
 #include "hooks/statefulset_rules.h"
 
+#include <algorithm>
+
 #include "hooks/eligibility.h"
 #include "hooks/in_progress.h"
 #include "hooks/keys.h"
@@ -137,8 +139,14 @@ Decision DecideIdle(const kube::StatefulSet& oldS, const kube::StatefulSet& newS
   d.action = Action::kStart;
   d.inProgress = SerializeInProgress(record);
   d.reason = "in-place update started: " + record.from + " -> " + record.to;
-  d.warnings.push_back(Warning("in-place update: " + rules::Pods(newS.replicas()) +
-                               " will be updated in place, highest ordinal first"));
+  const int partition = std::min(newS.partition(), newS.replicas());
+  // (Under 120 characters, the API server's limit for a warning.)
+  d.warnings.push_back(
+      Warning("in-place update: " + rules::Pods(newS.replicas() - partition) +
+              " will be updated in place, highest ordinal first" +
+              (partition > 0 ? "; " + std::to_string(partition) + " below partition " +
+                                   std::to_string(newS.partition()) + " stay"
+                             : "")));
   if (!ctx.loopAlive) {
     d.warnings.push_back(
         Warning("in-place update: no inplace-webhook controller is known to run; the update "

@@ -4,6 +4,7 @@
 
 #include "hooks/budget.h"
 #include "hooks/keys.h"
+#include "hooks/pod_state.h"
 #include "hooks/progress.h"
 #include "hooks/statefulset_rules.h"
 #include "lib/kube_patch.h"
@@ -95,7 +96,13 @@ std::variant<RunBase, NoBase> StatefulSetWorkload::FindBase(const InProgress& r)
                finished};
   for (const kube::Pod* pod : Pods()) {
     const std::optional<int> ordinal = s_.OrdinalOf(pod->name());
-    if (ordinal && *ordinal >= low && *ordinal < high) base.pods.push_back(pod);
+    if (!ordinal || *ordinal >= high) continue;
+    // Below the partition only a pod whose move began before the partition was raised: it goes on
+    // to the end (out of service, it would otherwise wait for the partition to be lowered), as a
+    // pod the controller had replaced keeps the update revision.
+    if (*ordinal >= low || pod_update::StateOf(*pod) != pod_update::PodState::kNormal) {
+      base.pods.push_back(pod);
+    }
   }
   return base;
 }

@@ -2,7 +2,8 @@
 // refusing its pod DELETEs (hooks/statefulset_hold), so as long as the record is stored it is held
 // and nothing of the StatefulSet is released at the end but the record. The pods an update works
 // on are the live ones it controls with an ordinal from the partition up to the replicas, highest
-// ordinal first (the order the controller would replace them in); the template they were made from
+// ordinal first (the order the controller would replace them in), and below the partition those
+// whose move began before it was raised (they finish it); the template they were made from
 // is the current ControllerRevision's (the driver reads it). The target is the StatefulSet's
 // template with the controller-revision-hash label of status.updateRevision, so that the pod write
 // that moves a pod also moves it to the update revision, and the controller counts it as updated.

@@ -549,7 +549,8 @@ def s02_statefulset_partition_and_hook(s):
         app.kubectl("annotate", "statefulset/web", PROGRESS_DEADLINE + "=5")
         before = snapshot(app.pods())
         t0 = time.time()
-        app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+        _, warnings = app.kubectl("set", "image", "statefulset/web", "app=" + tc.V2)
+        tc.expect_warning(warnings, "1 pod will be updated in place, highest ordinal first; 2 below partition 2 stay")
         record = json.loads(annotations_of(app.statefulset()).get(IN_PROGRESS) or "null")
         check(record and record["from"] != record["to"], "the webhook recorded %s" % record)
         wait_for(lambda: state_of(s.api.get(ns_path(app.ns, "pods", names[2]))) == "PreparingUpdate", 30,

@@ -114,9 +114,19 @@ TEST_CASE(
   CHECK(record->to == TemplateHash(AsStatefulSet(obj).podTemplate()));
   CHECK(record->pausedByUs);  // the planner reads false as a user's pause (§8.5)
   CHECK(record->startedAt == "2026-12-06T19:00:00Z");
-  CHECK_MESSAGE(Joined(d.warnings).find("3 pods will be updated in place, highest ordinal first") !=
-                    std::string::npos,
-                Joined(d.warnings));
+  CHECK_MESSAGE(
+      Joined(d.warnings).find("3 pods will be updated in place, highest ordinal first\n") !=
+          std::string::npos,
+      Joined(d.warnings));
+  // With a partition, the warning counts the pods from it up and says the others stay.
+  json::Document staged =
+      Set(R"([{"op":"replace","path":"/spec/updateStrategy/rollingUpdate/partition","value":2}])");
+  json::Document stagedNew = With(staged, kImage);
+  const rules::Decision sd = Decide(staged, stagedNew);
+  CHECK_MESSAGE(Joined(sd.warnings)
+                        .find("1 pod will be updated in place, highest ordinal first; 2 below "
+                              "partition 2 stay\n") != std::string::npos,
+                Joined(sd.warnings));
 
   // The mutator adds the record and only it; deciding again on its output changes nothing, and the
   // validator admits it.

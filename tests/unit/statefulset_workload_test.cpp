@@ -137,6 +137,18 @@ TEST_CASE("a StatefulSet's partition leaves the ordinals below it, and holds the
   }
 }
 
+TEST_CASE("a pod whose move began before the partition was raised goes on to the end") {
+  Fixture f(
+      SetJson(R"("updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":2}})"));
+  // web-1 was taken out of service for the update (PreparingUpdate) when the partition was 0.
+  SetLabel(f.podJson[1], keys::kStateLabel, std::string(keys::kStatePreparingUpdate));
+  SetAnnotation(f.podJson[1], keys::kStateTimestampAnnotation, "2026-01-01T00:00:00Z");
+  Plan p = f.PlanOnce();
+  CHECK(p.podsTotal == 2);  // web-2 and web-1; web-0, Normal, stays below the partition
+  // Not a pod below the partition that was never touched: web-0 gets no write.
+  for (const std::string& name : PodWrites(p)) CHECK(name != "web-0");
+}
+
 TEST_CASE("a StatefulSet's update waits for its controller, and ends on the controller's count") {
   SUBCASE("the controller has not observed the template yet") {
     Fixture f(SetJson());
