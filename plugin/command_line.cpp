@@ -135,10 +135,11 @@ std::string StatefulSetPauseRefusal(const Invocation& inv) {
            "the partition:\n  " +
            patch + "\n(N = 0 updates every pod)";
   }
-  return "a StatefulSet has no pause: to stage the update of " + ref +
+  return "a StatefulSet has no pause: to hold or stage the update of " + ref +
          ", set its partition (spec.updateStrategy.rollingUpdate.partition); only the pods with an "
          "ordinal at or above N are updated (in place), the others keep their revision until it is "
-         "lowered:\n  " +
+         "lowered (N = the replicas holds every pod not yet begun; a pod already moving finishes):"
+         "\n  " +
          patch + "\n(kubectl inplace abort " + ref +
          " ends the update instead: the StatefulSet's rolling update replaces the pods)";
 }

@@ -594,9 +594,10 @@ def s02_statefulset_partition_and_hook(s):
         check("partitioned roll out complete: 1 new pods have been updated" in rollout_status_now(app),
               "kubectl rollout status: %s" % rollout_status_now(app))
         check(IN_PROGRESS in annotations_of(app.statefulset()), "the record is gone with the partition at 2")
-        report = progress_of(app)
-        check(report.get("status") == "True" and report.get("message", "").startswith("1/1 pods updated"),
-              "the progress report with the partition at 2: %s" % report)
+        # (Progress is reported at most every 2 s.)
+        wait_for(lambda: progress_of(app).get("status") == "True"
+                 and progress_of(app).get("message", "").startswith("1/1 pods updated"), 10,
+                 "the progress report 1/1 with the partition at 2", app, interval=0.2)
         check(wait_for(lambda: statefulset_stalled(s, app.ns) == 0, 20, "the stalled gauge back at 0", app, interval=0.5), "")
         # The partition lowered: the rest in place, kubectl rollout status waiting meanwhile.
         app.kubectl("patch", "statefulset/web", "-p", json.dumps(
@@ -626,9 +627,10 @@ def s02_statefulset_partition_and_hook(s):
         check("partitioned roll out complete: 3 new pods have been updated" in status.get("out", ""),
               "kubectl rollout status: %s" % status)
         check(released == [names[1], names[0]], "hooks met in the order %s" % released)
-        report = progress_of(app)
-        check(report.get("reason") == "InPlaceUpdateCompleted" and report["message"].startswith("3/3 pods updated"),
-              "the progress report at the end: %s" % report)
+        # (The report is the end's last write, after the record's removal.)
+        report = wait_for(lambda: progress_of(app).get("reason") == "InPlaceUpdateCompleted" and progress_of(app),
+                          10, "the completion in the progress report (%s)" % progress_of(app), app, interval=0.2)
+        check(report["message"].startswith("3/3 pods updated"), "the progress report at the end: %s" % report)
         after = snapshot(app.pods())
         check(all(after[n]["uid"] == before[n]["uid"] for n in names), "a pod was replaced:\n%s" % app.pod_table())
         deletes, creates = pod_writes(s, app.ns, t0, "delete"), pod_writes(s, app.ns, t0, "create")
@@ -668,7 +670,8 @@ def s02_statefulset_partition_and_hook(s):
         deleted = first_by_name(w for w in pod_writes(s, app.ns, t2, "delete") if w[2] == STATEFULSET_CONTROLLER)
         check(deleted == list(reversed(names)), "the controller deleted %s after the abort" % deleted)
         check(any(e.get("reason") == "InPlaceUpdateAborted" for e in app.events()), "no InPlaceUpdateAborted Event")
-        check(progress_of(app).get("reason") == "InPlaceUpdateAborted", "the progress report: %s" % progress_of(app))
+        wait_for(lambda: progress_of(app).get("reason") == "InPlaceUpdateAborted", 10,
+                 "the abort in the progress report (%s)" % progress_of(app), app, interval=0.2)
         print("  abort: %s; the controller recreated %s" % (out.strip().splitlines()[-1], ", ".join(deleted)))
 
 

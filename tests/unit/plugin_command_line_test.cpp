@@ -121,11 +121,14 @@ TEST_CASE("plugin: pause and resume of a StatefulSet are refused with the partit
   StatusOr<Invocation> pause = ParseCommandLine({"pause", "sts/db", "-n", "shop"});
   REQUIRE(pause.ok());
   const std::string p = StatefulSetPauseRefusal(*pause);
-  CHECK(p.find("a StatefulSet has no pause: to stage the update of sts/db, set its partition "
-               "(spec.updateStrategy.rollingUpdate.partition)") == 0);
+  CHECK(
+      p.find("a StatefulSet has no pause: to hold or stage the update of sts/db, set its partition "
+             "(spec.updateStrategy.rollingUpdate.partition)") == 0);
   CHECK(p.find("only the pods with an ordinal at or above N are updated (in place)") !=
         std::string::npos);
   CHECK(p.find("\n  " + patch + "\n") != std::string::npos);
+  CHECK(p.find("N = the replicas holds every pod not yet begun; a pod already moving finishes") !=
+        std::string::npos);
   CHECK(p.find("kubectl inplace abort sts/db") != std::string::npos);
   StatusOr<Invocation> resume = ParseCommandLine({"resume", "statefulsets/db"});
   REQUIRE(resume.ok());
