@@ -202,10 +202,16 @@ def o01_alerts_and_dashboard_in_real_prometheus(s):
         for title, expr in dash:
             prom.query(check_alerts.concrete(expr))
             names |= check_alerts.metric_names(check_alerts.concrete(expr))
-        empty = [n for n in sorted(names) if not prom.query("count(%s)" % n)]
+        # A StatefulSet's stall gauge has a series only while a StatefulSet's update runs (none here; s02 reads it
+        # from the leader on a real stall); the ctest chart_alerts checks its HELP and TYPE on a fresh process.
+        no_update_here = {"inplace_webhook_statefulset_update_stalled"}
+        empty = [n for n in sorted(names - no_update_here) if not prom.query("count(%s)" % n)]
         check(not empty, "metrics without series from the real pods: %s" % empty)
-        print("  %d rules evaluate without error, %d dashboard queries run, all %d metrics they read have series" % (
-            sum(len(g["rules"]) for g in rules[0]["spec"]["groups"]), len(dash), len(names)))
+        check(no_update_here <= names, "the rules and dashboard no longer read %s" % sorted(no_update_here))
+        print("  %d rules evaluate without error, %d dashboard queries run, %d of the %d metrics they read have series"
+              " (not %s: no StatefulSet update runs here)" % (
+                  sum(len(g["rules"]) for g in rules[0]["spec"]["groups"]), len(dash), len(names - no_update_here),
+                  len(names), ", ".join(sorted(no_update_here))))
         for title, expr in dash:
             if title in ("Updates in progress", "Pods per state"):
                 print("    dashboard %r: %s" % (title, [(r["metric"], r["value"][1])
