@@ -139,12 +139,14 @@ class StatefulApp(tc.App):
                 and [c["metadata"]["name"] for c in claims] == [claim_name(self.name, i) for i in range(want)]
                 and all((c.get("status") or {}).get("phase") == "Bound" for c in claims))
 
-    def create_statefulset(self, replicas=3, timeout=150, opted_in=False, **kw):
-        """The namespace, the volumes, then the Service and the StatefulSet applied by alice; waits for every ordinal
-        Ready and every claim Bound (OrderedReady: one pod after the other). Returns the pods."""
+    def create_statefulset(self, replicas=3, timeout=150, opted_in=False, field_manager=None, **kw):
+        """The namespace, the volumes, then the Service and the StatefulSet applied by alice (server-side by
+        `field_manager` when given, as a GitOps tool applies); waits for every ordinal Ready and every claim Bound
+        (OrderedReady: one pod after the other). Returns the pods."""
         self.setup_namespace()
         create_volumes(self.s, self.ns, self.name, replicas)
-        self.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        how = ["--server-side", "--field-manager=" + field_manager] if field_manager else []
+        self.kubectl("apply", *how, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             headless_service(self.name), statefulset(self.name, replicas, opted_in=opted_in, **kw)]}))
         wait_for(self.rolled_out, timeout, "the StatefulSet %s/%s's %d pods Ready and claims Bound"
                  % (self.ns, self.name, replicas), self, interval=0.2)
@@ -295,12 +297,13 @@ def container_restarts(samples, before):
     return sum(n - start.get(uid, 0) for uid, n in high.items())
 
 
-def timed_image_change(app, image, then=None):
-    """`kubectl set image` of the `app` container, then `kubectl rollout status` until done, the pods sampled every
-    0.2 s throughout (and through then(), when given). Returns (sampler, t0, t1, rollout status output, warnings)."""
+def timed_image_change(app, image, then=None, change=None):
+    """`kubectl set image` of the `app` container (or the kubectl command `change`, a list of its arguments), then
+    `kubectl rollout status` until done, the pods sampled every 0.2 s throughout (and through then(), when given).
+    Returns (sampler, t0, t1, rollout status output, warnings)."""
     with PodSampler(app.all_pods, interval=0.2) as sampler:
         t0 = time.time()
-        _, warnings = app.kubectl("set", "image", "statefulset/" + app.name, "app=" + image)
+        _, warnings = app.kubectl(*(change or ["set", "image", "statefulset/" + app.name, "app=" + image]))
         out, _ = app.kubectl("rollout", "status", "statefulset/" + app.name, "--timeout=180s", timeout=200)
         t1 = time.time()
         if then is not None:
@@ -453,7 +456,8 @@ def s01_statefulset_in_place(s):
     a time (the default maxUnavailable); the StatefulSet controller deletes and creates no pod (audit log: its
     DELETEs refused while a pod waits its turn, if any) and its status ends as after s00 (one revision current and
     updated, 3 updated, current and ready; rollout history [1, 2]); the record is gone. Prints the figures of s00's
-    line for the README's side-by-side table."""
+    line for the README's side-by-side table. Then back to V1 by `kubectl rollout undo` with the drain off, in place
+    again (history [2, 3])."""
     with statefulset_app(s, "s01") as app:
         pods = app.create_statefulset(replicas=3, opted_in=True)
         names = app.ordinals(3)
@@ -503,14 +507,18 @@ def s01_statefulset_in_place(s):
               % (len(after), t1 - t0, len(deletes), len(creates), disruption(sampler, names, before, after, t1),
                  len(warned)))
         # Once more with the drain off (the default drain holds each pod out of its Service 3 s before the restart):
-        # back to V1, the policy annotation written first (not a template change: no update of its own).
+        # back to V1 by `kubectl rollout undo`, the policy annotation written first (not a template change: no
+        # update of its own).
         app.kubectl("annotate", "statefulset/web", POLICY + '={"gracePeriodSeconds":0}')
         check(IN_PROGRESS not in annotations_of(app.statefulset()), "the policy annotation started an update")
         before2 = snapshot(after)
-        sampler2, t2, t3, out2, _ = timed_image_change(app, tc.V1, then=lambda: wait_for(
-            lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
-            "the update back to %s done" % tc.V1, app, interval=0.2))
+        sampler2, t2, t3, out2, undo_warnings = timed_image_change(
+            app, tc.V1, change=["rollout", "undo", "statefulset/web"], then=lambda: wait_for(
+                lambda: app.rolled_out() and IN_PROGRESS not in annotations_of(app.statefulset()), 30,
+                "the update back to %s done" % tc.V1, app, interval=0.2))
+        tc.expect_warning(undo_warnings, "3 pods will be updated in place, highest ordinal first")
         check("partitioned roll out complete: 3 new pods have been updated" in out2, "rollout status: %s" % out2)
+        check(app.history() == [2, 3], "kubectl rollout history after the undo: %s" % app.history())
         after2 = app.pods()
         now2 = snapshot(after2)
         check(all(now2[n]["uid"] == before[n]["uid"] and images(p)["app"] == tc.V1
@@ -536,10 +544,12 @@ def s02_statefulset_partition_and_hook(s):
     waits on; held past the StatefulSet's progress-deadline-seconds (5) the update is reported stalled (the progress
     annotation ProgressDeadlineExceeded naming the deadline, the leader's
     inplace_webhook_statefulset_update_stalled 1, `kubectl inplace status --watch` exits 1) and released it is not
-    (0); the completion and the abort (`kubectl inplace abort sts/web`) are in the progress annotation."""
+    (0); a server-side apply of the user's manifest by a GitOps field manager finds no drift (`kubectl diff
+    --server-side`) and changes nothing of the update; the completion and the abort (`kubectl inplace abort sts/web`)
+    are in the progress annotation."""
     hook = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
     with statefulset_app(s, "s02") as app:
-        pods = app.create_statefulset(replicas=3, opted_in=True, partition=2, lifecycle=hook)
+        pods = app.create_statefulset(replicas=3, opted_in=True, partition=2, lifecycle=hook, field_manager="gitops")
         names = app.ordinals(3)
         for n in names:
             app.set_label(n, "true")
@@ -580,6 +590,19 @@ def s02_statefulset_partition_and_hook(s):
             stalled_at - t0, report["message"]))
         pause = inplace(app, "pause", "sts/web", rc=1)
         check("partition" in pause.stderr, "pause sts/web: %s" % pause.stderr)
+        # The GitOps tool that created it applies the user's manifest (now at V2) server-side while the update runs:
+        # nothing of the StatefulSet is held, so it finds no drift, and its apply changes nothing of the update.
+        manifest = json.dumps(statefulset(app.name, 3, image=tc.V2, opted_in=True, partition=2, lifecycle=hook))
+        record_before = annotations_of(app.statefulset()).get(IN_PROGRESS)
+        gitops = dict(user="alice", stdin=manifest, check_rc=False)
+        diff = s.tools.kubectl("diff", "--server-side", "--field-manager=gitops", "-f", "-", "-n", app.ns, **gitops)
+        check(diff.returncode == 0, "kubectl diff --server-side of the user's manifest during the update (exit %d):\n%s%s"
+              % (diff.returncode, diff.stdout, diff.stderr[-500:]))
+        applied = s.tools.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", "-n", app.ns, **gitops)
+        check(applied.returncode == 0, "kubectl apply --server-side during the update: %s" % applied.stderr[-500:])
+        check(annotations_of(app.statefulset()).get(IN_PROGRESS) == record_before, "the apply changed the record")
+        print("  kubectl diff --server-side of the user's manifest during the update: no drift; applied: %s"
+              % applied.stdout.strip())
         check([state_of(p) for p in app.pods()][:2] == ["Normal", "Normal"], "below the partition:\n%s"
               % app.pod_table())
         app.set_label(names[2], None)  # the LB controller deregisters web-2: the hook is met
