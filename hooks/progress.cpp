@@ -60,8 +60,12 @@ Subject Of(const kube::Deployment& d) {
 }
 
 Subject Of(const kube::StatefulSet& s) {
-  // A malformed deadline (the webhook refuses one) is judged as the default.
-  const StatusOr<std::optional<int>> deadline = ProgressDeadline(s);
+  // A malformed deadline (the webhook refuses one) is judged as the default; none runs while the
+  // user pauses the update.
+  const StatusOr<std::optional<InProgress>> record = ReadInProgress(s);
+  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
+  const StatusOr<std::optional<int>> deadline =
+      userPause ? StatusOr<std::optional<int>>(std::optional<int>()) : ProgressDeadline(s);
   return Subject{.object = s,
                  .kind = "StatefulSet",
                  .ours = StoredReport(s),

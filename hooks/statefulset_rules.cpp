@@ -16,6 +16,30 @@ using rules::Decision;
 using rules::Warning;
 using Action = Decision::Action;
 
+// The user's pause command on a running update (DESIGN.md §4.8): `pause=true` holds it (no further
+// pod starts; a pod already moving finishes), `pause=false` lets it go on; either is consumed. A
+// written record that differs from `record` in pausedByUs alone is the command's own earlier
+// answer (seen again on re-invocation and by the validator). Updates `record` and the decision.
+void DecideUserPause(Decision& d, InProgress& record, const kube::StatefulSet& newS) {
+  const bool before = record.pausedByUs;
+  if (const std::optional<std::string_view> command = newS.annotation(keys::kPauseAnnotation)) {
+    d.dropPauseCommand = true;
+    if (*command == keys::kTrue) record.pausedByUs = false;
+    if (*command == "false") record.pausedByUs = true;
+  } else if (const std::optional<InProgress> w = rules::WrittenRecord(newS)) {
+    InProgress other = *w;
+    other.pausedByUs = record.pausedByUs;
+    if (other == record) record.pausedByUs = w->pausedByUs;
+  }
+  if (record.pausedByUs == before) return;
+  d.inProgress = SerializeInProgress(record);
+  d.warnings.push_back(
+      Warning(record.pausedByUs
+                  ? "in-place update resumed: it goes on"
+                  : "in-place update paused: no further pod starts until kubectl inplace resume " +
+                        Ref(newS)));
+}
+
 // The decision while an in-place update runs (the stored object has `in-progress`).
 Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
                        const kube::StatefulSet& newS, const rules::Facts& ctx) {
@@ -68,6 +92,7 @@ Decision DecideRunning(std::string_view stored, const kube::StatefulSet& oldS,
       break;
     }
   }
+  DecideUserPause(d, *record, newS);
   // The user's write dropped or edited ours (not: it is our own earlier answer).
   const std::optional<std::string_view> written = newS.annotation(keys::kInProgressAnnotation);
   if (written != stored && written != std::string_view(*d.inProgress)) {
@@ -181,14 +206,13 @@ Decision Decide(const kube::StatefulSet& oldSet, const kube::StatefulSet& newSet
       !oldSet.annotation(keys::kInProgressAnnotation)) {
     d.dropAbortCommand = true;
   }
-  // A StatefulSet has no pause for the command to set, and kubectl rollout undo sts/NAME writes
-  // the previous template, which this decision then updates in place: both commands are taken out
-  // with a word.
-  if (newSet.annotation(keys::kPauseAnnotation)) {
+  // A pause command with no update to hold (none runs, or this write ends it) is taken out with a
+  // word; kubectl rollout undo sts/NAME writes the previous template, which this decision then
+  // updates in place: the undo command is taken out too.
+  if (newSet.annotation(keys::kPauseAnnotation) && !d.dropPauseCommand) {
     d.dropPauseCommand = true;
-    d.warnings.push_back(
-        Warning("inplace-webhook.io/pause is for Deployments; to stage a "
-                "StatefulSet's update, set its partition"));
+    d.warnings.push_back(Warning("inplace-webhook.io/pause: no in-place update runs on " +
+                                 Ref(newSet) + " to pause or resume"));
   }
   if (newSet.annotation(keys::kUndoAnnotation)) {
     d.dropUndoCommand = true;

@@ -19,7 +19,10 @@ namespace iw::statefulset {
 // update runs: a further eligible change re-targets it; a change that is not eligible, the opt-in
 // label removed, or another updateStrategy ends it (the native rolling update then replaces
 // every pod not at the new revision, the ones the update moved included); the abort command as
-// for a Deployment (§9.8). Applying the decision and deciding again on the result changes nothing.
+// for a Deployment (§9.8); the pause command `inplace-webhook.io/pause` "true" holds a running
+// update (pausedByUs false: the planner's user pause) and "false" lets it go on, consumed either
+// way (a StatefulSet has no spec.paused for kubectl rollout pause/resume). Applying the decision
+// and deciding again on the result changes nothing.
 rules::Decision Decide(const kube::StatefulSet& oldSet, const kube::StatefulSet& newSet,
                        const rules::Facts& ctx);
 

@@ -123,27 +123,6 @@ StatusOr<WorkloadRef> ParseWorkloadRef(std::string_view ref) {
   return out;
 }
 
-std::string StatefulSetPauseRefusal(const Invocation& inv) {
-  const std::string ref = RefOf(WorkloadKind::kStatefulSet, inv.name);
-  const std::string patch = "kubectl patch " + ref +
-                            " -p '{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{"
-                            "\"partition\":N}}}}'";
-  if (inv.command == "resume") {
-    return "a StatefulSet has no pause to resume: " + ref +
-           " updates (in place) the pods with an ordinal at or above its partition "
-           "(spec.updateStrategy.rollingUpdate.partition); to go on with a staged update, lower "
-           "the partition:\n  " +
-           patch + "\n(N = 0 updates every pod)";
-  }
-  return "a StatefulSet has no pause: to hold or stage the update of " + ref +
-         ", set its partition (spec.updateStrategy.rollingUpdate.partition); only the pods with an "
-         "ordinal at or above N are updated (in place), the others keep their revision until it is "
-         "lowered (N = the replicas holds every pod not yet begun; a pod already moving finishes):"
-         "\n  " +
-         patch + "\n(kubectl inplace abort " + ref +
-         " ends the update instead: the StatefulSet's rolling update replaces the pods)";
-}
-
 StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
   Invocation inv;
   std::vector<std::string> positional;
@@ -250,8 +229,8 @@ std::string Usage() {
 Usage:
   kubectl inplace status WORKLOAD [-w|--watch [--timeout=DURATION]]
   kubectl inplace abort WORKLOAD
-  kubectl inplace pause deploy/NAME
-  kubectl inplace resume deploy/NAME
+  kubectl inplace pause WORKLOAD
+  kubectl inplace resume WORKLOAD
   kubectl inplace undo WORKLOAD [--to-revision=N]
   kubectl inplace explain WORKLOAD
   kubectl inplace version
@@ -268,11 +247,10 @@ Commands:
            update ends. For a StatefulSet the bar counts the pods at or above its partition; the
            pods below it are listed as held by the partition.
   abort    End the running update (inplace-webhook.io/abort=true); the native rollout takes over.
-  pause    Hold the running update of a Deployment (inplace-webhook.io/pause=true): pods in flight
-           finish, no further pod starts. A StatefulSet has no pause: stage its update with
-           spec.updateStrategy.rollingUpdate.partition.
-  resume   Continue a held update of a Deployment (kubectl rollout resume; it goes on in place). A
-           StatefulSet's staged update goes on when its partition is lowered.
+  pause    Hold the running update (inplace-webhook.io/pause=true): pods in flight finish, no
+           further pod starts. (A StatefulSet's partition stages an update the same way natively.)
+  resume   Continue a held update: a Deployment's by kubectl rollout resume, a StatefulSet's by
+           inplace-webhook.io/pause=false; it goes on in place.
   undo     Deployment, while an update runs: move every pod back to the template it started from,
            in place (inplace-webhook.io/undo=true; kubectl rollout undo refuses a paused
            Deployment). Otherwise, and for a StatefulSet always: kubectl rollout undo
@@ -288,8 +266,8 @@ Exit status of status --watch:
   3  --timeout reached
   4  kubectl could not read the workload, its pods, ReplicaSets or ControllerRevisions (5 tries,
      a second apart; also for status without --watch)
-Other commands exit 0 on success and 1 on failure (nothing to abort, pause or resume; pause or
-resume of a StatefulSet; kubectl failed). Usage errors exit 1.
+Other commands exit 0 on success and 1 on failure (nothing to abort, pause or resume; kubectl
+failed). Usage errors exit 1.
 
 kubectl's global flags (-n, --context, --kubeconfig, --as, --as-group, --token, --server,
 --request-timeout, ...) may be given anywhere and are passed to every kubectl the plugin runs:
@@ -323,9 +301,10 @@ std::vector<std::string> GetControllerRevisions(const Invocation& inv,
 std::vector<std::string> GetRaw(const Invocation& inv, const std::string& path) {
   return WithFlags(inv, {"get", "--raw", path});
 }
-std::vector<std::string> Annotate(const Invocation& inv, std::string_view key) {
-  return WithFlags(
-      inv, {"annotate", "--overwrite", ResourceOf(inv.kind, inv.name), std::string(key) + "=true"});
+std::vector<std::string> Annotate(const Invocation& inv, std::string_view key,
+                                  std::string_view value) {
+  return WithFlags(inv, {"annotate", "--overwrite", ResourceOf(inv.kind, inv.name),
+                         std::string(key) + "=" + std::string(value)});
 }
 std::vector<std::string> RolloutResume(const Invocation& inv) {
   return WithFlags(inv, {"rollout", "resume", ResourceOf(inv.kind, inv.name)});

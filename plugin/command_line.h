@@ -44,11 +44,6 @@ StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
 
 std::string Usage();
 
-// Why `pause` and `resume` refuse a StatefulSet (exit 1): it has no pause; its update is staged
-// with spec.updateStrategy.rollingUpdate.partition, and goes on when that is lowered. The text
-// gives the kubectl patch that sets it. `inv.command` is "pause" or "resume".
-std::string StatefulSetPauseRefusal(const Invocation& inv);
-
 // The kubectl command lines (without "kubectl"), the global flags first.
 std::vector<std::string> GetDeployment(const Invocation& inv);
 std::vector<std::string> GetStatefulSet(const Invocation& inv);
@@ -62,8 +57,9 @@ std::vector<std::string> GetControllerRevision(const Invocation& inv, const std:
 std::vector<std::string> GetControllerRevisions(const Invocation& inv, const std::string& selector);
 // kubectl get --raw PATH (discovery: /api/v1, /version).
 std::vector<std::string> GetRaw(const Invocation& inv, const std::string& path);
-// kubectl annotate --overwrite of `key`=true on the workload `inv` names.
-std::vector<std::string> Annotate(const Invocation& inv, std::string_view key);
+// kubectl annotate --overwrite of `key`=`value` on the workload `inv` names.
+std::vector<std::string> Annotate(const Invocation& inv, std::string_view key,
+                                  std::string_view value = "true");
 std::vector<std::string> RolloutResume(const Invocation& inv);
 // kubectl rollout undo of the workload `inv` names [--to-revision=N].
 std::vector<std::string> RolloutUndo(const Invocation& inv);

@@ -241,11 +241,6 @@ int Command(const Invocation& inv) {
     std::cout << RenderExplanation(*e);
     return 0;
   }
-  // A StatefulSet has no pause (its partition stages an update): refused before any read.
-  if (sts && (inv.command == "pause" || inv.command == "resume")) {
-    std::cerr << "error: " << StatefulSetPauseRefusal(inv) << "\n";
-    return 1;
-  }
   // A StatefulSet's undo is always kubectl rollout undo: the webhook refuses the undo command for
   // it and updates the template rollout undo writes in place (re-targeting a running update).
   if (inv.command == "undo" && sts) return Pass(RolloutUndo(inv));
@@ -266,30 +261,33 @@ int Command(const Invocation& inv) {
     if (int rc = WithRunningUpdate(inv, "abort", record); rc != 0) return rc;
     return Pass(Annotate(inv, keys::kAbortAnnotation));
   }
+  const std::string ref = RefOf(inv.kind, inv.name);
   if (inv.command == "pause") {
-    if (int rc =
-            WithRunningUpdate(inv, "pause (kubectl rollout pause pauses a Deployment)", record);
+    if (int rc = WithRunningUpdate(
+            inv, sts ? "pause" : "pause (kubectl rollout pause pauses a Deployment)", record);
         rc != 0) {
       return rc;
     }
     if (!record->pausedByUs) {
-      std::cout << "the in-place update of deploy/" << inv.name
+      std::cout << "the in-place update of " << ref
                 << " is already paused; kubectl inplace resume continues it\n";
       return 0;
     }
     return Pass(Annotate(inv, keys::kPauseAnnotation));
   }
   if (inv.command == "resume") {
-    if (int rc =
-            WithRunningUpdate(inv, "resume (kubectl rollout resume resumes a Deployment)", record);
+    if (int rc = WithRunningUpdate(
+            inv, sts ? "resume" : "resume (kubectl rollout resume resumes a Deployment)", record);
         rc != 0) {
       return rc;
     }
     if (record->pausedByUs) {
-      std::cout << "the in-place update of deploy/" << inv.name << " is not paused: it runs\n";
+      std::cout << "the in-place update of " << ref << " is not paused: it runs\n";
       return 0;
     }
-    return Pass(RolloutResume(inv));
+    // A Deployment's is kubectl rollout resume (the mutator reads it, §8.5); a StatefulSet has no
+    // spec.paused: the pause command "false".
+    return Pass(sts ? Annotate(inv, keys::kPauseAnnotation, "false") : RolloutResume(inv));
   }
   std::cerr << "error: unknown command " << inv.command << "\n";
   return 1;

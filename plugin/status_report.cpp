@@ -297,8 +297,8 @@ std::string RenderStatus(const StatusReport& r) {
     out += "in-place update " + r.record->from + " -> " + r.record->to + ", started " +
            r.record->startedAt + "\n";
     out += "  phase: " + Phase(r);
-    // A StatefulSet has no pause (its partition stages an update) and takes no undo command.
-    if (!sts) out += "   paused by user: " + std::string(r.userPaused ? "yes" : "no");
+    out += "   paused by user: " + std::string(r.userPaused ? "yes" : "no");
+    // (A StatefulSet takes no undo command.)
     out += "   abort requested: " + std::string(r.abortRequested ? "yes" : "no");
     if (r.undoRequested && !sts) out += "   undo requested: yes";
     out += "\n";

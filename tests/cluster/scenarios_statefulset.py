@@ -544,7 +544,8 @@ def s02_statefulset_partition_and_hook(s):
     waits on; held past the StatefulSet's progress-deadline-seconds (5) the update is reported stalled (the progress
     annotation ProgressDeadlineExceeded naming the deadline, the leader's
     inplace_webhook_statefulset_update_stalled 1, `kubectl inplace status --watch` exits 1) and released it is not
-    (0); a server-side apply of the user's manifest by a GitOps field manager finds no drift (`kubectl diff
+    (0); `kubectl inplace pause` holds the update (web-2, already moving, finishes; the partition lowered, nothing
+    starts) and `resume` lets it go on; a server-side apply of the user's manifest by a GitOps field manager finds no drift (`kubectl diff
     --server-side`) and changes nothing of the update; the completion and the abort (`kubectl inplace abort sts/web`)
     are in the progress annotation."""
     hook = {"preUpdate": {"labelsHandler": {tc.HANDLER_LABEL: "true"}}}
@@ -588,8 +589,12 @@ def s02_statefulset_partition_and_hook(s):
         check("in-place update stuck" in watched.stdout, "status --watch:\n%s" % watched.stdout)
         print("  stalled %.1f s after the image change: %s; status --watch exited 1" % (
             stalled_at - t0, report["message"]))
-        pause = inplace(app, "pause", "sts/web", rc=1)
-        check("partition" in pause.stderr, "pause sts/web: %s" % pause.stderr)
+        # The user's pause: web-2, already moving, finishes; no further pod starts until the resume (below).
+        inplace(app, "pause", "sts/web")
+        held = annotations_of(app.statefulset())
+        check(json.loads(held[IN_PROGRESS])["pausedByUs"] is False and "inplace-webhook.io/pause" not in held,
+              "after kubectl inplace pause: %s" % held)
+        check("paused by user: yes" in inplace(app, "status", "sts/web").stdout, "status after the pause")
         # The GitOps tool that created it applies the user's manifest (now at V2) server-side while the update runs:
         # nothing of the StatefulSet is held, so it finds no drift, and its apply changes nothing of the update.
         manifest = json.dumps(statefulset(app.name, 3, image=tc.V2, opted_in=True, partition=2, lifecycle=hook))
@@ -622,9 +627,15 @@ def s02_statefulset_partition_and_hook(s):
                  and progress_of(app).get("message", "").startswith("1/1 pods updated"), 10,
                  "the progress report 1/1 with the partition at 2", app, interval=0.2)
         check(wait_for(lambda: statefulset_stalled(s, app.ns) == 0, 20, "the stalled gauge back at 0", app, interval=0.5), "")
-        # The partition lowered: the rest in place, kubectl rollout status waiting meanwhile.
+        # The partition lowered while paused: nothing starts; resumed, the rest in place, kubectl rollout status
+        # waiting meanwhile.
         app.kubectl("patch", "statefulset/web", "-p", json.dumps(
             {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}))
+        time.sleep(tc.SETTLE)
+        check([(state_of(p), images(p)["app"]) for p in app.pods()][:2] == [("Normal", tc.V1)] * 2,
+              "a pod started while the update was paused:\n%s" % app.pod_table())
+        inplace(app, "resume", "sts/web")
+        check(json.loads(annotations_of(app.statefulset())[IN_PROGRESS])["pausedByUs"] is True, "not resumed")
         status = {}
 
         def rollout_status():

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/keys.h"
 #include "plugin/command_line.h"
 
 using namespace iw;
@@ -115,27 +116,16 @@ TEST_CASE("plugin: a StatefulSet's commands map to its kubectl command lines") {
   CHECK(GetWorkload(*inv) == Args{"get", "deployment.apps/web", "-o", "json"});
 }
 
-TEST_CASE("plugin: pause and resume of a StatefulSet are refused with the partition to use") {
-  const std::string patch =
-      R"(kubectl patch sts/db -p '{"spec":{"updateStrategy":{"rollingUpdate":{"partition":N}}}}')";
+TEST_CASE("plugin: pause and resume of a StatefulSet are its pause command") {
   StatusOr<Invocation> pause = ParseCommandLine({"pause", "sts/db", "-n", "shop"});
   REQUIRE(pause.ok());
-  const std::string p = StatefulSetPauseRefusal(*pause);
-  CHECK(
-      p.find("a StatefulSet has no pause: to hold or stage the update of sts/db, set its partition "
-             "(spec.updateStrategy.rollingUpdate.partition)") == 0);
-  CHECK(p.find("only the pods with an ordinal at or above N are updated (in place)") !=
-        std::string::npos);
-  CHECK(p.find("\n  " + patch + "\n") != std::string::npos);
-  CHECK(p.find("N = the replicas holds every pod not yet begun; a pod already moving finishes") !=
-        std::string::npos);
-  CHECK(p.find("kubectl inplace abort sts/db") != std::string::npos);
+  CHECK(Annotate(*pause, keys::kPauseAnnotation) == Args{"-n", "shop", "annotate", "--overwrite",
+                                                         "statefulset.apps/db",
+                                                         "inplace-webhook.io/pause=true"});
   StatusOr<Invocation> resume = ParseCommandLine({"resume", "statefulsets/db"});
   REQUIRE(resume.ok());
-  const std::string r = StatefulSetPauseRefusal(*resume);
-  CHECK(r.find("a StatefulSet has no pause to resume: sts/db") == 0);
-  CHECK(r.find("to go on with a staged update, lower the partition:\n  " + patch +
-               "\n(N = 0 updates every pod)") != std::string::npos);
+  CHECK(Annotate(*resume, keys::kPauseAnnotation, "false") ==
+        Args{"annotate", "--overwrite", "statefulset.apps/db", "inplace-webhook.io/pause=false"});
 }
 
 TEST_CASE("plugin: usage errors are named") {

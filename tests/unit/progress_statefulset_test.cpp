@@ -29,9 +29,10 @@ std::string Quoted(const std::string& text) {
 }
 
 // A StatefulSet under an in-place update, with `extra` annotations ("key": value pairs, JSON).
-json::Document Set(const std::string& extra = "") {
-  const std::string ip =
-      R"({"from":"a","to":"b","pausedByUs":true,"startedAt":"2026-01-01T00:00:00Z"})";
+json::Document Set(const std::string& extra = "", bool pausedByUs = true) {
+  const std::string ip = std::string(R"({"from":"a","to":"b","pausedByUs":)") +
+                         (pausedByUs ? "true" : "false") +
+                         R"(,"startedAt":"2026-01-01T00:00:00Z"})";
   return test::Parse(R"({"metadata":{"name":"web","namespace":"ns","uid":"u1","annotations":{")" +
                      std::string(keys::kInProgressAnnotation) + "\":" + Quoted(ip) +
                      (extra.empty() ? "" : "," + extra) +
@@ -216,6 +217,16 @@ TEST_CASE("a StatefulSet's progress: the Deployment's rules, in its annotation")
     p.staged = false;  // the same pass, not staged: long stalled
     progress::AddProgress(p, View(set), kNow);
     CHECK(p.stalled);
+  }
+  SUBCASE("paused by the user: no deadline runs") {
+    const json::Document set =
+        Set(StoredAnnotation("True", "InPlaceUpdateProgressing", "1/3 pods updated to template b",
+                             "2025-01-01T00:00:00Z"),
+            /*pausedByUs=*/false);
+    rollout::Plan p = Updating(1, 3);
+    progress::AddProgress(p, View(set), kNow);
+    CHECK_FALSE(p.stalled);
+    CHECK(p.actions.empty());
   }
   SUBCASE("2147483647: no deadline, never stalled") {
     const json::Document set =

@@ -267,17 +267,64 @@ TEST_CASE("while a StatefulSet's update runs: re-target, end, abort, and the rec
     CHECK(d.action == Action::kKeep);
     CHECK(ParseInProgress(*d.inProgress)->abortRequestedAt == "2026-12-06T19:00:00Z");
   }
-  SUBCASE("the pause and undo commands are taken out with a word") {
+  SUBCASE("the undo command is taken out with a word") {
     json::Document obj = With(
         started,
-        R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1pause","value":"true"},
-            {"op":"add","path":"/metadata/annotations/inplace-webhook.io~1undo","value":"true"}])");
+        R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1undo","value":"true"}])");
     rules::Decision d = Decide(started, obj);
-    CHECK(d.dropPauseCommand);
     CHECK(d.dropUndoCommand);
-    CHECK(Joined(d.warnings).find("set its partition") != std::string::npos);
     CHECK(Joined(d.warnings).find("kubectl rollout undo sts/web") != std::string::npos);
   }
+  SUBCASE("pause=true holds the update, pause=false lets it go on; each a fixed point") {
+    const std::string pauseOp =
+        R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1pause","value":"%s"}])";
+    auto command = [&](const json::Value& from, const char* value) {
+      std::string op = pauseOp;
+      op.replace(op.find("%s"), 2, value);
+      return With(from, op);
+    };
+    json::Document asked = command(started, "true");
+    rules::Decision d = Decide(started, asked);
+    CHECK(d.dropPauseCommand);
+    REQUIRE(d.inProgress);
+    CHECK_FALSE(ParseInProgress(*d.inProgress)->pausedByUs);  // the planner's user pause
+    CHECK(ParseInProgress(*d.inProgress)->to == ParseInProgress(stored)->to);
+    CHECK(Joined(d.warnings)
+              .find("in-place update paused: no further pod starts until kubectl "
+                    "inplace resume sts/web") != std::string::npos);
+    // The mutator's output: the command gone, the record held; deciding again changes nothing and
+    // the validator admits it (and refuses the command left in place).
+    admission::Response m = admission::MutateStatefulSet(Update(started, asked), {});
+    REQUIRE(m.allowed);
+    json::Document paused = Patched(asked, m);
+    CHECK_FALSE(AsStatefulSet(paused).annotation("inplace-webhook.io/pause"));
+    CHECK(admission::MutateStatefulSet(Update(started, paused), {}).patch.empty());
+    CHECK(admission::ValidateStatefulSet(Update(started, paused), {}).allowed);
+    CHECK_FALSE(admission::ValidateStatefulSet(Update(started, asked), {}).allowed);
+    // Stored paused, a later write keeps it paused; pause=false resumes.
+    CHECK_FALSE(ParseInProgress(*Decide(paused, With(paused, R"([])")).inProgress)->pausedByUs);
+    json::Document resume = command(paused, "false");
+    rules::Decision r = Decide(paused, resume);
+    CHECK(r.dropPauseCommand);
+    CHECK(ParseInProgress(*r.inProgress)->pausedByUs);
+    CHECK(Joined(r.warnings).find("in-place update resumed: it goes on") != std::string::npos);
+    json::Document resumed =
+        Patched(resume, admission::MutateStatefulSet(Update(paused, resume), {}));
+    CHECK(admission::ValidateStatefulSet(Update(paused, resumed), {}).allowed);
+    CHECK(AsStatefulSet(resumed).annotation("inplace-webhook.io/in-progress") == stored);
+  }
+}
+
+TEST_CASE("a StatefulSet's pause command with no update running is taken out with a word") {
+  json::Document old = Set();
+  json::Document obj = With(
+      old,
+      R"([{"op":"add","path":"/metadata/annotations","value":{"inplace-webhook.io/pause":"true"}}])");
+  rules::Decision d = Decide(old, obj);
+  CHECK(d.dropPauseCommand);
+  CHECK_FALSE(d.inProgress);
+  CHECK(Joined(d.warnings).find("no in-place update runs on sts/web to pause or resume") !=
+        std::string::npos);
 }
 
 TEST_CASE("a pod DELETE is refused only on the hold's answer") {

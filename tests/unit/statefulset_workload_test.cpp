@@ -137,6 +137,15 @@ TEST_CASE("a StatefulSet's partition leaves the ordinals below it, and holds the
   }
 }
 
+TEST_CASE("a StatefulSet's update paused by the user starts no pod") {
+  Fixture f(SetJson(""));
+  f.record.pausedByUs = false;  // the pause command
+  const Plan p = f.PlanOnce();
+  CHECK(PodWrites(p).empty());
+  f.record.pausedByUs = true;  // resumed
+  CHECK(PodWrites(f.PlanOnce()) == std::vector<std::string>{"web-2"});
+}
+
 TEST_CASE("a pod whose move began before the partition was raised goes on to the end") {
   Fixture f(
       SetJson(R"("updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":2}})"));
