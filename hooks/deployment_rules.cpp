@@ -41,15 +41,8 @@ using rules::WrittenRecord;
 bool DecidePause(Decision& d, InProgress& record, const kube::Deployment& oldD,
                  const kube::Deployment& newD) {
   const bool before = record.pausedByUs;
-  const std::optional<InProgress> w = WrittenRecord(newD);
-  if (newD.annotation(keys::kPauseAnnotation)) {
-    d.dropPauseCommand = true;
-    if (newD.annotation(keys::kPauseAnnotation) == keys::kTrue) record.pausedByUs = false;
-  } else if (w) {
-    InProgress other = *w;
-    other.pausedByUs = record.pausedByUs;
-    if (other == record) record.pausedByUs = w->pausedByUs;
-  }
+  // (Its resume is kubectl rollout resume, below: pause "false" is only consumed.)
+  rules::TakePauseCommand(d, record, newD, /*falseResumes=*/false);
   if (!newD.paused() && oldD.paused() && !before) record.pausedByUs = true;
   if (record.pausedByUs == before) return false;
   d.warnings.push_back(

@@ -33,19 +33,27 @@ struct Subject {
   bool paused = false;               // a Deployment's spec.paused
 };
 
+Condition ReportOf(const kube::Condition& c) {
+  return Condition{std::string(c.status()), std::string(c.reason()), std::string(c.message()),
+                   std::string(c.lastUpdateTime()), std::string(c.lastTransitionTime())};
+}
+
 std::optional<Condition> Find(const kube::Deployment& d, std::string_view type) {
   const std::optional<kube::Condition> c = d.condition(type);
   if (!c) return std::nullopt;
-  return Condition{std::string(c->status()), std::string(c->reason()), std::string(c->message()),
-                   std::string(c->lastUpdateTime()), std::string(c->lastTransitionTime())};
+  return ReportOf(*c);
 }
 
-// The deadline a stall is judged by: ProgressDeadline, none while the user holds the update paused
-// (the controller has none while paused).
+// The user holds the running update (its record's pausedByUs is false): no stall deadline runs, as
+// the Deployment controller has none while paused.
+bool UserPaused(const kube::ObjectView& workload) {
+  const StatusOr<std::optional<InProgress>> record = ReadInProgress(workload);
+  return record.ok() && *record && !(*record)->pausedByUs;
+}
+
+// The deadline a Deployment's stall is judged by: ProgressDeadline, none while the user pauses.
 std::optional<int> StallDeadline(const kube::Deployment& d) {
-  const StatusOr<std::optional<InProgress>> record = ReadInProgress(d);
-  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
-  return userPause ? std::nullopt : ProgressDeadline(d);
+  return UserPaused(d) ? std::nullopt : ProgressDeadline(d);
 }
 
 Subject Of(const kube::Deployment& d) {
@@ -62,10 +70,8 @@ Subject Of(const kube::Deployment& d) {
 Subject Of(const kube::StatefulSet& s) {
   // A malformed deadline (the webhook refuses one) is judged as the default; none runs while the
   // user pauses the update.
-  const StatusOr<std::optional<InProgress>> record = ReadInProgress(s);
-  const bool userPause = record.ok() && *record && !(*record)->pausedByUs;
   const StatusOr<std::optional<int>> deadline =
-      userPause ? StatusOr<std::optional<int>>(std::optional<int>()) : ProgressDeadline(s);
+      UserPaused(s) ? StatusOr<std::optional<int>>(std::optional<int>()) : ProgressDeadline(s);
   return Subject{.object = s,
                  .kind = "StatefulSet",
                  .ours = StoredReport(s),
@@ -213,9 +219,7 @@ std::optional<Report> ParseReport(std::optional<std::string_view> text) {
       type != nullptr && (!type->IsString() || json::View(*type) != keys::kProgressCondition)) {
     return std::nullopt;
   }
-  const kube::Condition c(doc);
-  return Report{std::string(c.status()), std::string(c.reason()), std::string(c.message()),
-                std::string(c.lastUpdateTime()), std::string(c.lastTransitionTime())};
+  return ReportOf(kube::Condition(doc));
 }
 
 std::optional<Report> StoredReport(const kube::ObjectView& set) {

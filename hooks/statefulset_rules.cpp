@@ -17,20 +17,11 @@ using rules::Warning;
 using Action = Decision::Action;
 
 // The user's pause command on a running update (DESIGN.md §4.8): `pause=true` holds it (no further
-// pod starts; a pod already moving finishes), `pause=false` lets it go on; either is consumed. A
-// written record that differs from `record` in pausedByUs alone is the command's own earlier
-// answer (seen again on re-invocation and by the validator). Updates `record` and the decision.
+// pod starts; a pod already moving finishes), `pause=false` lets it go on (a StatefulSet has no
+// spec.paused for kubectl rollout resume). Updates `record` and the decision.
 void DecideUserPause(Decision& d, InProgress& record, const kube::StatefulSet& newS) {
   const bool before = record.pausedByUs;
-  if (const std::optional<std::string_view> command = newS.annotation(keys::kPauseAnnotation)) {
-    d.dropPauseCommand = true;
-    if (*command == keys::kTrue) record.pausedByUs = false;
-    if (*command == "false") record.pausedByUs = true;
-  } else if (const std::optional<InProgress> w = rules::WrittenRecord(newS)) {
-    InProgress other = *w;
-    other.pausedByUs = record.pausedByUs;
-    if (other == record) record.pausedByUs = w->pausedByUs;
-  }
+  rules::TakePauseCommand(d, record, newS, /*falseResumes=*/true);
   if (record.pausedByUs == before) return;
   d.inProgress = SerializeInProgress(record);
   d.warnings.push_back(

@@ -97,6 +97,19 @@ std::optional<InProgress> WrittenRecord(const kube::ObjectView& written) {
   return ParseInProgressOrNone(written.annotation(keys::kInProgressAnnotation));
 }
 
+void TakePauseCommand(Decision& d, InProgress& record, const kube::ObjectView& written,
+                      bool falseResumes) {
+  if (const std::optional<std::string_view> command = written.annotation(keys::kPauseAnnotation)) {
+    d.dropPauseCommand = true;
+    if (*command == keys::kTrue) record.pausedByUs = false;
+    if (falseResumes && *command == "false") record.pausedByUs = true;
+  } else if (const std::optional<InProgress> w = WrittenRecord(written)) {
+    InProgress other = *w;
+    other.pausedByUs = record.pausedByUs;
+    if (other == record) record.pausedByUs = w->pausedByUs;
+  }
+}
+
 Decision DecideAbort(Decision& d, std::optional<InProgress>& record, const kube::ObjectView& newD,
                      const Facts& ctx, const std::function<void(std::string)>& end) {
   if (!ctx.loopAlive) {

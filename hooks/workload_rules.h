@@ -104,6 +104,14 @@ bool AbortRequested(const kube::ObjectView& object);
 // The in-progress record the write carries, when it parses (the written record is never trusted;
 // it is only compared with the stored one).
 std::optional<InProgress> WrittenRecord(const kube::ObjectView& written);
+// The user's pause command on a running update (DESIGN.md §8.5, §4.8), into `record` (the stored
+// record with `to` already decided): `inplace-webhook.io/pause` "true" sets pausedByUs false (the
+// user holds the update), and with `falseResumes` "false" sets it true; the command is consumed
+// either way (d.dropPauseCommand). Without a command, a written record that differs from `record`
+// in pausedByUs alone is the command's own earlier answer (seen again on re-invocation and by the
+// validator): `record` takes it.
+void TakePauseCommand(Decision& d, InProgress& record, const kube::ObjectView& written,
+                      bool falseResumes);
 // A write that carries the abort command while an update runs (DESIGN.md §9.8). The loop acts on
 // it (releases the pods, ends the hold); the webhook ends the update itself through `end`, leaving
 // the abort annotation for the next write to consume, when no loop is known to run or the abort
