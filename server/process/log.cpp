@@ -14,6 +14,7 @@ namespace {
 
 std::atomic<int> gMinLevel{static_cast<int>(Level::kInfo)};
 std::atomic<Format> gFormat{Format::kJson};
+std::atomic<int> gOutput{STDERR_FILENO};
 
 const char* LevelName(Level l) {
   switch (l) {
@@ -76,6 +77,10 @@ std::string Timestamp() {
 
 }  // namespace
 
+void SetOutput(int fd) {
+  gOutput.store(fd, std::memory_order_relaxed);
+}
+
 void Configure(Level minLevel, Format format) {
   gMinLevel = static_cast<int>(minLevel);
   gFormat = format;
@@ -129,7 +134,8 @@ void WriteLine(Level level, std::string_view message, std::initializer_list<Fiel
     line += '\n';
   }
   // One write per line; a short write to stderr is not worth retrying for a log line.
-  [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+  [[maybe_unused]] auto n =
+      ::write(gOutput.load(std::memory_order_relaxed), line.data(), line.size());
 }
 
 RateLimiter& ProcessLimiter() {

@@ -25,6 +25,10 @@ enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 enum class Format { kJson, kText };
 
 void Configure(Level minLevel, Format format);
+// Where lines are written: stderr unless set. The unit tests send them to a file, so that a
+// failing check's report is not lost among them. The caller keeps `fd` open while lines may be
+// written.
+void SetOutput(int fd);
 // Parses "debug", "info", "warn" (or "warning"), "error"; InvalidArgument for anything else.
 StatusOr<Level> ParseLevel(std::string_view text);
 bool Enabled(Level level);

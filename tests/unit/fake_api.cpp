@@ -304,6 +304,10 @@ kube::Result FakeApi::List(std::string_view path, const kube::ListOptions& optio
 
 kube::Result FakeApi::Create(std::string_view path, const json::Value& object) {
   std::lock_guard lock(mu_);
+  return CreateLocked(path, object, /*record=*/true);
+}
+
+kube::Result FakeApi::CreateLocked(std::string_view path, const json::Value& object, bool record) {
   ParsedPath p = Parse(std::string(path) + "/x");
   std::string name(Meta(object, "name"));
   if (name.empty()) return Error(422, "Invalid", "metadata.name required");
@@ -330,7 +334,7 @@ kube::Result FakeApi::Create(std::string_view path, const json::Value& object) {
   r.code = 201;
   r.object.CopyFrom(doc, r.object.GetAllocator());
   objects_[key] = std::move(doc);
-  writes_.push_back("CREATE " + key);
+  if (record) writes_.push_back("CREATE " + key);
   return r;
 }
 
@@ -476,10 +480,11 @@ std::string FakeApi::Put(std::string_view collection, std::string_view objectJso
   if (Status err = json::ParseUntrusted(objectJson, doc); !err.ok()) {
     throw std::runtime_error("FakeApi::Put: " + err.message() + " in " + std::string(objectJson));
   }
-  kube::Result r = Create(collection, doc);
-  if (!r.Ok()) throw std::runtime_error("FakeApi::Put: " + r.message);
+  // Setup is not a write of the code under test: not recorded, under the same lock as the
+  // creation (a loop thread may write between two lockings).
   std::lock_guard lock(mu_);
-  writes_.pop_back();  // setup is not a write of the code under test
+  kube::Result r = CreateLocked(collection, doc, /*record=*/false);
+  if (!r.Ok()) throw std::runtime_error("FakeApi::Put: " + r.message);
   return ObjectPath(Parse(std::string(collection) + "/x"), Meta(doc, "name"));
 }
 

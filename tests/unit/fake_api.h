@@ -48,6 +48,8 @@ class FakeApi : public kube::Api {
  private:
   kube::Result Error(int code, std::string reason, std::string message) const;
   bool Injected(const std::string& path, kube::Result& out);
+  // Create with mu_ held; `record` adds it to the writes.
+  kube::Result CreateLocked(std::string_view path, const json::Value& object, bool record);
   // Validates and stores `next` as the new version of `path` (main resource or status).
   kube::Result Store(const std::string& path, json::Document next, bool statusOnly);
 
