@@ -133,7 +133,7 @@ void WriteLine(Level level, std::string_view message, std::initializer_list<Fiel
     if (extra != nullptr) add(*extra);
     line += '\n';
   }
-  // One write per line; a short write to stderr is not worth retrying for a log line.
+  // One write per line; a short write is not worth retrying for a log line.
   [[maybe_unused]] auto n =
       ::write(gOutput.load(std::memory_order_relaxed), line.data(), line.size());
 }

@@ -1,10 +1,12 @@
-// Structured logging to stderr: one line per event, JSON (default) or text, with key/value fields.
+// Structured logging to stderr (or the descriptor SetOutput names): one line per event, JSON
+// (default) or text, with key/value fields.
 //
 // Thread safety: every function from any thread; a line is written with one write(2), so lines
 // from different threads never interleave. A RateLimiter is thread-safe (its mutex guards the
 // per-kind map); the process-wide one behind Limited() lives for the whole process. Configure()
 // sets the level and the format as two separate atomics: call it at startup, before other threads
-// log (a line racing it may pair the old level with the new format).
+// log (a line racing it may pair the old level with the new format). SetOutput() is an atomic too:
+// a line racing it goes to the old descriptor or the new one.
 #pragma once
 
 #include <chrono>
