@@ -126,7 +126,7 @@ Response Mutate(const Request& req, const Context& ctx) {
   if (d.action == Decision::Action::kIgnore) return Allowed();
   json::Document mutated(req.scratch);
   static_cast<json::Value&>(mutated) =
-      json::CopySharingStrings(*req.object, mutated.GetAllocator());  // moves
+      rules::CopyForApply(*req.object, mutated.GetAllocator());  // moves
   rules::Apply(d, mutated, mutated.GetAllocator());
   return Patched(*req.object, mutated, std::move(d.warnings));
 }

@@ -74,6 +74,13 @@ void Apply(const Decision& decision, json::Value& object, json::Allocator& alloc
   }
 }
 
+json::Value CopyForApply(const json::Value& object, json::Allocator& alloc) {
+  // Every object Apply sets, adds or removes members in; keep in step with Apply.
+  return json::CopyAlong(
+      object, {{"metadata", "annotations"}, {"spec", "template", "metadata", "annotations"}},
+      alloc);
+}
+
 std::string Warning(std::string text) {
   constexpr size_t kMax = 120;
   if (text.size() > kMax) text = text.substr(0, kMax - 3) + "...";

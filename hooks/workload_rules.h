@@ -90,6 +90,9 @@ bool AnnotationsConform(const Decision& decision, const kube::ObjectView& object
 // Makes `object` (a Deployment or StatefulSet being admitted) conform to `decision`, touching
 // nothing else.
 void Apply(const Decision& decision, json::Value& object, json::Allocator& alloc);
+// The scratch copy of `object` that Apply may change (json::CopyAlong of the objects Apply
+// writes in), to diff against `object` afterwards. Valid while `object` lives unchanged.
+json::Value CopyForApply(const json::Value& object, json::Allocator& alloc);
 
 // ---- pieces of the kinds' decisions ----
 

@@ -869,6 +869,29 @@ Value CopySharingStrings(const Value& value, Allocator& alloc) {
   return out;
 }
 
+namespace {
+
+// `v` itself, not a copy: the same member list, elements or string. Values of a pool allocator
+// never free what they point to, so two of them may share it.
+Value Alias(const Value& v) {
+  Value out;
+  std::memcpy(static_cast<void*>(&out), &v, sizeof(Value));
+  return out;
+}
+
+// A copy of object `v`'s member list whose names and values are `v`'s own.
+Value CopyMembers(const Value& v, Allocator& alloc) {
+  Value out(rapidjson::kObjectType);
+  for (const auto& m : v.GetObject()) {
+    Value name = Alias(m.name);
+    Value value = Alias(m.value);
+    out.AddMember(name, value, alloc);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string Serialize(const Value& value) {
   TextWriter w;
   w.Write(value);
@@ -924,6 +947,24 @@ const Value* FindNamed(const Value* array, std::string_view key, std::string_vie
 Value* FindMutable(Value* object, std::string_view key) {
   if (object == nullptr || !object->IsObject()) return nullptr;
   return FindIn(*object, key);
+}
+
+Value CopyAlong(const Value& value,
+                std::initializer_list<std::initializer_list<std::string_view>> paths,
+                Allocator& alloc) {
+  if (!value.IsObject()) return Copy(value, alloc);
+  Value out = CopyMembers(value, alloc);
+  for (const auto& path : paths) {
+    Value* level = &out;
+    for (std::string_view key : path) {
+      Value* member = FindIn(*level, key);
+      if (member == nullptr || !member->IsObject()) break;
+      // (Paths with the same start copy it again: a copy of the copy, as cheap and as correct.)
+      *member = CopyMembers(*member, alloc);  // the alias it replaces frees nothing
+      level = member;
+    }
+  }
+  return out;
 }
 
 const Value* Path(const Value* root, std::initializer_list<std::string_view> keys) {

@@ -70,6 +70,16 @@ Value Copy(const Value& value, Allocator& alloc);
 // copied: cheaper than Copy, and valid only while `value` lives unchanged. For the scratch copy
 // a handler mutates and then diffs against `value`.
 Value CopySharingStrings(const Value& value, Allocator& alloc);
+// The scratch copy for a handler that changes only the objects along `paths` (member names from
+// the top: {{"metadata", "annotations"}, {"spec"}}): `value`'s top level and each object along a
+// path are copied one level (their member lists), every other value is `value`'s own, shared, not
+// copied. A change through the copy may set, add or remove members of those copied objects, and
+// create objects there, but must never change anything below a shared value (it would change
+// `value`). Valid only while `value` lives unchanged. Much cheaper than CopySharingStrings for a
+// large object, and Diff sees a shared value as identical without reading it.
+Value CopyAlong(const Value& value,
+                std::initializer_list<std::initializer_list<std::string_view>> paths,
+                Allocator& alloc);
 
 // Compact serialisation (as RapidJSON's Writer writes it).
 std::string Serialize(const Value& value);

@@ -119,6 +119,7 @@ bool Equal(const Value& a, const Value& b, Equality how) {
       return SameString(a, b);
     case Kind::kArray: {
       if (a.Size() != b.Size()) return false;
+      if (a.Begin() == b.Begin()) return true;  // one array shared by both (json::CopyAlong)
       for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
         if (!Equal(a[i], b[i], how)) return false;
       }
@@ -126,6 +127,7 @@ bool Equal(const Value& a, const Value& b, Equality how) {
     }
     case Kind::kObject: {
       if (a.MemberCount() != b.MemberCount()) return false;
+      if (a.MemberBegin() == b.MemberBegin()) return true;  // one member list shared by both
       if (how == Equality::kValue) {
         for (const auto& m : a.GetObject()) {
           auto it = b.FindMember(m.name);

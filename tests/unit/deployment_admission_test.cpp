@@ -842,6 +842,46 @@ TEST_CASE("idempotent: answering its own output again changes nothing, even a se
   }
 }
 
+TEST_CASE("the mutator leaves the request object as it came and patches as a full copy would") {
+  // Beyond the scenarios: every command Apply drops, and the restartedAt it adds to the template
+  // (an A->B->A update the webhook ends, no loop running).
+  std::vector<Scenario> cases = Scenarios();
+  const std::string pause = SetAnnotation("inplace-webhook.io/pause", "true");
+  const std::string undo = SetAnnotation("inplace-webhook.io/undo", "true");
+  const std::string abort = SetAnnotation("inplace-webhook.io/abort", "true");
+  cases.push_back({"end, pause and undo commands", Running(),
+                   With(With(With(Running(), kEnv), pause), undo), Action::kEnd});
+  cases.push_back({"abort", Running(), With(Running(), abort), Action::kEnd});
+  cases.push_back({"abort back at the start", Running(),
+                   With(With(Running(), abort),
+                        R"([{"op":"replace","path":"/spec/template/spec/containers/0/image",)"
+                        R"("value":"nginx:1.25"}])"),
+                   Action::kEnd});
+  constexpr std::string_view kNoAnnotations = R"([{"op":"remove","path":"/metadata/annotations"}])";
+  cases.push_back({"start, no annotations", Deployment(kNoAnnotations),
+                   With(Deployment(kNoAnnotations), kImage), Action::kStart});
+  for (const Scenario& s : cases) {
+    const std::string name = s.name;
+    CAPTURE(name);
+    const admission::Context ctx = Ctx(0, /*loopAlive=*/false);
+    const std::string before = json::Serialize(s.obj);
+    admission::Response r = admission::MutateDeployment(Update(s.old, s.obj), ctx);
+    CHECK(json::Serialize(s.obj) == before);
+    deployment::Decision d =
+        deployment::Decide(AsDeployment(s.old), AsDeployment(s.obj), FactsOf(ctx));
+    if (d.action == Action::kIgnore) {
+      CHECK(r.patch.empty());
+      continue;
+    }
+    json::Document full;
+    full.CopyFrom(s.obj, full.GetAllocator());
+    Apply(d, full, full.GetAllocator());
+    json::Document ops;
+    static_cast<json::Value&>(ops) = json_patch::Diff(s.obj, full, ops.GetAllocator());
+    CHECK(r.patch == (ops.Empty() ? std::string() : json::Serialize(ops)));
+  }
+}
+
 // ---- the validator ----
 
 TEST_CASE("the validator admits the mutator's output for every scenario") {

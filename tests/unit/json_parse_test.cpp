@@ -307,6 +307,59 @@ TEST_CASE("Copy and CopySharingStrings copy the structure; only the latter share
   CHECK(json::StringOr(json::Path(&d, {"m", "labels"}), "a") == "1");
 }
 
+TEST_CASE("CopyAlong copies the objects along its paths one level each and shares the rest") {
+  json::Document d;
+  REQUIRE(
+      json::ParseUntrusted(
+          R"({"metadata":{"name":"web","labels":{"app":"web"},"annotations":{"a":"1"}},)"
+          R"("spec":{"paused":false,"template":{"metadata":{"labels":{"app":"web"}},)"
+          R"("spec":{"containers":[{"name":"app","image":"nginx"}]}}},"status":{"replicas":3}})",
+          d)
+          .ok());
+  const std::string before = json::Serialize(d);
+  json::Document copy;
+  static_cast<json::Value&>(copy) = json::CopyAlong(
+      d, {{"metadata", "annotations"}, {"spec", "template", "metadata", "annotations"}},
+      copy.GetAllocator());
+  CHECK(json::Serialize(copy) == before);
+  auto members = [](const json::Value& v, std::initializer_list<std::string_view> path) {
+    return json::Path(&v, path)->MemberBegin();
+  };
+  // Copied: the top level and every object along a path that exists.
+  CHECK(copy.MemberBegin() != d.MemberBegin());
+  CHECK(members(copy, {"metadata"}) != members(d, {"metadata"}));
+  CHECK(members(copy, {"metadata", "annotations"}) != members(d, {"metadata", "annotations"}));
+  CHECK(members(copy, {"spec"}) != members(d, {"spec"}));
+  CHECK(members(copy, {"spec", "template", "metadata"}) !=
+        members(d, {"spec", "template", "metadata"}));
+  // Shared: everything else (the path's missing end, "annotations" of the template, is not made).
+  CHECK(members(copy, {"metadata", "labels"}) == members(d, {"metadata", "labels"}));
+  CHECK(members(copy, {"status"}) == members(d, {"status"}));
+  CHECK(members(copy, {"spec", "template", "spec"}) == members(d, {"spec", "template", "spec"}));
+  CHECK(json::Path(&copy, {"spec", "template", "metadata", "annotations"}) == nullptr);
+  // What a handler may do to the copied objects leaves the original as it was.
+  json::Allocator& a = copy.GetAllocator();
+  json::Value& meta = *json::FindMutable(&copy, "metadata");
+  json::SetString(*json::FindMutable(&meta, "annotations"), "a", "2", a);
+  json::SetString(*json::FindMutable(&meta, "annotations"), "b", "3", a);
+  json::Remove(meta, "name");
+  json::Value& spec = *json::FindMutable(&copy, "spec");
+  json::Set(spec, "paused", json::Value(true), a);
+  json::Value& tmeta = *json::FindMutable(json::FindMutable(&spec, "template"), "metadata");
+  json::SetString(json::EnsureObject(tmeta, "annotations", a), "r", "now", a);
+  CHECK(json::Serialize(d) == before);
+  CHECK(json::Serialize(copy) ==
+        R"({"metadata":{"labels":{"app":"web"},"annotations":{"a":"2","b":"3"}},)"
+        R"("spec":{"paused":true,"template":{"metadata":{"labels":{"app":"web"},)"
+        R"("annotations":{"r":"now"}},"spec":{"containers":[{"name":"app","image":"nginx"}]}}},)"
+        R"("status":{"replicas":3}})");
+  // Not an object: nothing to copy, and a scalar is copied as itself.
+  json::Document scalar;
+  REQUIRE(json::ParseUntrusted(R"("text")", scalar).ok());
+  CHECK(json::Serialize(json::CopyAlong(scalar, {{"metadata"}}, copy.GetAllocator())) ==
+        R"("text")");
+}
+
 TEST_CASE("RequestArena: documents of consecutive and nested arenas stay intact") {
   const std::vector<std::string> fixtures = RecordedFixtures();
   std::string big = "[";

@@ -76,6 +76,14 @@ TEST_CASE("Diff: a scratch copy sharing strings diffs like a full copy") {
   CHECK(DiffText(original, shared) == expected);
   CHECK(Applied(original, shared) == json::Serialize(shared));
   CHECK(DiffText(original, json::CopySharingStrings(original, shared.GetAllocator())) == "[]");
+  // The same with a copy sharing all but the objects the handler changes: the same patch.
+  json::Document along;
+  static_cast<json::Value&>(along) = json::CopyAlong(
+      original, {{"metadata", "labels"}, {"metadata", "annotations"}}, along.GetAllocator());
+  CHECK(DiffText(original, along) == "[]");
+  mutateBoth(along);
+  CHECK(DiffText(original, along) == expected);
+  CHECK(json::Serialize(along) == json::Serialize(full));
 }
 
 TEST_CASE("Diff: member matching with many members, in or out of order") {
