@@ -857,6 +857,10 @@ TEST_CASE("the mutator leaves the request object as it came and patches as a ful
                         R"([{"op":"replace","path":"/spec/template/spec/containers/0/image",)"
                         R"("value":"nginx:1.25"}])"),
                    Action::kEnd});
+  const json::Document ended = With(Deployment(kImage), abort);  // ended by the webhook
+  cases.push_back({"the abort left behind, consumed", With(ended, ""),
+                   With(ended, R"([{"op":"replace","path":"/spec/replicas","value":5}])"),
+                   Action::kNone});
   constexpr std::string_view kNoAnnotations = R"([{"op":"remove","path":"/metadata/annotations"}])";
   cases.push_back({"start, no annotations", Deployment(kNoAnnotations),
                    With(Deployment(kNoAnnotations), kImage), Action::kStart});
@@ -879,6 +883,26 @@ TEST_CASE("the mutator leaves the request object as it came and patches as a ful
     json::Document ops;
     static_cast<json::Value&>(ops) = json_patch::Diff(s.obj, full, ops.GetAllocator());
     CHECK(r.patch == (ops.Empty() ? std::string() : json::Serialize(ops)));
+    // The cases added above reach the writes they are there for.
+    if (name == "end, pause and undo commands") {
+      CHECK(r.patch.find(
+                R"("op":"remove","path":"/metadata/annotations/inplace-webhook.io~1pause")") !=
+            std::string::npos);
+      CHECK(r.patch.find(
+                R"("op":"remove","path":"/metadata/annotations/inplace-webhook.io~1undo")") !=
+            std::string::npos);
+    }
+    if (name == "abort back at the start") {
+      CHECK(r.patch.find("/spec/template/metadata/annotations") != std::string::npos);
+    }
+    if (name == "the abort left behind, consumed") {
+      CHECK(r.patch.find(
+                R"("op":"remove","path":"/metadata/annotations/inplace-webhook.io~1abort")") !=
+            std::string::npos);
+    }
+    if (name == "start, no annotations") {
+      CHECK(r.patch.find(R"("op":"add","path":"/metadata/annotations")") != std::string::npos);
+    }
   }
 }
 
