@@ -392,8 +392,10 @@ def w05_autoscaler_during_hooked_update(s):
           % (who(creates), who(deletes)))
     check(finals <= {e["objectRef"]["name"] for e in deletes},
           "the kubelet removed pods nobody deleted: %s" % sorted(finals - {e["objectRef"]["name"] for e in deletes}))
-    check(len(deletes) <= 4 and len(creates) <= 4,
-          "%d pods deleted, %d created: more than the scale writes explain (4 and 4)" % (len(deletes), len(creates)))
+    # Pods, not DELETE requests: a controller may repeat a DELETE before its informer sees the first.
+    deleted = {e["objectRef"]["name"] for e in deletes}
+    check(len(deleted) <= 4 and len(creates) <= 4,
+          "%d pods deleted, %d created: more than the scale writes explain (4 and 4)" % (len(deleted), len(creates)))
     per_pod = {}
     for e in s.audit.writes(since, user=tc.CONTROLLER_USER, ns=app.ns, resource="pods", subresource=""):
         per_pod[e["objectRef"]["name"]] = per_pod.get(e["objectRef"]["name"], 0) + 1
