@@ -10,6 +10,7 @@
 
 #include "hooks/budget.h"
 #include "hooks/keys.h"
+#include "hooks/pod_state.h"
 #include "hooks/progress.h"
 #include "server/process/log.h"
 
@@ -27,6 +28,7 @@ using json::Value;
 constexpr auto kMinRequeue = std::chrono::milliseconds(100);
 constexpr auto kRequeueMargin = std::chrono::milliseconds(50);
 constexpr auto kGateRetry = std::chrono::seconds(1);
+constexpr auto kGateConflictRetry = std::chrono::milliseconds(200);
 constexpr auto kSyncPoll = std::chrono::milliseconds(200);
 constexpr auto kTrimDelay = std::chrono::seconds(1);
 
@@ -89,7 +91,7 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
 namespace {
 
 WriterOptions WriterOf(const Options& o) {
-  return {o.expectationTimeout, o.conflictTimeout, o.instance, o.metrics};
+  return {o.expectationTimeout, o.conflictTimeout, o.instance, o.metrics, o.concurrentWrites};
 }
 
 }  // namespace
@@ -537,8 +539,20 @@ void Loop::SetGate(const std::string& podKey) {
   std::vector<rollout::Action> actions;
   if (pod) actions = rollout::PlanNewPodGates({&pod->Value()}, Now());
   if (actions.empty()) {
+    // Nothing to write. If the gate is True, a Deployment's pass set it first: that is when the
+    // pod's wait ended, as far as this lane can tell (its write reached the cache by now).
+    std::optional<kube::Pod> view;
+    if (pod) {
+      if (StatusOr<kube::Pod> v = kube::Pod::From(pod->Value(), "pod"); v.ok()) view = *v;
+    }
     std::lock_guard lock(mu_);
-    gateSince_.erase(podKey);
+    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
+      if (options_.metrics != nullptr && view && pod_update::GateStatus(*view) == true) {
+        options_.metrics->ObserveGate(
+            std::chrono::duration<double>(Steady::now() - since->second).count());
+      }
+      gateSince_.erase(since);
+    }
     return;
   }
   ReconcileResult r = Apply("", actions);
@@ -553,10 +567,13 @@ void Loop::SetGate(const std::string& podKey) {
       }
       gateSince_.erase(since);
     }
-  } else if (!r.conflict) {
+  } else {
+    // A conflict: the pod changed and the cache is behind. Its event brings it back here while
+    // it still needs the gate; if a Deployment's pass set the gate, no event does, so look again
+    // soon (the gate's wait is timed then).
     std::lock_guard lock(mu_);  // the gate thread's own queue: no wake needed
-    gates_.Add(podKey, Steady::now() + kGateRetry);
-  }  // a conflict: the pod changed, and its event brings it back here
+    gates_.Add(podKey, Steady::now() + (r.conflict ? kGateConflictRetry : kGateRetry));
+  }
 }
 
 bool Loop::WaitForCaches() {

@@ -109,6 +109,7 @@ struct Options {
   std::chrono::seconds watchTimeout{300};       // each informer watch lasts [t, 2t)
   std::string instance;                         // Event reportingInstance (e.g. the pod name)
   LoopMetrics* metrics = nullptr;               // optional
+  size_t concurrentWrites = 8;                  // pod writes of one step in flight at once
   std::function<Clock::time_point()> clock;     // default: system_clock::now
 };
 

@@ -1,7 +1,12 @@
 #include "server/loop/writer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "hooks/progress.h"
 #include "lib/json.h"
@@ -69,6 +74,65 @@ bool Writer::CreateEvent(rollout::Action& a) {
   return false;
 }
 
+namespace {
+
+bool IsPodWrite(rollout::WriteKind k) {
+  return k == rollout::WriteKind::kPodPatch || k == rollout::WriteKind::kPodStatusPatch ||
+         k == rollout::WriteKind::kPodResizePatch;
+}
+
+// The object a patch changes: a pod's subresource writes change the pod.
+std::string ObjectOf(const rollout::Action& a) {
+  return IsPodWrite(a.kind) ? kube::PodPath(a.ns, a.name) : a.Path();
+}
+
+// The end of the run of pod writes from `begin` whose pods are all different: these may be sent
+// at once, since none's precondition depends on another's answer.
+size_t PodRunEnd(const std::vector<rollout::Action>& actions, size_t begin) {
+  std::set<std::string> pods;
+  size_t end = begin;
+  while (end < actions.size() && IsPodWrite(actions[end].kind) &&
+         pods.insert(ObjectOf(actions[end])).second) {
+    ++end;
+  }
+  return end;
+}
+
+}  // namespace
+
+kube::Result Writer::Send(rollout::Action& a) {
+  try {
+    if (a.stampTransition) StampTransitions(a.body, Clock::now());
+    return api_.Patch(a.Path(), a.PatchType(), json::Serialize(a.body));
+  } catch (const std::exception& e) {  // (a sending thread must not end by an exception)
+    return kube::Result{0, "ClientError", e.what(), {}};
+  }
+}
+
+void Writer::SendAll(std::vector<rollout::Action>& actions, size_t begin, size_t end,
+                     std::vector<kube::Result>& results) {
+  const size_t n = end - begin;
+  results.clear();
+  results.resize(n);
+  const size_t senders = std::min(n, std::max<size_t>(options_.concurrentWrites, 1));
+  if (senders <= 1) {
+    for (size_t i = 0; i < n; ++i) results[i] = Send(actions[begin + i]);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto send = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      results[i] = Send(actions[begin + i]);
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    helpers.reserve(senders - 1);
+    for (size_t t = 1; t < senders; ++t) helpers.emplace_back(send);
+    send();
+  }  // (the helpers are joined here)
+}
+
 WriteResult Writer::Apply(std::string_view workload, std::vector<rollout::Action>& actions,
                           std::vector<Expectation>* expectations, bool cached) {
   // How the logs name the workload: {"deployment", "ns/name"} or {"statefulset", "ns/name"}.
@@ -78,16 +142,21 @@ WriteResult Writer::Apply(std::string_view workload, std::vector<rollout::Action
   WriteResult res;
   std::map<std::string, std::string> versions;  // object path → resourceVersion after our write
   std::map<std::string, size_t> expected;       // object path → index in `expectations`
-  for (rollout::Action& a : actions) {
+  std::vector<kube::Result> results;
+  std::vector<std::string> planned;  // each sent patch's resourceVersion precondition
+  for (size_t i = 0; i < actions.size() && res.status.ok();) {
+    rollout::Action& a = actions[i];
     if (a.kind == rollout::WriteKind::kEvent) {
       CreateEvent(a);
+      ++i;
       continue;
     }
-    const std::string path = a.Path();
     if (a.kind == rollout::WriteKind::kReplicaSetCreate ||
         a.kind == rollout::WriteKind::kReplicaSetDelete) {
       // Whole-object writes of the finish; the next pass sees their result in the caches (an
       // AlreadyExists or NotFound is the state they were making).
+      ++i;
+      const std::string path = a.Path();
       const bool create = a.kind == rollout::WriteKind::kReplicaSetCreate;
       kube::Result r = create ? api_.Create(kube::ReplicaSetsPath(a.ns), a.body)
                               : api_.Delete(kube::ReplicaSetPath(a.ns, a.name));
@@ -107,63 +176,81 @@ WriteResult Writer::Apply(std::string_view workload, std::vector<rollout::Action
       log::Info(a.summary, {{who, name}});
       continue;
     }
-    const std::string object = a.kind == rollout::WriteKind::kPodStatusPatch ||
-                                       a.kind == rollout::WriteKind::kPodResizePatch
-                                   ? kube::PodPath(a.ns, a.name)
-                                   : path;
-    auto v = versions.find(object);
-    const std::string rv = v != versions.end() ? v->second : a.resourceVersion;
-    if (!rv.empty()) {
-      auto& alloc = a.body.GetAllocator();
-      json::SetString(json::EnsureObject(a.body, "metadata", alloc), "resourceVersion", rv, alloc);
-    }
-    if (a.stampTransition) StampTransitions(a.body, Clock::now());
-    kube::Result r = api_.Patch(path, a.PatchType(), json::Serialize(a.body));
-    const CacheKind kind = a.kind == rollout::WriteKind::kDeploymentPatch ||
-                                   a.kind == rollout::WriteKind::kDeploymentStatusPatch
-                               ? CacheKind::kDeployments
-                           : a.kind == rollout::WriteKind::kReplicaSetPatch
-                               ? CacheKind::kReplicaSets
-                               : CacheKind::kPods;
-    const auto deadline =
-        Steady::now() + (r.Conflict() ? options_.conflictTimeout : options_.expectationTimeout);
-    if (!r.Ok()) {
-      res.status = Status::IOError(path + ": " + Describe(r));
-      res.conflict = r.Conflict();
-      const bool resize = a.kind == rollout::WriteKind::kPodResizePatch;
-      if ((a.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) ||
-          (resize && progress::IsResizeRefusal(r.code, r.message, a.name))) {
-        res.refusedPod = a.pod.empty() ? a.name : a.pod;
-        res.refusal = r.message.empty() ? Describe(r) : r.message;
-        res.refusedResize = resize;
-        res.refusalCode = r.code;
-      }
-      if (options_.metrics != nullptr) {
-        (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
-      }
-      (r.Conflict() ? log::Debug : log::Warn)(
-          "in-place write failed; will re-read and retry",
-          {{who, name}, {"pod", a.pod}, {"error", res.status.message()}});
-      if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
-        // The cache was behind: wait until it holds a newer version than the one refused.
-        expectations->push_back({kind, a.ns, a.name, rv, "", deadline});
-      }
-      break;
-    }
-    const std::string after(kube::MetaOf(r.object, "resourceVersion"));
-    versions[object] = after;
-    ++res.writes;
-    if (expectations != nullptr && !after.empty() && after != rv) {
-      auto e = expected.find(object);
-      if (e != expected.end()) {
-        (*expectations)[e->second].reach = after;
-      } else {
-        expected[object] = expectations->size();
-        expectations->push_back({kind, a.ns, a.name, cached ? rv : "", after, deadline});
+    // Patches: a run of pod writes to different pods goes out at once (a step's pods move
+    // together); any other patch alone. Each carries the version it was planned from, or the one
+    // this pass's earlier write of the same object returned.
+    const size_t begin = i;
+    const size_t end = IsPodWrite(a.kind) ? PodRunEnd(actions, begin) : begin + 1;
+    planned.assign(end - begin, "");
+    for (size_t k = begin; k < end; ++k) {
+      rollout::Action& p = actions[k];
+      auto v = versions.find(ObjectOf(p));
+      std::string& rv = planned[k - begin];
+      rv = v != versions.end() ? v->second : p.resourceVersion;
+      if (!rv.empty()) {
+        auto& alloc = p.body.GetAllocator();
+        json::SetString(json::EnsureObject(p.body, "metadata", alloc), "resourceVersion", rv,
+                        alloc);
       }
     }
-    if (options_.metrics != nullptr) options_.metrics->Count(a.metric, a.seconds);
-    log::Info(a.summary, {{who, name}, {"pod", a.pod}});
+    SendAll(actions, begin, end, results);
+    // The answers in the plan's order: every write applied is counted and expected in the caches
+    // (those after a failed one in the same run too); the first failure ends the pass.
+    for (size_t k = begin; k < end; ++k) {
+      rollout::Action& p = actions[k];
+      kube::Result& r = results[k - begin];
+      const std::string& rv = planned[k - begin];
+      const std::string object = ObjectOf(p);
+      const CacheKind kind = p.kind == rollout::WriteKind::kDeploymentPatch ||
+                                     p.kind == rollout::WriteKind::kDeploymentStatusPatch
+                                 ? CacheKind::kDeployments
+                             : p.kind == rollout::WriteKind::kReplicaSetPatch
+                                 ? CacheKind::kReplicaSets
+                                 : CacheKind::kPods;
+      const auto deadline =
+          Steady::now() + (r.Conflict() ? options_.conflictTimeout : options_.expectationTimeout);
+      if (!r.Ok()) {
+        const Status failed = Status::IOError(p.Path() + ": " + Describe(r));
+        if (res.status.ok()) {
+          res.status = failed;
+          res.conflict = r.Conflict();
+          const bool resize = p.kind == rollout::WriteKind::kPodResizePatch;
+          if ((p.kind == rollout::WriteKind::kPodPatch && progress::IsRefusal(r.code)) ||
+              (resize && progress::IsResizeRefusal(r.code, r.message, p.name))) {
+            res.refusedPod = p.pod.empty() ? p.name : p.pod;
+            res.refusal = r.message.empty() ? Describe(r) : r.message;
+            res.refusedResize = resize;
+            res.refusalCode = r.code;
+          }
+        }
+        if (options_.metrics != nullptr) {
+          (r.Conflict() ? options_.metrics->conflicts : options_.metrics->errors).fetch_add(1);
+        }
+        (r.Conflict() ? log::Debug : log::Warn)(
+            "in-place write failed; will re-read and retry",
+            {{who, name}, {"pod", p.pod}, {"error", failed.message()}});
+        if (expectations != nullptr && r.Conflict() && !rv.empty() && !expected.contains(object)) {
+          // The cache was behind: wait until it holds a newer version than the one refused.
+          expectations->push_back({kind, p.ns, p.name, rv, "", deadline});
+        }
+        continue;
+      }
+      const std::string after(kube::MetaOf(r.object, "resourceVersion"));
+      versions[object] = after;
+      ++res.writes;
+      if (expectations != nullptr && !after.empty() && after != rv) {
+        auto e = expected.find(object);
+        if (e != expected.end()) {
+          (*expectations)[e->second].reach = after;
+        } else {
+          expected[object] = expectations->size();
+          expectations->push_back({kind, p.ns, p.name, cached ? rv : "", after, deadline});
+        }
+      }
+      if (options_.metrics != nullptr) options_.metrics->Count(p.metric, p.seconds);
+      log::Info(p.summary, {{who, name}, {"pod", p.pod}});
+    }
+    i = end;
   }
   return res;
 }

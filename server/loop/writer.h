@@ -1,16 +1,20 @@
 // The loop's one writer: a plan's actions applied in order through the API (DESIGN.md §4.5).
 // Every patch carries the resourceVersion it was planned from (or the one its own previous write
-// in the same pass returned); the first failed write ends the pass. What the caches must show
-// afterwards goes to the Deployment's expectations. A pod write the API server refuses (admission,
-// validation, RBAC) is named in the result, for the progress report. Events are best effort, those
-// with deterministic names created once.
+// in the same pass returned). A run of consecutive pod writes to different pods (a step's pods)
+// is sent at once, by up to `concurrentWrites` threads; any other write alone. The first failed
+// write ends the pass (the rest of its run has been sent, and what of it applied is counted). What
+// the caches must show afterwards goes to the Deployment's expectations. A pod write the API server
+// refuses (admission, validation, RBAC) is named in the result, for the progress report. Events are
+// best effort, those with deterministic names created once.
 //
 // Thread safety: Apply from the loop's thread, and from the gate thread for actions without Events
 // (a gate write creates none); CreateEvent and the remembered Event names are the loop thread's.
-// The API client and the metrics are thread-safe.
+// The API client and the metrics are thread-safe. The threads Apply starts for a run of pod
+// writes each send their own actions and end before Apply goes on.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -45,6 +49,9 @@ struct WriterOptions {
   std::chrono::milliseconds conflictTimeout{std::chrono::seconds(2)};
   std::string instance;            // Event reportingInstance (e.g. the pod name)
   LoopMetrics* metrics = nullptr;  // optional
+  // How many pod writes of one run may be in flight at once (1: one at a time). The client's
+  // rate limit still holds: this only keeps the round trips from adding up.
+  size_t concurrentWrites = 8;
 };
 
 class Writer {
@@ -63,6 +70,12 @@ class Writer {
   bool CreateEvent(rollout::Action& action);
 
  private:
+  // Stamps and sends one patch; never throws.
+  kube::Result Send(rollout::Action& action);
+  // Sends actions [begin, end) (patches of different objects), each answer at its index.
+  void SendAll(std::vector<rollout::Action>& actions, size_t begin, size_t end,
+               std::vector<kube::Result>& results);
+
   kube::Api& api_;
   const WriterOptions options_;
   std::set<std::string> createdEvents_;  // deterministic Event names already created

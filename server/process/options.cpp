@@ -151,9 +151,9 @@ cxxopts::Options ServeSpec() {
       "kube-api-qps",
       "the loop's client-side rate limit of API requests per second, every retry included (a "
       "budget: the API server's priority and fairness protects it)",
-      cxxopts::value<double>()->default_value("50"))(
+      cxxopts::value<double>()->default_value("200"))(
       "kube-api-burst", "requests the loop may send at once above --kube-api-qps",
-      cxxopts::value<int>()->default_value("100"));
+      cxxopts::value<int>()->default_value("400"));
   o.add_options("Logging")("log-level", "debug, info, warn or error",
                            cxxopts::value<std::string>()->default_value("info"))(
       "log-format", "json or text", cxxopts::value<std::string>()->default_value("json"))(

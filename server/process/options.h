@@ -27,8 +27,8 @@ struct ServeOptions {
   std::string apiServer, tokenFile, certificateAuthority;
   bool disableLoop = false;
   int loopResyncPeriodMs = 300000;  // safety resync from the caches
-  double kubeApiQps = 50;           // the API client's token bucket (kube::ClientConfig)
-  int kubeApiBurst = 100;
+  double kubeApiQps = 200;          // the API client's token bucket (kube::ClientConfig)
+  int kubeApiBurst = 400;
   int shutdownGraceSeconds = 30;
   int shutdownDelaySeconds = 3;
   // --manage-certificates (DESIGN.md §9.7): the certificate controller (needs API credentials).

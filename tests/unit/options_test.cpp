@@ -22,16 +22,16 @@ cli::Parsed Serve(std::vector<std::string> flags) {
 
 }  // namespace
 
-TEST_CASE("serve: the loop's API rate limit is a flag, 50/100 by default, bounded") {
+TEST_CASE("serve: the loop's API rate limit is a flag, 200/400 by default, bounded") {
   cli::Parsed defaults = Serve({});
   REQUIRE_MESSAGE(!defaults.exitCode, defaults.output);
-  CHECK(defaults.serve.kubeApiQps == 50);
-  CHECK(defaults.serve.kubeApiBurst == 100);
+  CHECK(defaults.serve.kubeApiQps == 200);
+  CHECK(defaults.serve.kubeApiBurst == 400);
 
-  cli::Parsed set = Serve({"--kube-api-qps=200", "--kube-api-burst=400"});
+  cli::Parsed set = Serve({"--kube-api-qps=50", "--kube-api-burst=100"});
   REQUIRE_MESSAGE(!set.exitCode, set.output);
-  CHECK(set.serve.kubeApiQps == 200);
-  CHECK(set.serve.kubeApiBurst == 400);
+  CHECK(set.serve.kubeApiQps == 50);
+  CHECK(set.serve.kubeApiBurst == 100);
 
   struct Bad {
     const char* flag;
