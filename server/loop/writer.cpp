@@ -101,12 +101,12 @@ size_t PodRunEnd(const std::vector<rollout::Action>& actions, size_t begin) {
 }  // namespace
 
 kube::Result Writer::Send(rollout::Action& a) {
-  try {
-    if (a.stampTransition) StampTransitions(a.body, Clock::now());
-    return api_.Patch(a.Path(), a.PatchType(), json::Serialize(a.body));
-  } catch (const std::exception& e) {  // (a sending thread must not end by an exception)
-    return kube::Result{0, "ClientError", e.what(), {}};
-  }
+  // Apply sends the whole-object writes and the Events itself.
+  if (a.kind == rollout::WriteKind::kEvent || a.kind == rollout::WriteKind::kReplicaSetCreate ||
+      a.kind == rollout::WriteKind::kReplicaSetDelete)
+    return kube::Result{0, "ClientError", "not a patch", {}};
+  if (a.stampTransition) StampTransitions(a.body, Clock::now());
+  return api_.Patch(a.Path(), a.PatchType(), json::Serialize(a.body));
 }
 
 void Writer::SendAll(std::vector<rollout::Action>& actions, size_t begin, size_t end,
@@ -120,9 +120,13 @@ void Writer::SendAll(std::vector<rollout::Action>& actions, size_t begin, size_t
     return;
   }
   std::atomic<size_t> next{0};
-  auto send = [&] {
+  auto send = [&] {  // a sending thread's edge: no exception leaves it
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      results[i] = Send(actions[begin + i]);
+      try {
+        results[i] = Send(actions[begin + i]);
+      } catch (const std::exception& e) {
+        results[i] = kube::Result{0, "ClientError", e.what(), {}};
+      }
     }
   };
   {

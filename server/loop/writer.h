@@ -70,7 +70,7 @@ class Writer {
   bool CreateEvent(rollout::Action& action);
 
  private:
-  // Stamps and sends one patch; never throws.
+  // Stamps and sends one patch.
   kube::Result Send(rollout::Action& action);
   // Sends actions [begin, end) (patches of different objects), each answer at its index.
   void SendAll(std::vector<rollout::Action>& actions, size_t begin, size_t end,

@@ -983,6 +983,7 @@ EXCEPTION_EDGES = {
     "server/http/review_codec.cpp",     # the review handler's call: a 500 AdmissionReview
     "server/http/tls_certificates.cpp",  # the certificate watcher thread; OpenSSL's ticket-key callback
     "server/loop/loop.cpp",             # the loop's workers: one Deployment, one gate, the resync
+    "server/loop/writer.cpp",           # the writer's sending threads: one pod write each
     "server/loop/leader_election.cpp",  # the elector's thread and its callbacks
     "server/loop/access_monitor.cpp",   # the access monitor's thread and its callback
     "server/loop/loop_status.cpp",      # the loop-status poller's thread
