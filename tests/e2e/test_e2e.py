@@ -52,6 +52,15 @@ def snapshot(pods):
     return {p["metadata"]["name"]: (p["metadata"]["uid"], restart_counts(p)) for p in pods}
 
 
+def expect_events(app, reason, kind, name=None, count=1, timeout=5):
+    """Exactly `count` Events `reason` about the `kind` object (named `name`, when given). The loop creates an Event
+    after the write it reports (DESIGN §4.5), so a check made as soon as the write shows waits for the Event."""
+    args = (reason, kind) + ((name,) if name else ())
+    wait_for(lambda: len(app.events_with(*args)) >= count, timeout, "%d %s Event(s)" % (count, reason), app)
+    got = len(app.events_with(*args))
+    check(got == count, "expected %d %s Event(s), got %d" % (count, reason, got))
+
+
 def rs_names(app):
     return [r["metadata"]["name"] for r in app.replicasets()]
 
@@ -185,7 +194,7 @@ def s01_image_then_labels(env):
     finish(env, app, before, rs0, restarted={"app"})
     pods = app.pods()
     for reason in ("InPlaceUpdateStarted", "InPlaceUpdateCompleted"):
-        check(len(app.events_with(reason, "Deployment", "web")) == 1, "expected one %s Event" % reason)
+        expect_events(app, reason, "Deployment", "web")
     ours = [e["reason"] for e in app.events() if e["involvedObject"]["kind"] == "Pod"
             and (e.get("source") or {}).get("component") == "inplace-webhook"]
     check(not ours, "a pod's ordinary steps make no Event, got %s" % ours)
@@ -206,8 +215,7 @@ def s01_image_then_labels(env):
     for p in app.pods():
         check(labels_of(p).get("version") == "v2" and labels_of(p).get("tier") == "frontend",
               "pod %s labels %s" % (p["metadata"]["name"], labels_of(p)))
-    check(len(app.events_with("InPlaceUpdateCompleted", "Deployment", "web")) == 2,
-          "expected a second InPlaceUpdateCompleted Event")
+    expect_events(app, "InPlaceUpdateCompleted", "Deployment", "web", count=2)  # a second one
 
 
 def s02_pre_and_post_hooks(env):
@@ -399,7 +407,7 @@ def s06_killed_mid_update(env):
     for name in before:
         image_writes = [r for r in writes if r["path"].endswith("/pods/" + name) and NEW in r.get("body", "")]
         check(len(image_writes) == 1, "pod %s got %d image writes, expected exactly 1" % (name, len(image_writes)))
-    check(len(app.events_with("InPlaceUpdateCompleted", "Deployment")) == 1, "expected one InPlaceUpdateCompleted")
+    expect_events(app, "InPlaceUpdateCompleted", "Deployment")
     done = app.events_with("InPlaceUpdateCompleted", "Deployment")[0]
     check(done.get("reportingInstance") == "iw-c", "completed by %s, expected iw-c" % done.get("reportingInstance"))
 
@@ -489,7 +497,7 @@ def s08_abort(env):
     d = app.deployment()
     check(not d["spec"].get("paused"), "the Deployment is still paused after abort")
     check(ABORT not in annotations_of(d), "the abort annotation was left")
-    check(app.events_with("InPlaceUpdateAborted", "Deployment"), "no InPlaceUpdateAborted Event")
+    expect_events(app, "InPlaceUpdateAborted", "Deployment")
     time.sleep(SETTLE)
     check(frozen[updated][1:] == ("Normal", NEW) and frozen[held][1:] == ("PreparingUpdate", OLD),
           "unexpected pod states at abort: %s" % frozen)
