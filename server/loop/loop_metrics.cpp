@@ -151,9 +151,10 @@ void LoopMetrics::Render(std::string& out) const {
                     "Time from a pod's in-place write to its containers running the new images.");
   rollout_.Render(out, "inplace_webhook_rollout_duration_seconds",
                   "Time from the start of an in-place update to its completion.");
-  gate_.Render(out, "inplace_webhook_gate_latency_seconds",
-               "Time from the pod event that queued a new pod's readiness gate to the loop's write "
-               "setting it True (or to the gate lane finding it True, set by a Deployment's pass).");
+  gate_.Render(
+      out, "inplace_webhook_gate_latency_seconds",
+      "Time from the pod event that queued a new pod's readiness gate to the loop's write "
+      "setting it True (or to the gate lane finding it True, set by a Deployment's pass).");
   out +=
       "# HELP inplace_webhook_pods Pods of in-progress Deployments and StatefulSets by in-place "
       "state.\n";
