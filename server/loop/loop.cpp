@@ -541,32 +541,19 @@ void Loop::SetGate(const std::string& podKey) {
   if (actions.empty()) {
     // Nothing to write. If the gate is True, a Deployment's pass set it first: that is when the
     // pod's wait ended, as far as this lane can tell (its write reached the cache by now).
-    std::optional<kube::Pod> view;
+    bool gated = false;
     if (pod) {
-      if (StatusOr<kube::Pod> v = kube::Pod::From(pod->Value(), "pod"); v.ok()) view = *v;
+      StatusOr<kube::Pod> view = kube::Pod::From(pod->Value(), "pod");
+      gated = view.ok() && pod_update::GateStatus(*view) == true;
     }
-    std::lock_guard lock(mu_);
-    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
-      if (options_.metrics != nullptr && view && pod_update::GateStatus(*view) == true) {
-        options_.metrics->ObserveGate(
-            std::chrono::duration<double>(Steady::now() - since->second).count());
-      }
-      gateSince_.erase(since);
-    }
+    EndGateWait(podKey, gated);
     return;
   }
   ReconcileResult r = Apply("", actions);
   if (r.status.ok()) {
     gateWritten_[podKey] = {std::string(pod->ResourceVersion()),
                             Steady::now() + options_.expectationTimeout};
-    std::lock_guard lock(mu_);
-    if (auto since = gateSince_.find(podKey); since != gateSince_.end()) {
-      if (options_.metrics != nullptr) {
-        options_.metrics->ObserveGate(
-            std::chrono::duration<double>(Steady::now() - since->second).count());
-      }
-      gateSince_.erase(since);
-    }
+    EndGateWait(podKey, /*timed=*/true);
   } else {
     // A conflict: the pod changed and the cache is behind. Its event brings it back here while
     // it still needs the gate; if a Deployment's pass set the gate, no event does, so look again
@@ -574,6 +561,17 @@ void Loop::SetGate(const std::string& podKey) {
     std::lock_guard lock(mu_);  // the gate thread's own queue: no wake needed
     gates_.Add(podKey, Steady::now() + (r.conflict ? kGateConflictRetry : kGateRetry));
   }
+}
+
+void Loop::EndGateWait(const std::string& podKey, bool timed) {
+  std::lock_guard lock(mu_);
+  auto since = gateSince_.find(podKey);
+  if (since == gateSince_.end()) return;
+  if (timed && options_.metrics != nullptr) {
+    options_.metrics->ObserveGate(
+        std::chrono::duration<double>(Steady::now() - since->second).count());
+  }
+  gateSince_.erase(since);
 }
 
 bool Loop::WaitForCaches() {

@@ -237,6 +237,9 @@ class Loop {
                                                         int failures) const;
   ReconcileResult ReconcileCached(const std::string& key);
   void SetGate(const std::string& podKey);
+  // The pod's gate needs no more work: its wait, from the event that queued it, is observed when
+  // `timed` (the gate is True), and forgotten. Takes mu_.
+  void EndGateWait(const std::string& podKey, bool timed);
   // Queues work on its lane and wakes the lane's thread (any thread: the watches' handlers,
   // Enqueue's caller).
   void Queue(WorkKind kind, std::string key, std::chrono::steady_clock::time_point due);

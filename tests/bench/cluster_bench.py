@@ -165,7 +165,7 @@ def write_kind(e):
         return "%s%s" % (ref.get("resource"), "/" + ref["subresource"] if ref.get("subresource") else "")
     if ref.get("subresource") == "status":
         for c in (((e.get("requestObject") or {}).get("status") or {}).get("conditions") or []):
-            if c.get("type") == "inplace-webhook.io/ready":
+            if c.get("type") == READY_GATE:
                 return "gate " + str(c.get("status"))
         return "pods/status"
     return "pods" if not ref.get("subresource") else "pods/" + ref["subresource"]
