@@ -137,7 +137,7 @@ for id in 2 3 4 5; do
   [[ -e "$out/$id.line" ]] && cat "$out/$id.line"
 done
 # Each failure's own line once more, last: a long log shown cut keeps its end.
-fails="$(grep -H '^FAIL ' "$out"/*.log 2>/dev/null | sed "s|^$out/||" | cut -c1-600 || true)"
+fails="$(grep -H '^FAIL ' "$out"/*.log 2>/dev/null | sed "s|^$out/||" | cut -c1-1500 || true)"
 if [[ -n "$fails" ]]; then
   echo "failures (cluster log: line):"
   echo "$fails"

@@ -44,6 +44,7 @@ CONTROLLER_USER = "system:serviceaccount:%s:%s" % (RELEASE_NS, RELEASE)
 FINALIZER = "lb.example.com/registered"
 HANDLER_LABEL = "lb.example.com/registered"
 SETTLE = 2.0  # seconds: long enough for a loop (or a controller) that was going to act wrongly to have done it
+EVENT_WAIT = 10.0  # seconds: for an Event the loop creates after the write a scenario has just seen
 
 
 class Suite:
@@ -172,13 +173,20 @@ class App:
                       key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "",
                                      int(e["metadata"].get("resourceVersion") or 0)))
 
-    def events_with(self, reason, kind=None, name=None):
-        return [e for e in self.events() if e.get("reason") == reason
-                and (kind is None or e["involvedObject"].get("kind") == kind)
-                and (name is None or e["involvedObject"].get("name") == name)]
+    def events_with(self, reason, kind=None, name=None, wait=0):
+        """The Events with this reason. The loop creates an Event after the write it reports, so a state just read
+        back may not have its Event yet: up to `wait` seconds are given for the first one to appear."""
+        deadline = time.time() + wait
+        while True:
+            found = [e for e in self.events() if e.get("reason") == reason
+                     and (kind is None or e["involvedObject"].get("kind") == kind)
+                     and (name is None or e["involvedObject"].get("name") == name)]
+            if found or time.time() >= deadline:
+                return found
+            time.sleep(0.2)
 
-    def count_events(self, reason, kind=None, name=None):
-        return sum(int(e.get("count") or 1) for e in self.events_with(reason, kind, name))
+    def count_events(self, reason, kind=None, name=None, wait=0):
+        return sum(int(e.get("count") or 1) for e in self.events_with(reason, kind, name, wait))
 
     # states
     def rollout_complete(self):
@@ -568,7 +576,7 @@ def c01_image_then_labels(s):
         check(cs.get("imageID", "").startswith("sha256:") or "@sha256:" in cs.get("imageID", ""),
               "imageID %s" % cs.get("imageID"))
     check(app.count_events("InPlaceUpdateStarted", "Deployment") == 1, "one InPlaceUpdateStarted Event")
-    check(app.count_events("InPlaceUpdateCompleted", "Deployment") == 1, "one InPlaceUpdateCompleted Event")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1, "one InPlaceUpdateCompleted Event")
     # Progress is told on the Deployment (one Event with each report of progress, at most every 2 s); a pod's
     # ordinary steps make no Event of ours (its own Events are the kubelet's: Killing, Pulled, Started).
     progress = [e["message"] for e in app.events_with("InPlaceUpdateProgressing", "Deployment")]
@@ -749,7 +757,7 @@ def c06_killed_mid_update(s):
     for name in before:
         check(len(writes.get(name, [])) == 1, "pod %s got %d image writes, expected 1" % (name,
                                                                                       len(writes.get(name, []))))
-    check(app.count_events("InPlaceUpdateCompleted", "Deployment") == 1, "one InPlaceUpdateCompleted")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1, "one InPlaceUpdateCompleted")
     wait_for(lambda: container_statuses(s.api.get(ns_path(RELEASE_NS, "pods", leader)))["controller"]
              .get("restartCount", 0) == restarts + 1, 60, "the kubelet to restart the killed controller container")
     s.wait_webhook_ready()
@@ -796,7 +804,7 @@ def c08_abort(s):
     wait_for(lambda: IN_PROGRESS not in annotations_of(app.deployment()), 20, "the loop to abort", app)
     d = app.deployment()
     check(not d["spec"].get("paused") and ABORT not in annotations_of(d), "not handed back: %s" % annotations_of(d))
-    check(app.events_with("InPlaceUpdateAborted", "Deployment"), "no InPlaceUpdateAborted Event")
+    check(app.events_with("InPlaceUpdateAborted", "Deployment", wait=EVENT_WAIT), "no InPlaceUpdateAborted Event")
     wait_for(lambda: app.rollout_complete() and len(app.rs_names()) == 2, 120, "the native rollout", app)
     pods = app.pods()
     check(all(p["metadata"]["uid"] not in {o["uid"] for o in original.values()} for p in pods),
@@ -1196,8 +1204,12 @@ def run_one(s, fn):
               % (fn.__name__, time.time() - started, peak), flush=True)
         ok = True
     except Exception as e:  # noqa: BLE001 - report and go on with the next scenario
+        text = str(e) if isinstance(e, Failure) else traceback.format_exc()
+        # The FAIL line carries the whole message (a command's stderr included), its lines joined: the matrix's
+        # summary shows each FAIL line, and a CI log shown cut keeps that summary.
         print("FAIL %-32s %5.1f s: %s" % (fn.__name__, time.time() - started,
-                                          e if isinstance(e, Failure) else traceback.format_exc()), flush=True)
+                                          " | ".join(l.strip() for l in text.strip().splitlines() if l.strip())),
+              flush=True)
         print("  (%s)" % (fn.__doc__ or "").strip())
         print(App(s, ns).describe())
         print(s.webhook_logs())
