@@ -183,10 +183,13 @@ struct Connection {
   size_t lingered = 0;
   RequestParser parser;
   Clock::time_point deadline;
-  Clock::time_point lastActive;    // accepted, or its last answer written: eviction order
+  // Accepted, its TLS handshake moved on (a new state: a flight of the client's read, or done), or
+  // its last answer written: the eviction order.
+  Clock::time_point lastActive;
   Clock::time_point requestStart;  // the first byte of the request being received
   bool served = false;  // a request has been answered (the first-request timeout is over)
-  size_t charged = 0;   // bytes taken from the server's budget
+  OSSL_HANDSHAKE_STATE handshakeState = TLS_ST_BEFORE;
+  size_t charged = 0;  // bytes taken from the server's budget
   uint32_t events = 0;
   size_t index = 0;  // in the worker's list
 
@@ -465,6 +468,14 @@ class Server::Worker {
   // kHandshake: advances the TLS handshake, then kReading (the first-request deadline still runs).
   Step Handshake(Connection& c) {
     int r = SSL_do_handshake(c.ssl.get());
+    // A step of the handshake is activity for the eviction order: a new connection of the API
+    // server whose ClientHello has just been read is as young as a flood's newest connection,
+    // whatever it cost the client to get there. A handshake has a few steps, so bytes trickled
+    // cannot keep a connection young.
+    if (OSSL_HANDSHAKE_STATE state = SSL_get_state(c.ssl.get()); state != c.handshakeState) {
+      c.handshakeState = state;
+      c.lastActive = now_;
+    }
     if (r != 1) {
       Io io = SslFailure(c.ssl.get(), r);
       if (io == Io::kClosed && log::Enabled(log::Level::kDebug)) {

@@ -10,10 +10,11 @@
 // room by closing an idle connection (no request under way: a TLS handshake not finished, nothing
 // received since the last answer, or only part of a request's head for longer than the eviction
 // grace): one that never had an answer before one that had, then one of the peer address holding
-// the most connections (PeerCounts), then the one that has waited longest; under a flood (room
-// wanted again within 20 ms) a round closes more at once, doubling up to maxConnections / 8, so
-// that the backlog drains at accept speed. Only when none is idle does the new one wait in the
-// listen backlog, for a request to finish.
+// the most connections (PeerCounts), then the one that has waited longest (since its acceptance,
+// the last step of its TLS handshake or its last answer); under a flood (room wanted again within
+// 20 ms) a round closes more at once, doubling up to maxConnections / 8, so that the backlog
+// drains at accept speed. Only when none is idle does the new one wait in the listen backlog, for
+// a request to finish.
 //
 // Deadlines: `firstRequestTimeout` from accepting a connection to the first byte of its first
 // request (the TLS handshake included); `headerTimeout` from a request's first byte to the end of

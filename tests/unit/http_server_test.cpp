@@ -1,7 +1,12 @@
-// http::Server over real sockets on 127.0.0.1 (plain HTTP; TLS is covered by the Python suites,
-// which have the dev certificates), driven by a small blocking client. No timing assertions:
-// every wait is for a condition, with a deadline of several seconds.
+// http::Server over real sockets on 127.0.0.1 (plain HTTP, and TLS where the eviction order reads
+// the handshake; TLS requests are covered by the Python suites, which have the dev certificates),
+// driven by a small blocking client. No timing assertions: every wait is for a condition, with a
+// deadline of several seconds.
 #include <doctest/doctest.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "server/certs/cert_crypto.h"
 #include "server/http/http_server.h"
 
 namespace http = iw::http;
@@ -54,6 +60,51 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
     }
   }
   return true;
+}
+
+struct SslFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+  void operator()(SSL* s) const { SSL_free(s); }
+  void operator()(BIO* b) const { BIO_free(b); }
+  void operator()(X509* x) const { X509_free(x); }
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+template <class T>
+using Ssl = std::unique_ptr<T, SslFree>;
+
+// A TLS server context with a serving certificate made for the test.
+Ssl<SSL_CTX> ServerTlsContext() {
+  const int64_t now = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+  iw::certs::Pem ca, serving;
+  REQUIRE(iw::certs::GenerateCa("test CA", now - 60, now + 3600, ca).ok());
+  REQUIRE(iw::certs::IssueServing(ca, {"svc.ns.svc"}, now - 60, now + 3600, serving).ok());
+  Ssl<BIO> cb(BIO_new_mem_buf(serving.cert.data(), static_cast<int>(serving.cert.size())));
+  Ssl<X509> cert(PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr));
+  Ssl<BIO> kb(BIO_new_mem_buf(serving.key.data(), static_cast<int>(serving.key.size())));
+  Ssl<EVP_PKEY> key(PEM_read_bio_PrivateKey(kb.get(), nullptr, nullptr, nullptr));
+  Ssl<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()));
+  REQUIRE((ctx && cert && key));
+  REQUIRE(SSL_CTX_use_certificate(ctx.get(), cert.get()) == 1);
+  REQUIRE(SSL_CTX_use_PrivateKey(ctx.get(), key.get()) == 1);
+  return ctx;
+}
+
+// The first bytes a TLS client sends: its ClientHello.
+std::string ClientHello() {
+  Ssl<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()));
+  Ssl<SSL> ssl(SSL_new(ctx.get()));
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl.get(), in, out);  // owned by ssl from here
+  SSL_set_connect_state(ssl.get());
+  SSL_do_handshake(ssl.get());  // wants the server's answer; the hello is written
+  ERR_clear_error();
+  char* data = nullptr;
+  long size = BIO_get_mem_data(out, &data);
+  REQUIRE(size > 0);
+  return std::string(data, static_cast<size_t>(size));
 }
 
 // One response as the client read it.
@@ -652,6 +703,36 @@ TEST_CASE(
   auto still = client.Read();
   REQUIRE(still.has_value());
   CHECK(still->status == 200);
+}
+
+TEST_CASE("http server: a step of a TLS handshake counts as activity for the eviction order") {
+  // A new connection of the API server, from the address a flood of silent connections comes from
+  // (a hostNetwork pod), slow to send its ClientHello on a starved machine: once the hello is
+  // read it is as young as the flood's newest, however long ago it was accepted.
+  Ssl<SSL_CTX> tls = ServerTlsContext();
+  http::ServerOptions options;
+  options.maxConnections = 2;
+  options.tls = tls.get();
+  TestServer server(options);
+  REQUIRE_MESSAGE(server.StartStatus().ok(), server.StartStatus().message());
+  Client slow(server.Port());
+  REQUIRE(WaitFor([&] { return server->OpenConnections() == 1; }));
+  std::this_thread::sleep_for(50ms);
+  Client silent(server.Port());
+  REQUIRE(WaitFor([&] { return server->OpenConnections() == 2; }));
+  std::this_thread::sleep_for(50ms);
+  REQUIRE(slow.Send(ClientHello()));
+  // The server's answer to the hello arrives: the handshake has moved on (the client goes no
+  // further, as a starved client would not).
+  REQUIRE(WaitFor([&] { return slow.Read(20ms), !slow.Pending().empty(); }));
+  // Both past their grace (1 s, as one address holds few connections: kLightPeerGrace). By the
+  // time they were accepted the slow one would go first.
+  std::this_thread::sleep_for(1100ms);
+  Client third(server.Port());
+  REQUIRE(third.Connected());
+  CHECK(silent.WaitClosed(2s));
+  CHECK_FALSE(slow.WaitClosed(300ms));
+  CHECK(server->Stats().evictedIdle.load() == 1);
 }
 
 TEST_CASE("http server: a flood from one address makes room before a quiet client of another") {
