@@ -188,6 +188,7 @@ struct Connection {
   Clock::time_point lastActive;
   Clock::time_point requestStart;  // the first byte of the request being received
   bool served = false;  // a request has been answered (the first-request timeout is over)
+  // The TLS handshake's state last seen: a new one is activity (lastActive).
   OSSL_HANDSHAKE_STATE handshakeState = TLS_ST_BEFORE;
   size_t charged = 0;  // bytes taken from the server's budget
   uint32_t events = 0;

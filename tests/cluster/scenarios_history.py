@@ -173,7 +173,8 @@ def r05_user_pause_mid_update(s):
     waiting = [p["metadata"]["name"] for p in app.pods() if images(p)["app"] == tc.V1]
     check(len(waiting) == 1 and state_of(next(p for p in app.pods() if images(p)["app"] == tc.V1)) == "Normal",
           "a pod started while the user's pause held: %s" % [(p["metadata"]["name"], state_of(p)) for p in app.pods()])
-    check(app.events_with("InPlaceUpdatePaused", kind="Deployment", wait=tc.EVENT_WAIT), "no InPlaceUpdatePaused Event")
+    check(app.events_with("InPlaceUpdatePaused", kind="Deployment", wait=tc.EVENT_WAIT),
+          "no InPlaceUpdatePaused Event")
 
     # Resume, then pause again with the last pod in flight: the finish leaves the Deployment paused.
     _, warnings = app.kubectl("rollout", "resume", "deploy/web")

@@ -117,7 +117,8 @@ def q01_readme_quickstart(s):
         out = sh.run("abort")
         check("condition met" in out.stdout, "kubectl wait saw no pod in PreparingUpdate: %r" % out.stdout)
         check(tc.HANDLER_LABEL in out.stdout, "kubectl inplace status names no hook label: %r" % out.stdout)
-        check(app.events_with("InPlaceUpdateAborted", "Deployment", wait=tc.EVENT_WAIT), "no InPlaceUpdateAborted Event")
+        check(app.events_with("InPlaceUpdateAborted", "Deployment", wait=tc.EVENT_WAIT),
+              "no InPlaceUpdateAborted Event")
         d = app.deployment()
         check(not d["spec"].get("paused") and IN_PROGRESS not in annotations_of(d),
               "not handed back to the native rollout: paused %s, %s" % (d["spec"].get("paused"), annotations_of(d)))

@@ -143,7 +143,8 @@ def v01_cpu_memory_in_place(s):
         got = expect_enforced(s, p, LARGE)
     print("    cgroup after the resize: %s" % got)
     check(active_rs_resources(app) == LARGE, "the ReplicaSet template's resources: %s" % active_rs_resources(app))
-    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=tc.EVENT_WAIT) >= 1, "no InPlaceUpdateCompleted Event")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=tc.EVENT_WAIT) >= 1,
+          "no InPlaceUpdateCompleted Event")
     # New pods are made from the ReplicaSet's template: they get the new resources.
     app.kubectl("scale", "deploy/web", "--replicas=3")
     wait_for(app.rollout_complete, 90, "the scale-up", app)
@@ -237,7 +238,8 @@ def v05_infeasible_resize_stops_the_update(s):
     reason, message = condition(d, PROGRESS, "reason"), condition(d, PROGRESS, "message")
     check(condition(d, PROGRESS) == "False" and reasons[reason] in message, "condition: %s %s" % (reason, message))
     print("    %s: %s" % (reason, message))
-    check(app.count_events(reason, kind="Deployment", wait=tc.EVENT_WAIT) >= 1, "no %s Event on the Deployment" % reason)
+    check(app.count_events(reason, kind="Deployment", wait=tc.EVENT_WAIT) >= 1,
+          "no %s Event on the Deployment" % reason)
     stuck = [p for p in app.pods() if app.count_events(reason, kind="Pod", name=p["metadata"]["name"])]
     check(len(stuck) == 1, "pods with a %s Event: %s" % (reason, [p["metadata"]["name"] for p in stuck]))
     for p in app.pods():

@@ -576,7 +576,8 @@ def c01_image_then_labels(s):
         check(cs.get("imageID", "").startswith("sha256:") or "@sha256:" in cs.get("imageID", ""),
               "imageID %s" % cs.get("imageID"))
     check(app.count_events("InPlaceUpdateStarted", "Deployment") == 1, "one InPlaceUpdateStarted Event")
-    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1, "one InPlaceUpdateCompleted Event")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1,
+          "one InPlaceUpdateCompleted Event")
     # Progress is told on the Deployment (one Event with each report of progress, at most every 2 s); a pod's
     # ordinary steps make no Event of ours (its own Events are the kubelet's: Killing, Pulled, Started).
     progress = [e["message"] for e in app.events_with("InPlaceUpdateProgressing", "Deployment")]
@@ -757,7 +758,8 @@ def c06_killed_mid_update(s):
     for name in before:
         check(len(writes.get(name, [])) == 1, "pod %s got %d image writes, expected 1" % (name,
                                                                                       len(writes.get(name, []))))
-    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1, "one InPlaceUpdateCompleted")
+    check(app.count_events("InPlaceUpdateCompleted", "Deployment", wait=EVENT_WAIT) == 1,
+          "one InPlaceUpdateCompleted")
     wait_for(lambda: container_statuses(s.api.get(ns_path(RELEASE_NS, "pods", leader)))["controller"]
              .get("restartCount", 0) == restarts + 1, 60, "the kubelet to restart the killed controller container")
     s.wait_webhook_ready()
