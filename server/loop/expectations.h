@@ -45,6 +45,9 @@ class Expectations {
   Verdict Check(const std::string& key, const Lookup& cached,
                 std::chrono::steady_clock::time_point now);
 
+  // Whether any write of `key` is still expected (Check may drop it).
+  bool Has(const std::string& key) const { return byKey_.contains(key); }
+
   // The earliest deadline pending for `key`; time_point::max() when none.
   std::chrono::steady_clock::time_point FirstDeadline(const std::string& key) const;
 

@@ -167,6 +167,7 @@ void Loop::Stop() {
   gates_.Clear();
   gateSince_.clear();
   failures_.clear();
+  awaiting_.clear();
   expectations_.Clear();
   // A loop that ran (and stops: it no longer leads) reports no updates; RunOnce() keeps them.
   if (ran && options_.metrics != nullptr) options_.metrics->ForgetUpdates();
@@ -181,6 +182,7 @@ void Loop::Queue(WorkKind kind, std::string key, Steady::time_point due) {
   const bool gate = kind == WorkKind::kPodGate;
   {
     std::lock_guard lock(mu_);
+    if (kind == WorkKind::kDeploymentIfWaiting && !awaiting_.contains(key)) return;
     if (gate) gateSince_.try_emplace(key, Steady::now());
     DelayQueue& queue = gate                             ? gates_
                         : kind == WorkKind::kStatefulSet ? statefulSets_
@@ -441,6 +443,7 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   kube::ObjectPtr d = watches_->deployments().Get(ns, name);
   if (!d) {
     expectations_.Forget(key);
+    Await(key, false);
     freshNext_.erase(key);
     lastPhase_.erase(key);
     if (options_.metrics != nullptr) options_.metrics->ForgetUpdate(key);
@@ -452,7 +455,13 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
     if (!o) return std::nullopt;
     return std::string(o->ResourceVersion());
   };
-  switch (expectations_.Check(key, cached, Steady::now())) {
+  // Awaited before the check: an event after it queues the Deployment; one before it is in the
+  // caches the check reads.
+  const bool expecting = expectations_.Has(key);
+  if (expecting) Await(key, true);
+  const Expectations::Verdict verdict = expectations_.Check(key, cached, Steady::now());
+  if (expecting && verdict != Expectations::Verdict::kPending) Await(key, false);
+  switch (verdict) {
     case Expectations::Verdict::kMet:
       break;
     case Expectations::Verdict::kPending: {
@@ -523,6 +532,15 @@ ReconcileResult Loop::ReconcileCached(const std::string& key) {
   }
   if (options_.metrics != nullptr) options_.metrics->reconciles.fetch_add(1);
   return PlanAndApply(key, cachedSnapshot(), /*cached=*/true);
+}
+
+void Loop::Await(const std::string& key, bool awaiting) {
+  std::lock_guard lock(mu_);
+  if (awaiting) {
+    awaiting_.insert(key);
+  } else {
+    awaiting_.erase(key);
+  }
 }
 
 void Loop::SetGate(const std::string& podKey) {
@@ -764,6 +782,10 @@ CacheStats Loop::GetCacheStats() const {
   out.cachedPasses = cachedPasses_.load();
   out.freshPasses = freshPasses_.load();
   out.waits = waits_.load();
+  {
+    std::lock_guard lock(mu_);
+    out.awaiting = awaiting_.size();
+  }
   std::lock_guard lock(watchesMu_);
   if (!watches_) return out;
   out.running = true;

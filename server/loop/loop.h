@@ -51,8 +51,8 @@
 // RunOnce(), Reconcile() and Resync() from one thread at a time, and only while the workers do
 // not run: they share the loop thread's expectation, Event and phase state, which no lock guards.
 // The watches' handlers run on the informers' threads and only read the caches and queue work.
-// `mu_` guards stop_, the queues (`deployments_`, `statefulSets_`, `gates_`), gateSince_ and
-// failures_; `cv_` wakes
+// `mu_` guards stop_, the queues (`deployments_`, `statefulSets_`, `gates_`), gateSince_,
+// failures_ and awaiting_; `cv_` wakes
 // the loop's thread, `gateCv_` the gate thread. `watchesMu_` guards the watches pointer for other
 // threads (the workers read it unlocked: it changes only while they do not run).
 // gateWritten_ and gateSweep_ are the gate thread's alone; expectations_, freshNext_,
@@ -136,6 +136,7 @@ struct CacheStats {
   uint64_t cachedPasses = 0;  // plans made from the caches
   uint64_t freshPasses = 0;   // plans made from API reads
   uint64_t waits = 0;         // passes skipped until the caches show our writes
+  size_t awaiting = 0;        // Deployments whose last pass waits so (awaiting_)
 };
 
 class Loop {
@@ -236,6 +237,8 @@ class Loop {
   std::optional<std::chrono::milliseconds> RequeueDelay(const ReconcileResult& r,
                                                         int failures) const;
   ReconcileResult ReconcileCached(const std::string& key);
+  // Adds `key` to awaiting_ or removes it (takes mu_).
+  void Await(const std::string& key, bool awaiting);
   void SetGate(const std::string& podKey);
   // The pod's gate needs no more work: its wait, from the event that queued it, is observed when
   // `timed` (the gate is True), and forgotten. Takes mu_.
@@ -264,6 +267,11 @@ class Loop {
   std::map<std::string, std::chrono::steady_clock::time_point> gateSince_;
   // Consecutive failed passes, by Deployment key (kStatefulSetKeyPrefix + a StatefulSet's).
   std::map<std::string, int> failures_;
+  // Deployments whose pass waits for the caches to show the loop's writes: any event of theirs
+  // queues them (WorkKind::kDeploymentIfWaiting), though the update may have ended. A key enters
+  // before its expectations are checked, so an event that lands between the check and the wait
+  // is not lost (the informer stores an object before its handlers run).
+  std::set<std::string, std::less<>> awaiting_;
 
   mutable std::mutex watchesMu_;  // the pointer (metrics read it from other threads)
   std::unique_ptr<Watches> watches_;

@@ -175,10 +175,10 @@ bool Watches::Synced() const {
 
 void Watches::OnDeployment(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const {
   // Started, running, or just ended (the ReplicaSet copies of our annotations are cleaned then).
-  if (!HasUpdateInProgress(now) && !HasUpdateInProgress(old)) return;
+  const bool update = HasUpdateInProgress(now) || HasUpdateInProgress(old);
   const kube::ObjectPtr& o = now ? now : old;
-  queue_(WorkKind::kDeployment, kube::ObjectKey(o->Namespace(), o->Name()),
-         Steady::now() + options_.batchDelay);
+  queue_(update ? WorkKind::kDeployment : WorkKind::kDeploymentIfWaiting,
+         kube::ObjectKey(o->Namespace(), o->Name()), Steady::now() + options_.batchDelay);
 }
 
 void Watches::OnReplicaSet(const kube::ObjectPtr& rs) const {
@@ -188,10 +188,8 @@ void Watches::OnReplicaSet(const kube::ObjectPtr& rs) const {
   bool wanted = HasAnnotation(v, keys::kInProgressAnnotation) ||
                 HasAnnotation(v, keys::kAbortAnnotation);  // copies to clean, maybe
   if (!wanted) wanted = HasUpdateInProgress(deployments_->Get(rs->Namespace(), owner));
-  if (wanted) {
-    queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
-           Steady::now() + options_.batchDelay);
-  }
+  queue_(wanted ? WorkKind::kDeployment : WorkKind::kDeploymentIfWaiting,
+         kube::ObjectKey(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
 }
 
 void Watches::OnStatefulSet(const kube::ObjectPtr& old, const kube::ObjectPtr& now) const {
@@ -213,9 +211,11 @@ void Watches::OnPod(const kube::ObjectPtr& pod) const {
   const std::string_view ownerUid = view->controllerUid();
   if (kube::ObjectPtr rs = ownerUid.empty() ? nullptr : ReplicaSetByUid(ownerUid)) {
     std::string_view owner = kube::ControllerNameOf(rs->Value(), "Deployment");
-    if (!owner.empty() && HasUpdateInProgress(deployments_->Get(rs->Namespace(), owner))) {
-      queue_(WorkKind::kDeployment, kube::ObjectKey(rs->Namespace(), owner),
-             Steady::now() + options_.batchDelay);
+    if (!owner.empty()) {
+      queue_(HasUpdateInProgress(deployments_->Get(rs->Namespace(), owner))
+                 ? WorkKind::kDeployment
+                 : WorkKind::kDeploymentIfWaiting,
+             kube::ObjectKey(rs->Namespace(), owner), Steady::now() + options_.batchDelay);
     }
   } else if (kube::ObjectPtr set =
                  ownerUid.empty() ? nullptr : ByUid(stsByUid_, *statefulSets_, ownerUid)) {

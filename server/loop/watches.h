@@ -12,6 +12,9 @@
 //   the kubelet's report (no write of ours marks it): `podDone`, for the completion metric;
 // - a StatefulSet with an in-place update (started, running, or just ended), or a pod it controls
 //   while it has one: that StatefulSet (planned from API reads, DESIGN.md §4.8).
+// Any other event of a Deployment, of a ReplicaSet or pod it owns asks for that Deployment only if
+// its pass waits for the caches to show the loop's own writes (kDeploymentIfWaiting): the event
+// may be the one awaited, after the update ended too (its last writes, the copies' cleanup).
 // Each after the batch delay, so a burst of events makes one unit of work.
 //
 // Construction starts the informers in that order (Deployments, ReplicaSets, StatefulSets, pods): a
@@ -43,7 +46,9 @@ namespace iw::loop {
 
 // The loop's lanes (DESIGN.md §4.3.1): what a queued key asks for.
 enum class WorkKind {
-  kDeployment,   // "namespace/name" of a Deployment: a pass over it
+  kDeployment,  // "namespace/name" of a Deployment: a pass over it
+  // A pass over that Deployment only if its last one waits for the caches (Loop::Queue decides).
+  kDeploymentIfWaiting,
   kPodGate,      // "namespace/name" of a pod: set its readiness gate
   kStatefulSet,  // "namespace/name" of a StatefulSet: a pass over it
 };

@@ -471,6 +471,7 @@ kube::Result FakeApi::Delete(std::string_view path) {
   r.code = 200;
   r.object.CopyFrom(it->second, r.object.GetAllocator());
   objects_.erase(it);
+  ++nextVersion_;  // as etcd's revision: a deletion is a change a watch reports
   writes_.push_back("DELETE " + std::string(path));
   return r;
 }
@@ -510,11 +511,19 @@ std::vector<std::string> FakeApi::Paths(std::string_view collection) const {
   return out;
 }
 
+long long FakeApi::Revision() const {
+  std::lock_guard lock(mu_);
+  return nextVersion_;
+}
+
 void FakeApi::Mutate(std::string_view path, const std::function<void(json::Document&)>& change) {
   std::lock_guard lock(mu_);
   auto it = objects_.find(path);
   if (it == objects_.end()) return;
+  json::Document before;
+  before.CopyFrom(it->second, before.GetAllocator());
   change(it->second);
+  if (it->second == before) return;  // as the API server: a write that changes nothing is a no-op
   auto& a = it->second.GetAllocator();
   json::SetString(json::EnsureObject(it->second, "metadata", a), "resourceVersion",
                   std::to_string(++nextVersion_), a);

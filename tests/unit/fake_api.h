@@ -34,7 +34,12 @@ class FakeApi : public kube::Api {
   json::Document Object(std::string_view path) const;
   // Paths of stored objects whose collection is `collection` (e.g. all pods of a namespace).
   std::vector<std::string> Paths(std::string_view collection) const;
-  // Changes a stored object in place as another client would (bumps its resourceVersion).
+  // The last resourceVersion given out: it changes with every change of any object (a deletion
+  // too), so a watch double need not list while it stays the same.
+  long long Revision() const;
+  // Changes a stored object in place as another client would: bumps its resourceVersion, unless
+  // nothing changed (the API server keeps the object and its version then; the fake kubelet and
+  // Deployment controller, called in a test's every tick, rely on it as the real ones do).
   void Mutate(std::string_view path, const std::function<void(json::Document&)>& change);
 
   // The next `times` writes to exactly `path` answer `code` (e.g. 409) without effect, with

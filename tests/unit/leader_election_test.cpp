@@ -105,8 +105,12 @@ TEST_CASE("leader election: writes are pinned to the resourceVersion read") {
 
   // Another writer changes the Lease between our read and write: our stale write is refused.
   struct Racing : fake::FakeApi {
+    int n = 0;
     kube::Result Update(std::string_view path, const json::Value& object) override {
-      Mutate(path, [](json::Document&) {});  // bumps the resourceVersion
+      Mutate(path, [this](json::Document& lease) {  // another holder's renewal: a new version
+        auto& a = lease.GetAllocator();
+        json::SetString(json::EnsureObject(lease, "spec", a), "renewTime", std::to_string(++n), a);
+      });
       return fake::FakeApi::Update(path, object);
     }
   } racing;

@@ -181,11 +181,11 @@ TEST_CASE(
   loop::Watches w(f.watchApi, {"ns", kDelay, std::chrono::seconds(300)}, f.queued.Fn());
   WaitSynced(w);
   const auto after = Steady::now();
-  std::set<std::pair<WorkKind, std::string>> keys;
+  std::set<std::pair<WorkKind, std::string>> keys, ifWaiting;
   {
     std::lock_guard lock(f.queued.mu);
     for (const auto& [kind, key, due] : f.queued.work) {
-      keys.emplace(kind, key);
+      (kind == WorkKind::kDeploymentIfWaiting ? ifWaiting : keys).emplace(kind, key);
       CHECK(due >= before + kDelay);
       CHECK(due <= after + kDelay);
     }
@@ -195,6 +195,10 @@ TEST_CASE(
   CHECK(keys == std::set<std::pair<WorkKind, std::string>>{{WorkKind::kDeployment, "ns/web"},
                                                            {WorkKind::kDeployment, "ns/idle"},
                                                            {WorkKind::kPodGate, "ns/web-1-a"}});
+  // Every other event asks for its Deployment in case a pass waits on it: idle's own, idle-1's,
+  // idle-1-a's (web's ReplicaSet and pod too while the Deployment cache does not hold web yet).
+  CHECK(ifWaiting.contains({WorkKind::kDeploymentIfWaiting, "ns/idle"}));
+  for (const auto& [kind, key] : ifWaiting) CHECK((key == "ns/idle" || key == "ns/web"));
 }
 
 TEST_CASE(
@@ -213,13 +217,15 @@ TEST_CASE(
   }
   using Work = std::vector<std::pair<WorkKind, std::string>>;
   CHECK(f.queued.Take() == Work{
-                               {WorkKind::kDeployment, "ns/web"},   // the Deployment
-                               {WorkKind::kDeployment, "ns/idle"},  // idle-2's copy
-                               {WorkKind::kDeployment, "ns/web"},   // web-1
-                               {WorkKind::kDeployment, "ns/web"},   // web-1-a
-                               {WorkKind::kPodGate, "ns/web-1-a"},  // web-1-a's gate
+                               {WorkKind::kDeployment, "ns/web"},            // the Deployment
+                               {WorkKind::kDeploymentIfWaiting, "ns/idle"},  // idle-1
+                               {WorkKind::kDeployment, "ns/idle"},           // idle-2's copy
+                               {WorkKind::kDeployment, "ns/web"},            // web-1
+                               {WorkKind::kDeploymentIfWaiting, "ns/idle"},  // idle-1-a
+                               {WorkKind::kDeployment, "ns/web"},            // web-1-a
+                               {WorkKind::kPodGate, "ns/web-1-a"},           // web-1-a's gate
                            });
-  REQUIRE(dues.size() == 5);
+  REQUIRE(dues.size() == 7);
   CHECK(dues[0] < before + kDelay);
   for (size_t i = 1; i < dues.size(); ++i) CHECK(dues[i] >= before + kDelay);
 }
