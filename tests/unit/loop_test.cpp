@@ -782,8 +782,7 @@ TEST_CASE(
   }));
   // Asked again before the ReplicaSet cache shows the write: the pass waits.
   REQUIRE(WaitFor([&] { return l.GetCacheStats().awaiting == 1; }, [&] { l.Enqueue(kNs, "web"); }));
-  const uint64_t waits = l.GetCacheStats().waits;
-  CHECK(waits >= 1);
+  CHECK(l.GetCacheStats().waits >= 1);
   // The write's event: neither the ReplicaSet nor its Deployment has an update now.
   w.Hold(kube::ReplicaSetsPath(""), false);
   CHECK(WaitFor([&] { return l.GetCacheStats().awaiting == 0; }));
