@@ -125,6 +125,9 @@ PATH="$CTRD:$PATH" start containerd "$CTRD/containerd" --config "$RUN/containerd
 
 # --- kube-apiserver ------------------------------------------------------------------------------------------
 wait_for etcd 20 in_ns "$ETCD/etcdctl" --endpoints http://127.0.0.1:2379 endpoint health
+# INPLACE_APISERVER_PROFILING=true serves /debug/pprof to the admin, for a CPU profile during a run (tests/README.md).
+profiling="${INPLACE_APISERVER_PROFILING:-false}"
+[[ "$profiling" == true || "$profiling" == false ]] || die "INPLACE_APISERVER_PROFILING must be true or false"
 start kube-apiserver "$K8S/kube-apiserver" \
   --etcd-servers http://127.0.0.1:2379 \
   --bind-address 0.0.0.0 --secure-port 6443 --advertise-address "$NODE_IP" \
@@ -137,7 +140,7 @@ start kube-apiserver "$K8S/kube-apiserver" \
   --kubelet-client-certificate "$P/apiserver-kubelet-client.crt" --kubelet-client-key "$P/apiserver-kubelet-client.key" \
   --kubelet-certificate-authority "$P/ca.crt" --kubelet-preferred-address-types InternalIP \
   --audit-policy-file "$CLUSTER_ROOT/audit-policy.yaml" --audit-log-path "$RUN/logs/audit.log" --audit-log-format json \
-  --allow-privileged=true --profiling=false --v=1
+  --allow-privileged=true --profiling="$profiling" --v=1
 
 # --- the node: kubelet and kube-proxy --------------------------------------------------------------------------
 printf 'nameserver 127.0.0.1\n' >"$RUN/kubelet/resolv.conf" # pods resolve nothing outside: no traffic leaves

@@ -4,8 +4,8 @@ its default drain, again with the drain off (policy gracePeriodSeconds 0), and s
 the same Deployment spec (not opted in), on the same cluster: upstream
 kube-apiserver, controller manager and scheduler, with the pods on simulated nodes (tests/cluster/node_sim.py
 plays their kubelets' API traffic). Reports wall time, API requests by verb and resource from kube-apiserver's
-own /metrics (apiserver_request_total: every client, the controllers and the node simulator included), container
-restarts, pod creations and deletions, and the product's own writes from the API server's audit log. Prints the
+own /metrics (apiserver_request_total: every client, the controllers and the node simulator included), the
+admission webhook calls it made (apiserver_admission_webhook_admission_duration_seconds_count), container restarts, pod creations and deletions, and the product's own writes from the API server's audit log. Prints the
 table README.md shows (--table FILE also writes it), headed by the date, commit and Kubernetes version of the run.
 
     python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
@@ -47,6 +47,16 @@ def request_counts(s):
         res = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
         key = (labels.get("verb", ""), res)
         out[key] = out.get(key, 0) + value
+    return out
+
+
+def webhook_calls(s):
+    """The API server's admission webhook calls (apiserver_admission_webhook_admission_duration_seconds_count):
+    {webhook name: count}."""
+    out = {}
+    text = s.tools.kubectl("get", "--raw", "/metrics").stdout
+    for labels, value in metric_samples(text, "apiserver_admission_webhook_admission_duration_seconds_count"):
+        out[labels.get("name", "")] = out.get(labels.get("name", ""), 0) + value
     return out
 
 
@@ -188,7 +198,7 @@ def run_case(s, app, replicas, in_place, scale_up=0):
     pods = app.pods()
     uids = {p["metadata"]["uid"] for p in pods}
     restarts0 = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values())
-    before = request_counts(s)
+    before, calls_before = request_counts(s), webhook_calls(s)
     t0 = time.time()
     app.kubectl("set", "image", "deploy/" + app.name, "app=" + V2)
     gates_before = gate_histogram(s) if scale_up else None
@@ -210,6 +220,7 @@ def run_case(s, app, replicas, in_place, scale_up=0):
     wall = time.time() - t0
     time.sleep(3)  # let the last status writes land before counting
     counts = delta(request_counts(s), before)
+    calls = {k: int(v) for k, v in delta(webhook_calls(s), calls_before).items()}
     pods = app.pods()
     restarts = sum(c.get("restartCount", 0) for p in pods for c in container_statuses(p).values()) - restarts0
     kept = len(uids & {p["metadata"]["uid"] for p in pods})
@@ -228,6 +239,7 @@ def run_case(s, app, replicas, in_place, scale_up=0):
     return {**extra, "wall_seconds": round(wall, 1), "requests": counts,
             "product_writes": len(own), "product_writes_per_pod": round(len(own) / max(replicas, 1), 2),
             "total_requests": int(sum(counts.values())),
+            "webhook_calls": sum(calls.values()), "webhook_calls_by_name": calls,
             "pod_creations": int(counts.get(("POST", "pods"), 0)),
             "pod_deletions": int(counts.get(("DELETE", "pods"), 0)),
             "container_restarts": restarts, "pods_kept": kept}
@@ -240,6 +252,7 @@ CASES = (("in_place", "in place", True, True), ("in_place_no_drain", "in place, 
 # requests in some case, the busiest first. README.md's rollout table is this table as a run printed it
 # (tests/bench/test_readme_tables.py checks that the two keep the same shape).
 ROWS = (("wall time (s)", "wall_seconds"), ("API requests, all clients", "total_requests"),
+        ("admission webhook calls (the API server's)", "webhook_calls"),
         ("the product's writes (audit log)", "product_writes"), ("the product's writes per pod", "product_writes_per_pod"),
         ("pods kept (same UID)", "pods_kept"), ("pod creations", "pod_creations"),
         ("pod deletions", "pod_deletions"), ("container restarts", "container_restarts"))

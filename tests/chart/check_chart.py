@@ -1125,6 +1125,10 @@ HOLD_WEBHOOK = "/validate/pod-deletions"
 HOLD_MATCH_CONDITIONS = [{"name": "the-statefulset-controller",
                           "expression": "request.userInfo.username == TPL"}]
 CONTROLLER_USER_ACTION = 'include "inplace-webhook.controllerUser" . | quote'
+# The pod UPDATE webhook is not called for the loop's own pod writes (the webhook allows that user anyway).
+POD_WEBHOOK = "/validate/pods"
+POD_MATCH_CONDITIONS = [{"name": "not-the-controller", "expression": "request.userInfo.username != TPL"}]
+POD_MATCH_TEXT = "expression: request.userInfo.username != {{ %s }}" % CONTROLLER_USER_ACTION
 
 
 def render_match_conditions(helpers, controller_user):
@@ -1163,9 +1167,18 @@ def check_match_conditions(run, root, texts):
                     errors.append("%s: matchConditions %r, want only the StatefulSet controller's user "
                                   "(.Values.webhooks.statefulSetControllerUser)" % (hook.get("name"), got))
                 continue
+            if path == POD_WEBHOOK:
+                got = [dict(c, expression=re.sub(r"TPL\d+", "TPL", str(c.get("expression"))))
+                       for c in hook.get("matchConditions") or []]
+                if got != POD_MATCH_CONDITIONS:
+                    errors.append("%s: matchConditions %r, want every user but the loop's" % (hook.get("name"), got))
+                continue
             if (path in DEPLOYMENT_WEBHOOKS) != ("matchConditions" in hook):
                 errors.append("%s: matchConditions %s" % (hook.get("name"), "missing" if path in DEPLOYMENT_WEBHOOKS
                                                          else "unexpected (only the Deployment webhooks have them)"))
+    if texts.get("webhooks.yaml", "").count(POD_MATCH_TEXT) != 1:
+        errors.append("webhooks.yaml: the pod webhook's matchCondition must name the loop by the controllerUser "
+                      "helper (%s)" % POD_MATCH_TEXT)
     n = texts.get("webhooks.yaml", "").count('include "inplace-webhook.deploymentMatchConditions" . | nindent 6')
     if n != len(DEPLOYMENT_WEBHOOKS):
         errors.append("webhooks.yaml: %d webhooks include deploymentMatchConditions, want the %d Deployment webhooks"
@@ -1220,7 +1233,7 @@ def check_match_conditions(run, root, texts):
             if got != called:
                 errors.append("%s: the webhook is %s, want %s (%s)" % (what, "called" if got else "skipped",
                                                                        "called" if called else "skipped", results))
-    run.case("Deployment webhooks: matchConditions skip deletions and the loop's own writes (%d requests)"
+    run.case("Deployment and pod webhooks: matchConditions skip deletions and the loop's own writes (%d requests)"
              % (len(rows) + 2), errors)
 
 

@@ -8,14 +8,15 @@
   `inplace-webhook.io/hook-timeout` is refused; an opted-in pod created by a user with `state: Updated`,
   `update-state` and `hook-timeout` starts Normal without them and the user is warned; a pod not opted in created
   with a state of ours is refused by the chart's policy (the pod webhook never sees it); a Deployment whose
-  template carries `update-state` is refused.
+  template carries `update-state` is refused; the loop's own pod writes are not sent to the pod validator (the
+  API server counts them as excluded by its matchCondition).
 """
 
 import json
 import time
 
 import test_cluster as tc
-from kube import ABORT, ENABLED, annotations_of, check, wait_for
+from kube import ABORT, ENABLED, annotations_of, check, metric_samples, snapshot, wait_for
 
 PREVIOUS_HASH = "inplace-webhook.io/previous-template-hash"
 QUIET_SECONDS = 60
@@ -128,7 +129,27 @@ def h11_pod_state_cannot_be_forged(s):
           flush=True)
     check(p.returncode != 0 and "the pod template carries " + UPDATE_STATE in p.stderr,
           "the Deployment was not refused: rc %d %s" % (p.returncode, p.stderr))
+
+    # 5. The loop's own pod writes are not sent to the pod validator (the chart's matchCondition): updating web in
+    #    place raises the API server's count of the requests that condition kept from the webhook, by at least its
+    #    one pod write (other scenarios' updates may add theirs; without the condition the count never moves).
+    skipped = pod_validator_exclusions(s)
+    before, rs0 = snapshot(app.pods()), app.rs_names()
+    app.kubectl("set", "image", "deploy/web", "app=" + tc.V2)
+    tc.finish(app, before, rs0, restarted={"app"})
+    n = pod_validator_exclusions(s) - skipped
+    print("  h11: %d pod updated in place; the API server left the pod validator out of %d pod UPDATEs meanwhile"
+          % (len(before), n), flush=True)
+    check(n >= len(before), "the pod validator's matchCondition excluded %d requests during the update of %d pods"
+          % (n, len(before)))
     s.tools.kubectl("delete", "namespace", "h11", "--wait=false")
+
+
+def pod_validator_exclusions(s):
+    """kube-apiserver's count of pod UPDATEs that the pod validator's matchConditions kept from it."""
+    text = s.tools.kubectl("get", "--raw", "/metrics").stdout
+    return sum(v for labels, v in metric_samples(text, "apiserver_admission_match_condition_exclusions_total")
+               if labels.get("name") == "validate-pods.inplace-webhook.io" and labels.get("operation") == "UPDATE")
 
 
 SCENARIOS = [h09_product_keys_start_no_write_fight, h11_pod_state_cannot_be_forged]
