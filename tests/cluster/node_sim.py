@@ -5,6 +5,9 @@ kubelet for the pods the real scheduler binds to them, writing pod status throug
 - a new pod: Running, a containerID/imageID per container, Ready after `start_delay`
 - a container whose spec image changed (an in-place update): restarted as the kubelet restarts it (new
   containerID, the new image and imageID, restartCount + 1), Ready again after `start_delay`
+
+A start takes `start_delay` for each pod on its own, as a kubelet's pod workers start pods side by side: a pod
+waiting out its start holds no worker (a timer queues it again when it is due).
 - a pod being deleted: its containers stopped, then the final DELETE with grace period 0, as the kubelet's
 
 Ready follows the kubelet's rule, readiness gates included (a gate condition that is not True keeps the pod not
@@ -20,6 +23,7 @@ Standard library only (kube.Api for the calls).
 """
 
 import hashlib
+import heapq
 import queue
 import threading
 import time
@@ -47,6 +51,8 @@ class NodeSim:
         self.latest = {}  # pod key -> the newest object seen, while queued
         self.deleted = set()  # uids whose final DELETE was sent
         self.busy = set()  # pods a worker is syncing: one sync per pod at a time
+        self.starting = {}  # pod key -> (what it starts: uid and images, when that start is done)
+        self.timers = []  # heap of (due time, pod key): starts to look at again
         self.lock = threading.Lock()
         self.errors = []
 
@@ -106,19 +112,46 @@ class NodeSim:
                     elif ev.get("type") == "DELETED":
                         with self.lock:
                             self.latest.pop(self._key(p), None)
+                            self.starting.pop(self._key(p), None)
             except Exception as e:  # noqa: BLE001 - re-list
                 if not self.stopping.is_set():
                     self.errors.append("watch: %s" % e)
                     time.sleep(0.5)
 
-    def _enqueue(self, p):
-        """A work queue over the latest object per pod, as an informer's: a key is queued once at a time."""
+    def _enqueue(self, p, newer=True):
+        """A work queue over the latest object per pod, as an informer's: a key is queued once at a time. An
+        object that is not `newer` (a timer's) is queued only when no newer one waits."""
         key = self._key(p)
         with self.lock:
             queued = key in self.latest
-            self.latest[key] = p
+            if newer or not queued:
+                self.latest[key] = p
         if not queued:
             self.work.put(key)
+
+    def _timer(self):
+        """Queues each pod again when its start is due."""
+        while not self.stopping.is_set():
+            with self.lock:
+                due = []
+                while self.timers and self.timers[0][0] <= time.time():
+                    due.append(heapq.heappop(self.timers)[1])
+                ready = [self.starting[k][2] for k in due if k in self.starting]
+            for p in ready:
+                self._enqueue(p, newer=False)
+            self.stopping.wait(0.02)
+
+    def _started(self, key, p, what):
+        """Whether the start of `what` (the pod's uid and images) is done; the first call begins it."""
+        now = time.time()
+        with self.lock:
+            cur = self.starting.get(key)
+            if cur is None or cur[0] != what:
+                self.starting[key] = (what, now + self.start_delay, p)
+                heapq.heappush(self.timers, (now + self.start_delay, key))
+                return False
+            self.starting[key] = (what, cur[1], p)  # the newest object, for the timer to queue
+            return now >= cur[1]
 
     @staticmethod
     def _key(p):
@@ -174,8 +207,12 @@ class NodeSim:
         gates_ok = all(self._cond(p, g["conditionType"]) == "True" for g in p["spec"].get("readinessGates") or [])
         if not changed and (self._cond(p, "Ready") == "True") == (ready_now and gates_ok):
             return  # nothing to report
-        if changed and have:
-            time.sleep(self.start_delay)  # the restart takes a moment
+        if changed and self.start_delay > 0:
+            what = (p["metadata"]["uid"], tuple(sorted(want.items())))
+            if not self._started(key, p, what):
+                return  # starting: the timer queues the pod again when its start is done
+        with self.lock:
+            self.starting.pop(key, None)
         t = now_rfc3339()
         statuses = []
         for c in p["spec"]["containers"]:
@@ -226,7 +263,7 @@ class NodeSim:
             self.api.request("PATCH", "/api/v1/nodes/%s/status" % name,
                              {"status": self._node(name)["status"] | self._node_status()["status"]},
                              "application/strategic-merge-patch+json")
-        for target in [self._heartbeat, self._watch] + [self._worker] * self.workers:
+        for target in [self._heartbeat, self._watch, self._timer] + [self._worker] * self.workers:
             threading.Thread(target=target, daemon=True).start()
         return self
 
