@@ -5,10 +5,10 @@ kubelet for the pods the real scheduler binds to them, writing pod status throug
 - a new pod: Running, a containerID/imageID per container, Ready after `start_delay`
 - a container whose spec image changed (an in-place update): restarted as the kubelet restarts it (new
   containerID, the new image and imageID, restartCount + 1), Ready again after `start_delay`
+- a pod being deleted: its containers stopped, then the final DELETE with grace period 0, as the kubelet's
 
 A start takes `start_delay` for each pod on its own, as a kubelet's pod workers start pods side by side: a pod
 waiting out its start holds no worker (a timer queues it again when it is due).
-- a pod being deleted: its containers stopped, then the final DELETE with grace period 0, as the kubelet's
 
 Ready follows the kubelet's rule, readiness gates included (a gate condition that is not True keeps the pod not
 Ready), and the pod's other conditions (the loop's gate) are kept: status is written as a strategic merge patch.
@@ -51,7 +51,7 @@ class NodeSim:
         self.latest = {}  # pod key -> the newest object seen, while queued
         self.deleted = set()  # uids whose final DELETE was sent
         self.busy = set()  # pods a worker is syncing: one sync per pod at a time
-        self.starting = {}  # pod key -> (what it starts: uid and images, when that start is done)
+        self.starting = {}  # pod key -> (what it starts: uid and images, when that start is done, newest object)
         self.timers = []  # heap of (due time, pod key): starts to look at again
         self.lock = threading.Lock()
         self.errors = []
