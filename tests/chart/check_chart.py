@@ -1154,7 +1154,9 @@ def render_match_conditions(helpers, controller_user):
 
 def check_match_conditions(run, root, texts):
     """The Deployment webhooks are not called for a Deployment being deleted (nor a DELETE) and not for the
-    loop's own identity (DESIGN.md §4a, §8.7): their matchConditions, evaluated over a table of requests."""
+    loop's own identity (DESIGN.md §4a, §8.7): their matchConditions, evaluated over a table of requests. The pod
+    validator is not called for the loop's identity either, and the hold webhook only for the StatefulSet
+    controller's."""
     errors = []
     docs, _ = template_docs(texts.get("webhooks.yaml", ""))
     for doc in docs:
@@ -1175,7 +1177,7 @@ def check_match_conditions(run, root, texts):
                 continue
             if (path in DEPLOYMENT_WEBHOOKS) != ("matchConditions" in hook):
                 errors.append("%s: matchConditions %s" % (hook.get("name"), "missing" if path in DEPLOYMENT_WEBHOOKS
-                                                         else "unexpected (only the Deployment webhooks have them)"))
+                                                         else "unexpected (only the Deployment, pod and hold webhooks have them)"))
     if texts.get("webhooks.yaml", "").count(POD_MATCH_TEXT) != 1:
         errors.append("webhooks.yaml: the pod webhook's matchCondition must name the loop by the controllerUser "
                       "helper (%s)" % POD_MATCH_TEXT)
