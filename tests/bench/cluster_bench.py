@@ -5,7 +5,8 @@ the same Deployment spec (not opted in), on the same cluster: upstream
 kube-apiserver, controller manager and scheduler, with the pods on simulated nodes (tests/cluster/node_sim.py
 plays their kubelets' API traffic). Reports wall time, API requests by verb and resource from kube-apiserver's
 own /metrics (apiserver_request_total: every client, the controllers and the node simulator included), the
-admission webhook calls it made (apiserver_admission_webhook_admission_duration_seconds_count), container restarts, pod creations and deletions, and the product's own writes from the API server's audit log. Prints the
+admission webhook calls it made (apiserver_admission_webhook_request_total), container restarts, pod creations and
+deletions, and the product's own writes from the API server's audit log. Prints the
 table README.md shows (--table FILE also writes it), headed by the date, commit and Kubernetes version of the run.
 
     python3 tests/bench/cluster_bench.py RUN_DIR SOURCE_DIR --image localhost/inplace-webhook:VERSION \
@@ -37,7 +38,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from kube import READY_GATE, ClusterEnv, annotations_of, condition, ns_path, rfc3339_micro, metric_samples, container_statuses, images, is_ready, state_of, wait_for, IN_PROGRESS  # noqa: E402
 from node_sim import SIM_LABEL, TAINT, NodeSim  # noqa: E402
-from test_cluster import CONTROLLER_USER, RELEASE_NS, V2, App, Suite, deployment  # noqa: E402
+from test_cluster import (CONTROLLER_USER, RELEASE_NS, V2, App, Suite, apiserver_webhook_calls,  # noqa: E402
+                          deployment)
 
 
 def request_counts(s):
@@ -51,12 +53,10 @@ def request_counts(s):
 
 
 def webhook_calls(s):
-    """The API server's admission webhook calls (apiserver_admission_webhook_admission_duration_seconds_count):
-    {webhook name: count}."""
+    """The API server's admission webhook calls (test_cluster.apiserver_webhook_calls), {webhook name: count}."""
     out = {}
-    text = s.tools.kubectl("get", "--raw", "/metrics").stdout
-    for labels, value in metric_samples(text, "apiserver_admission_webhook_admission_duration_seconds_count"):
-        out[labels.get("name", "")] = out.get(labels.get("name", ""), 0) + value
+    for (name, _, _), n in apiserver_webhook_calls(s).items():
+        out[name] = out.get(name, 0) + n
     return out
 
 

@@ -1120,14 +1120,17 @@ def check_webhooks(run, root, texts, values, routes):
 
 DEPLOYMENT_WEBHOOKS = ("/mutate/deployments", "/validate/deployments", "/mutate/statefulsets",
                        "/validate/statefulsets")
-# The StatefulSet hold's webhook has a matchCondition of its own: only the StatefulSet controller's DELETEs.
-HOLD_WEBHOOK = "/validate/pod-deletions"
-HOLD_MATCH_CONDITIONS = [{"name": "the-statefulset-controller",
-                          "expression": "request.userInfo.username == TPL"}]
+# Webhooks with a matchCondition of their own (template actions read TPL): {path: (conditions, what they want)}.
+# The StatefulSet hold's: only the StatefulSet controller's DELETEs. The pod UPDATE validator's: every user but the
+# loop, whose pod writes it allows anyway.
+OWN_MATCH_CONDITIONS = {
+    "/validate/pod-deletions": ([{"name": "the-statefulset-controller",
+                                  "expression": "request.userInfo.username == TPL"}],
+                                "only the StatefulSet controller's user (.Values.webhooks.statefulSetControllerUser)"),
+    "/validate/pods": ([{"name": "not-the-controller", "expression": "request.userInfo.username != TPL"}],
+                       "every user but the loop's"),
+}
 CONTROLLER_USER_ACTION = 'include "inplace-webhook.controllerUser" . | quote'
-# The pod UPDATE webhook is not called for the loop's own pod writes (the webhook allows that user anyway).
-POD_WEBHOOK = "/validate/pods"
-POD_MATCH_CONDITIONS = [{"name": "not-the-controller", "expression": "request.userInfo.username != TPL"}]
 POD_MATCH_TEXT = "expression: request.userInfo.username != {{ %s }}" % CONTROLLER_USER_ACTION
 
 
@@ -1162,22 +1165,17 @@ def check_match_conditions(run, root, texts):
     for doc in docs:
         for hook in doc.get("webhooks") or []:
             path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path")
-            if path == HOLD_WEBHOOK:
+            if path in OWN_MATCH_CONDITIONS:
+                want, what = OWN_MATCH_CONDITIONS[path]
                 got = [dict(c, expression=re.sub(r"TPL\d+", "TPL", str(c.get("expression"))))
                        for c in hook.get("matchConditions") or []]
-                if got != HOLD_MATCH_CONDITIONS:
-                    errors.append("%s: matchConditions %r, want only the StatefulSet controller's user "
-                                  "(.Values.webhooks.statefulSetControllerUser)" % (hook.get("name"), got))
-                continue
-            if path == POD_WEBHOOK:
-                got = [dict(c, expression=re.sub(r"TPL\d+", "TPL", str(c.get("expression"))))
-                       for c in hook.get("matchConditions") or []]
-                if got != POD_MATCH_CONDITIONS:
-                    errors.append("%s: matchConditions %r, want every user but the loop's" % (hook.get("name"), got))
+                if got != want:
+                    errors.append("%s: matchConditions %r, want %s" % (hook.get("name"), got, what))
                 continue
             if (path in DEPLOYMENT_WEBHOOKS) != ("matchConditions" in hook):
                 errors.append("%s: matchConditions %s" % (hook.get("name"), "missing" if path in DEPLOYMENT_WEBHOOKS
-                                                         else "unexpected (only the Deployment, pod and hold webhooks have them)"))
+                                                         else "unexpected (only the Deployment, pod and hold "
+                                                              "webhooks have them)"))
     if texts.get("webhooks.yaml", "").count(POD_MATCH_TEXT) != 1:
         errors.append("webhooks.yaml: the pod webhook's matchCondition must name the loop by the controllerUser "
                       "helper (%s)" % POD_MATCH_TEXT)
