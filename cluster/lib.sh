@@ -6,7 +6,8 @@
 #   $NODE_DEV        $NODE_IP/30: the node's address (kube-apiserver, kubelet); the other end of the veth pair,
 #                    $HOST_DEV $HOST_IP/30 in the host namespace, is how kubectl and helm on the host reach it
 #   svc0             a bridge without ports that routes the Service range, so that locally sent packets to a ClusterIP
-#                    get as far as kube-proxy's DNAT; nothing is behind it
+#                    get as far as kube-proxy's DNAT; nothing is behind it, and what kube-proxy does not DNAT
+#                    (a Service it has not programmed yet) is refused by up.sh's rules before it gets there
 #   cni0             the pod bridge (CNI bridge + host-local, $POD_CIDR), made by the CNI plugin
 # There is no default route: a packet to any other address is dropped with "network unreachable".
 

@@ -42,6 +42,15 @@ in_ns ip link set "$NODE_DEV" up
 in_ns ip link add svc0 type bridge
 in_ns ip link set svc0 up
 in_ns ip route add "$SERVICE_CIDR" dev svc0
+# A ClusterIP that kube-proxy has not programmed yet (a Service created a moment ago) is refused, as kube-proxy
+# refuses a Service without endpoints. Without these rules its SYN would go out un-NATed to svc0, fail on ARP after
+# 3 s ("No route to host"), and leave its conntrack entry, un-NATed, for 120 s (SYN_SENT): a later connection from
+# the same source port, once the Service is programmed, would follow that entry around the DNAT and fail the same
+# way (r10 lost a request so). A packet kube-proxy DNATs no longer has a Service address here, so it passes.
+in_ns iptables -A OUTPUT -d "$SERVICE_CIDR" -p tcp -j REJECT --reject-with tcp-reset
+in_ns iptables -A OUTPUT -d "$SERVICE_CIDR" -j REJECT
+in_ns iptables -A FORWARD -d "$SERVICE_CIDR" -p tcp -j REJECT --reject-with tcp-reset
+in_ns iptables -A FORWARD -d "$SERVICE_CIDR" -j REJECT
 # Per-namespace settings kube-proxy and the bridge need; the host's own are untouched.
 in_ns sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.ipv4.conf.all.route_localnet=1
 
@@ -231,6 +240,9 @@ wait_for "node $NODE_NAME" 60 "$K8S/kubectl" wait --for=condition=Ready "node/$N
 wait_for "the kubernetes Service through kube-proxy" 30 \
   in_ns "$K8S/kubectl" --kubeconfig "$P/admin.kubeconfig" --server "https://$KUBERNETES_SVC_IP" get --raw /readyz
 wait_for "the default ServiceAccount" 30 "$K8S/kubectl" get serviceaccount default
+# The rules above hold: a connection to a ClusterIP no Service has is refused at once, not left to ARP.
+refused="$(in_ns timeout 2 bash -c "exec 3<>/dev/tcp/${SERVICE_CIDR%.0.0/16}.255.254/80" 2>&1 || true)"
+[[ "$refused" == *"Connection refused"* ]] || die "a connection to an unused ClusterIP was not refused: ${refused:-timed out}"
 trap - ERR
 # The versions as the cluster itself reports them: the API server's /version and the node's runtime.
 server_version="$("$K8S/kubectl" get --raw /version | sed -n 's/.*"gitVersion": *"\(v[^"]*\)".*/\1/p')"

@@ -284,8 +284,8 @@ def r10_no_request_lost(s):
                 bursts[-1][2] += 1
             else:
                 bursts.append([f, f, 1])
-        print("  r10: failure bursts (UTC): %s" % [(time.strftime("%H:%M:%S", time.gmtime(a)) + ".%03d" % (a % 1 * 1000),
-                                                     round(b - a, 2), n) for a, b, n in bursts], flush=True)
+        stamp = (lambda a: time.strftime("%H:%M:%S", time.gmtime(a)) + ".%03d" % (a % 1 * 1000))
+        print("  r10: failure bursts (UTC): %s" % [(stamp(a), round(b - a, 2), n) for a, b, n in bursts], flush=True)
         for e in app.events():
             if e.get("reason") in ("InPlaceUpdateProgressing", "Killing", "Started"):
                 print("    %s %s %s %s" % (e.get("lastTimestamp"), e["involvedObject"]["name"][-5:], e["reason"],
