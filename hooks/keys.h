@@ -40,6 +40,10 @@ inline constexpr std::string_view kReadyCondition = "inplace-webhook.io/ready";
 // On pods, written by the loop: `<state>@<state-timestamp>` of the wait for which a HookTimeout
 // Event was reported, so it is reported once per wait even across restarts of the loop.
 inline constexpr std::string_view kHookTimeoutAnnotation = "inplace-webhook.io/hook-timeout";
+// On pods, written by the loop with the gate False (removed with the gate True): when that write
+// was sent, to the millisecond, where the gate's lastTransitionTime holds whole seconds. The drain
+// runs from it (pod_update::DrainEnd).
+inline constexpr std::string_view kGateSentAnnotation = "inplace-webhook.io/gate-sent";
 
 // On the active ReplicaSet from the finish until the update ends (then removed): the template hash
 // the update started from, so a re-target after the finish still finds the pods' ReplicaSet.

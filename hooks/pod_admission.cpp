@@ -18,6 +18,7 @@ constexpr StateKey kStateKeys[] = {
     {"annotations", keys::kStateTimestampAnnotation},
     {"annotations", keys::kUpdateStateAnnotation},
     {"annotations", keys::kHookTimeoutAnnotation},  // the loop's record of a hook that timed out
+    {"annotations", keys::kGateSentAnnotation},     // when the drain's gate write was sent
 };
 
 std::optional<std::string_view> StateValue(const kube::ObjectView& pod, const StateKey& k) {

@@ -66,12 +66,19 @@ kube::PatchBuilder StateChange(const kube::Pod& pod, PodState state, Clock::time
   return patch;
 }
 
-// The readiness-gate condition at `value`: its transition time kept when the status stays.
+// The readiness-gate condition at `value`: its transition time kept when the status stays. A
+// change to False also records its time to the millisecond in the gate-sent annotation (the drain
+// runs from it); True removes that record.
 void SetGateCondition(kube::PatchBuilder& patch, const kube::Pod& pod, bool value,
                       Clock::time_point now) {
   const std::string ts = rfc3339::Format(now);
   const std::optional<kube::Condition> old = pod.condition(keys::kReadyCondition);
   const bool same = old && old->isTrue() == value && !old->lastTransitionTime().empty();
+  if (!value && !same) {
+    patch.Annotation(keys::kGateSentAnnotation, rfc3339::FormatMillis(now));
+  } else if (value && pod.annotation(keys::kGateSentAnnotation)) {
+    patch.Annotation(keys::kGateSentAnnotation, std::nullopt);
+  }
   patch.SetCondition({.type = keys::kReadyCondition,
                       .status = value ? "True" : "False",
                       .reason = value ? "InPlaceUpdateReady" : "StartInPlaceUpdate",
@@ -585,21 +592,37 @@ long long GraceSeconds(const Rules& rules, bool podHasGate) {
 }
 
 Clock::time_point DrainEnd(const kube::Pod& pod, long long grace, Clock::time_point now) {
-  std::optional<Clock::time_point> anchor =
-      rfc3339::Parse(PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or(""));
+  // Half a second for a write's own way: its stamp is taken as it is sent, and the API server
+  // stores it later (the client's rate limiter, admission, etcd), which is when the pod leaves its
+  // endpoints; and a second more for a stamp truncated to whole seconds.
+  const Clock::duration way = std::chrono::milliseconds(500);
+  const Clock::duration truncated = way + std::chrono::seconds(1);
+  std::optional<Clock::time_point> anchor;  // the later of the anchors
+  std::optional<Clock::time_point> start;   // the later of the anchors, each with its slack
+  auto later = [&anchor, &start](std::optional<Clock::time_point> t, Clock::duration slack) {
+    if (!t) return;
+    if (!anchor || *t > *anchor) anchor = t;
+    if (!start || *t + slack > *start) start = *t + slack;
+  };
+  later(rfc3339::Parse(PodAnnotation(pod, keys::kStateTimestampAnnotation).value_or("")),
+        truncated);
   if (HasGate(pod) && GateStatus(pod) == false) {
     const std::optional<kube::Condition> c = pod.condition(keys::kReadyCondition);
-    if (auto t = rfc3339::Parse(c ? c->lastTransitionTime() : std::string_view{})) {
-      if (!anchor || *t > *anchor) anchor = t;
+    const std::optional<Clock::time_point> gate =
+        rfc3339::Parse(c ? c->lastTransitionTime() : std::string_view{});
+    // The gate-sent record to the millisecond, when it is the same write's (its whole second is
+    // the condition's); else the condition's whole second.
+    const std::optional<Clock::time_point> sent =
+        rfc3339::Parse(PodAnnotation(pod, keys::kGateSentAnnotation).value_or(""));
+    if (gate && sent && std::chrono::floor<std::chrono::seconds>(*sent) == *gate) {
+      later(sent, way);
+    } else {
+      later(gate, truncated);
     }
   }
-  // A second for the anchor's truncation to whole seconds, and half a second for the write's own
-  // way: its stamp is taken as it is sent, and the API server stores it later (the client's rate
-  // limiter, admission, etcd), which is when the pod leaves its endpoints.
-  const Clock::duration slack = grace > 0 && anchor
-                                    ? Clock::duration(std::chrono::milliseconds(1500))
-                                    : Clock::duration::zero();
-  return anchor.value_or(now) + std::chrono::seconds(grace) + slack;
+  if (!anchor) return now + std::chrono::seconds(grace);
+  // With no grace there is no drain to keep whole: no slack.
+  return grace > 0 ? *start + std::chrono::seconds(grace) : *anchor;
 }
 
 namespace {

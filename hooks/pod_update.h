@@ -105,11 +105,13 @@ Rules MakeRules(const lifecycle::Settings& settings);
 long long GraceSeconds(const Rules& rules, bool podHasGate);
 
 // When the drain before the write of `pod` (in PreparingUpdate) ends: `grace` seconds after the
-// later of its state timestamp and, with its gate False, the gate's last transition. The anchors
-// are cluster timestamps truncated to whole seconds, and the gate's is stamped as its write is
-// sent, before the API server stores it, so a positive grace gets 1.5 s more (the drain is never
-// shorter than asked, for a write stored within half a second); with no readable anchor, `now` +
-// grace. Decide waits for it, and the plugin reports the time left from it.
+// later of its state timestamp and, with its gate False, the gate's change. The gate's change is
+// stamped as its write is sent, before the API server stores it, so a positive grace gets half a
+// second more (the drain is never shorter than asked, for a write stored within half a second),
+// and a second more still for a stamp truncated to whole seconds: the state timestamp, and the
+// gate's lastTransitionTime where the gate-sent annotation (milliseconds) is missing or is not the
+// same write's. With no readable anchor, `now` + grace. Decide waits for it, and the plugin reports
+// the time left from it.
 Clock::time_point DrainEnd(const kube::Pod& pod, long long grace, Clock::time_point now);
 
 // What a pod needs written to reach the target: only template keys the update changes (plus

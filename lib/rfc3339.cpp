@@ -30,6 +30,16 @@ std::string Format(Clock::time_point t) {
   return out;
 }
 
+std::string FormatMillis(Clock::time_point t) {
+  const auto secs = std::chrono::floor<std::chrono::seconds>(t);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - secs).count();
+  std::string out = Format(Clock::time_point(secs));
+  const char frac[] = {'.', static_cast<char>('0' + ms / 100),
+                       static_cast<char>('0' + ms / 10 % 10), static_cast<char>('0' + ms % 10)};
+  out.insert(out.size() - 1, frac, sizeof frac);
+  return out;
+}
+
 std::optional<Clock::time_point> Parse(std::string_view s) {
   // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
   auto num = [&s](size_t pos, size_t len, int& out) {

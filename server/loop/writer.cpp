@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "hooks/keys.h"
 #include "hooks/progress.h"
 #include "lib/json.h"
 #include "lib/rfc3339.h"
@@ -23,8 +24,15 @@ using json::Value;
 
 constexpr size_t kMaxRememberedEvents = 10000;
 
-// The gate's change is stamped with the time it is sent: the drain is measured from it.
+// The gate's change is stamped with the time it is sent, and so is its gate-sent record (to the
+// millisecond) where the write sets one: the drain is measured from them.
 void StampTransitions(json::Document& body, Clock::time_point now) {
+  Value* annotations = json::FindMutable(json::FindMutable(&body, "metadata"), "annotations");
+  Value* sent = json::FindMutable(annotations, keys::kGateSentAnnotation);
+  if (sent != nullptr && sent->IsString()) {
+    json::SetString(*annotations, keys::kGateSentAnnotation, rfc3339::FormatMillis(now),
+                    body.GetAllocator());
+  }
   Value* conditions = json::FindMutable(json::FindMutable(&body, "status"), "conditions");
   if (conditions == nullptr || !conditions->IsArray()) return;
   const std::string ts = rfc3339::Format(now);

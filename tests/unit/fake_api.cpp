@@ -358,6 +358,18 @@ kube::Result FakeApi::Store(const std::string& path, json::Document next, bool s
     merged.CopyFrom(cur, merged.GetAllocator());
     const Value* st = json::Find(&next, "status");
     if (st != nullptr) json::Set(merged, "status", *st, merged.GetAllocator());
+    // A pods/status write keeps its labels and annotations (the API server's pod status strategy
+    // resets the spec, deletionTimestamp and ownerReferences only).
+    if (p.resource == "pods") {
+      for (std::string_view map : {"labels", "annotations"}) {
+        Value& to = json::EnsureObject(merged, "metadata", merged.GetAllocator());
+        if (const Value* from = json::Path(&next, {"metadata", map})) {
+          json::Set(to, map, *from, merged.GetAllocator());
+        } else {
+          json::Remove(to, map);
+        }
+      }
+    }
     next = std::move(merged);
   } else if (hasStatus) {
     const Value* st = json::Find(&cur, "status");

@@ -195,6 +195,29 @@ TEST_CASE("rfc3339::Format writes UTC with second precision") {
   }
 }
 
+TEST_CASE(
+    "rfc3339::FormatMillis writes UTC with milliseconds, truncated, and Parse reads it back") {
+  using std::chrono::milliseconds;
+  using std::chrono::system_clock;
+  struct Case {
+    long long unixMillis;
+    const char* text;
+  };
+  const Case cases[] = {
+      {0, "1970-01-01T00:00:00.000Z"},
+      {1795975200042, "2026-11-29T18:00:00.042Z"},
+      {1798761599999, "2026-12-31T23:59:59.999Z"},
+      {-1, "1969-12-31T23:59:59.999Z"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.unixMillis);
+    const system_clock::time_point t(milliseconds(c.unixMillis));
+    CHECK(rfc3339::FormatMillis(t) == c.text);
+    CHECK(rfc3339::Parse(c.text) == t);
+    CHECK(rfc3339::FormatMillis(t + std::chrono::microseconds(999)) == c.text);  // truncated
+  }
+}
+
 TEST_CASE("a review answer escapes messages, reasons and warnings as JSON strings") {
   const std::string tricky = std::string("quote \" backslash \\ newline \n tab \t nul ") +
                              std::string(1, '\0') + " bell \x07 caf\xc3\xa9 </script>";

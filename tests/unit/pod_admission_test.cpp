@@ -177,8 +177,8 @@ TEST_CASE("MutatePod leaves everything else alone") {
 }
 
 TEST_CASE(
-    "ValidatePod: only the controller changes state, state-timestamp, update-state and "
-    "hook-timeout") {
+    "ValidatePod: only the controller changes state, state-timestamp, update-state, hook-timeout "
+    "and gate-sent") {
   const std::string running = Running();
   struct Row {
     const char* name;
@@ -202,6 +202,9 @@ TEST_CASE(
       {"hook-timeout forged",
        R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1hook-timeout","value":"{}"}])",
        false, "annotation inplace-webhook.io/hook-timeout"},
+      {"gate-sent moved earlier (a shorter drain)",
+       R"([{"op":"add","path":"/metadata/annotations/inplace-webhook.io~1gate-sent","value":"2026-11-29T19:00:00.000Z"}])",
+       false, "annotation inplace-webhook.io/gate-sent"},
       {"state and timestamp together",
        R"([{"op":"replace","path":"/metadata/labels/inplace-webhook.io~1state","value":"Normal2"},
            {"op":"remove","path":"/metadata/annotations/inplace-webhook.io~1state-timestamp"}])",

@@ -303,13 +303,14 @@ TEST_CASE("default drain: with the gate and no gracePeriodSeconds, gate False, t
     }
     REQUIRE(State(pod) == "PreparingUpdate");
     CHECK(Gate(pod) == false);
-    // The anchors have whole seconds and the gate's is stamped as its write is sent: 1.5 s of
-    // slack keeps the drain at least as long.
+    // The gate's change is stamped to the millisecond (gate-sent) as its write is sent, and the
+    // API server stores it later: 0.5 s of slack keeps the drain at least as long.
+    CHECK(Annotation(pod, keys::kGateSentAnnotation) == rfc3339::FormatMillis(T0()));
     pod_update::Step early = pod_update::Decide(env.t, env.rules, AsPod(pod), false,
-                                                T0() + seconds(c.drain + 1) + milliseconds(499));
+                                                T0() + seconds(c.drain) + milliseconds(499));
     CHECK(early.ops.empty());
     ApplyStep(pod, pod_update::Decide(env.t, env.rules, AsPod(pod), false,
-                                      T0() + seconds(c.drain + 1) + milliseconds(500)));
+                                      T0() + seconds(c.drain) + milliseconds(500)));
     CHECK(State(pod) == "Updating");
   }
 }
@@ -328,13 +329,13 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
   pod_update::Step early =
       pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(10));
   CHECK(early.ops.empty());
-  // Cluster timestamps have whole seconds, and the gate's write is stored after its stamp: 1.5 s
-  // of slack keeps the drain >= 30 s.
-  CHECK(early.wakeAfter == seconds(21) + milliseconds(500));
-  CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(31)).ops.empty());
+  // The gate's write is stored after its stamp (gate-sent, milliseconds): 0.5 s of slack keeps
+  // the drain >= 30 s.
+  CHECK(early.wakeAfter == seconds(20) + milliseconds(500));
+  CHECK(pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(30)).ops.empty());
 
   pod_update::Step late = pod_update::Decide(env.t, env.rules, AsPod(pod), false,
-                                             T0() + seconds(31) + milliseconds(500));
+                                             T0() + seconds(30) + milliseconds(500));
   CHECK(Reasons(late).empty());  // an ordinary step: no Event
 
   SUBCASE("the grace counts from the gate going False, not from an earlier hook wait") {
@@ -347,7 +348,54 @@ TEST_CASE("drain: gate False, then gracePeriodSeconds, then the write") {
     pod_update::Step wait =
         pod_update::Decide(env.t, env.rules, AsPod(p), false, T0() + seconds(5));
     CHECK(wait.ops.empty());
-    CHECK(wait.wakeAfter == seconds(26) + milliseconds(500));
+    CHECK(wait.wakeAfter == seconds(25) + milliseconds(500));
+  }
+}
+
+TEST_CASE("DrainEnd: from the gate-sent record of the gate's own write, else whole seconds") {
+  const Clock::time_point sent = T0() + milliseconds(730);  // the gate write, as it was sent
+  struct Case {
+    const char* what;
+    std::optional<std::string> gateSent;    // the annotation; nullopt: absent
+    std::optional<std::string> stateStamp;  // state-timestamp; nullopt: absent
+    long long grace;
+    Clock::time_point want;
+  };
+  const Case cases[] = {
+      {"the record of the same write: grace + 0.5 s after it", rfc3339::FormatMillis(sent),
+       std::nullopt, 3, sent + seconds(3) + milliseconds(500)},
+      {"no record (a loop before it): the whole second + 1.5 s", std::nullopt, std::nullopt, 3,
+       T0() + seconds(3) + milliseconds(1500)},
+      {"a record of another write (another second): the whole second + 1.5 s",
+       rfc3339::FormatMillis(sent - seconds(40)), std::nullopt, 3,
+       T0() + seconds(3) + milliseconds(1500)},
+      {"an unreadable record: the whole second + 1.5 s", std::string("soon"), std::nullopt, 3,
+       T0() + seconds(3) + milliseconds(1500)},
+      {"a later state timestamp (whole seconds) wins with its 1.5 s", rfc3339::FormatMillis(sent),
+       rfc3339::Format(T0() + seconds(1)), 3, T0() + seconds(1) + seconds(3) + milliseconds(1500)},
+      {"the same second's state timestamp: its 1.5 s is the later end", rfc3339::FormatMillis(sent),
+       rfc3339::Format(T0()), 3, T0() + seconds(3) + milliseconds(1500)},
+      {"an earlier state timestamp: the record's end", rfc3339::FormatMillis(sent),
+       rfc3339::Format(T0() - seconds(600)), 3, sent + seconds(3) + milliseconds(500)},
+      {"no grace: the later anchor, no slack", rfc3339::FormatMillis(sent), std::nullopt, 0, sent},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    json::Document pod =
+        Parse(R"({"metadata":{"name":"web-a","annotations":{}},)"
+              R"("spec":{"readinessGates":[{"conditionType":"inplace-webhook.io/ready"}]},)"
+              R"("status":{}})");
+    SetCondition(pod, keys::kReadyCondition, "False", rfc3339::Format(sent));
+    json::Value& annotations =
+        *json::FindMutable(json::FindMutable(&pod, "metadata"), "annotations");
+    if (c.gateSent) {
+      json::SetString(annotations, keys::kGateSentAnnotation, *c.gateSent, pod.GetAllocator());
+    }
+    if (c.stateStamp) {
+      json::SetString(annotations, keys::kStateTimestampAnnotation, *c.stateStamp,
+                      pod.GetAllocator());
+    }
+    CHECK(pod_update::DrainEnd(AsPod(pod), c.grace, T0() + seconds(100)) == c.want);
   }
 }
 
@@ -407,9 +455,10 @@ TEST_CASE("Decide says what the pod waits on, in one vocabulary, through a whole
   SetLabel(pod, "lb", std::nullopt);  // released
   pass(T0() + seconds(400), false, On::kGateFalse, "drain: readiness gate going False");
   REQUIRE(Gate(pod) == false);
-  // The drain counts from the gate's change (whole seconds, 1.5 s of slack), not the state's.
-  pod_update::Step drain = pass(T0() + seconds(402), false, On::kDrain, "drain grace 5s (5s left)");
-  CHECK(drain.wait.until == T0() + seconds(406) + milliseconds(500));
+  // The drain counts from the gate's change (its gate-sent record, 0.5 s of slack), not the
+  // state's.
+  pod_update::Step drain = pass(T0() + seconds(402), false, On::kDrain, "drain grace 5s (4s left)");
+  CHECK(drain.wait.until == T0() + seconds(405) + milliseconds(500));
   pass(T0() + seconds(407), false, On::kNothing, "");  // the pod write
   REQUIRE(State(pod) == "Updating");
   pass(T0() + seconds(408), false, On::kRestart, "containers restarting: app");
@@ -1330,13 +1379,12 @@ TEST_CASE("without a pre-update hook a drain starts with the gate write alone") 
       pod_update::Decide(env.t, env.rules, AsPod(pod), false, T0() + seconds(1));
   CHECK(wait.ops.empty());
   CHECK(wait.wait.on == pod_update::PodWait::On::kDrain);
-  CHECK(wait.wait.until ==
-        T0() + seconds(pod_update::kDefaultDrainSeconds + 1) + milliseconds(500));
+  CHECK(wait.wait.until == T0() + seconds(pod_update::kDefaultDrainSeconds) + milliseconds(500));
 
   SUBCASE("past the drain: the pod write") {
-    pod_update::Step write = pod_update::Decide(
-        env.t, env.rules, AsPod(pod), false,
-        T0() + seconds(pod_update::kDefaultDrainSeconds + 1) + milliseconds(500));
+    pod_update::Step write =
+        pod_update::Decide(env.t, env.rules, AsPod(pod), false,
+                           T0() + seconds(pod_update::kDefaultDrainSeconds) + milliseconds(500));
     REQUIRE(Ops(write, PodOp::Kind::kPatch).size() == 1);
     CHECK(Ops(write, PodOp::Kind::kStatusPatch).empty());
     ApplyStep(pod, write);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/keys.h"
 #include "lib/kube_objects.h"
 #include "lib/rfc3339.h"
 #include "tests/unit/fake_api.h"
@@ -106,7 +107,10 @@ TEST_CASE(
   loop::Writer writer(api, {});
   // Planned long ago (a slow pass, writes queued ahead of it): the drain is measured from the
   // stored lastTransitionTime, so it must be the time the API server got the write.
-  const std::string planned = R"({"status":{"conditions":[{"type":"inplace-webhook.io/ready",
+  // Its gate-sent record (milliseconds) is stamped with it, at the same instant.
+  const std::string planned = R"({"metadata":{"annotations":{
+      "inplace-webhook.io/gate-sent":"2020-01-01T00:00:05.250Z"}},
+      "status":{"conditions":[{"type":"inplace-webhook.io/ready",
       "status":"False","lastTransitionTime":"2020-01-01T00:00:05Z"}]}})";
   for (bool stamp : {true, false}) {
     CAPTURE(stamp);
@@ -121,10 +125,16 @@ TEST_CASE(
     CHECK(json::StringOr(&c, "status") == "False");
     const auto stored = rfc3339::Parse(json::StringOr(&c, "lastTransitionTime"));
     REQUIRE(stored.has_value());
+    const auto sent = rfc3339::Parse(
+        json::StringOr(json::Path(&o, {"metadata", "annotations"}), keys::kGateSentAnnotation));
+    REQUIRE(sent.has_value());
     if (stamp) {
       CHECK(*stored >= before);
+      CHECK(std::chrono::floor<std::chrono::seconds>(*sent) == *stored);
+      CHECK(*sent <= std::chrono::system_clock::now());
     } else {
       CHECK(json::StringOr(&c, "lastTransitionTime") == "2020-01-01T00:00:05Z");
+      CHECK(rfc3339::FormatMillis(*sent) == "2020-01-01T00:00:05.250Z");
     }
   }
 }
