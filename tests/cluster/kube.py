@@ -32,6 +32,7 @@ IN_PROGRESS = "inplace-webhook.io/in-progress"
 ABORT = "inplace-webhook.io/abort"
 STATE_TIMESTAMP = "inplace-webhook.io/state-timestamp"
 READY_GATE = "inplace-webhook.io/ready"
+GATE_SENT = "inplace-webhook.io/gate-sent"
 
 
 class Failure(AssertionError):

@@ -16,7 +16,7 @@ import json
 import time
 
 import test_cluster as tc
-from kube import ABORT, ENABLED, annotations_of, check, metric_samples, snapshot, wait_for
+from kube import ABORT, ENABLED, GATE_SENT, annotations_of, check, metric_samples, snapshot, wait_for
 
 PREVIOUS_HASH = "inplace-webhook.io/previous-template-hash"
 QUIET_SECONDS = 60
@@ -90,6 +90,12 @@ def h11_pod_state_cannot_be_forged(s):
           "kubectl %s was not refused: rc %d %s" % (" ".join(args), p.returncode, p.stderr))
     live_pod = [x for x in app.pods() if x["metadata"]["name"] == pod][0]
     check(HOOK_TIMEOUT not in annotations_of(live_pod), "the forged hook-timeout is on the pod")
+    #    So is a gate-sent time (moved earlier, it would shorten a drain).
+    args = ("annotate", "pod/" + pod, GATE_SENT + "=2020-01-01T00:00:00.000Z")
+    p = s.tools.kubectl(*(list(args) + ["-n", app.ns]), user="alice", check_rc=False)
+    print("  h11: kubectl %s -> rc %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()[:300]), flush=True)
+    check(p.returncode != 0 and GATE_SENT in p.stderr and "controller" in p.stderr,
+          "kubectl %s was not refused: rc %d %s" % (" ".join(args), p.returncode, p.stderr))
 
     # 2. An opted-in pod created with a state of ours: it starts Normal, the keys are dropped, the user warned.
     forged = {"apiVersion": "v1", "kind": "Pod",

@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "curl"))
 
 from fault_proxy import FaultProxy  # noqa: E402
-from kube import (ABORT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMESTAMP, Api, ApiError,  # noqa: E402
+from kube import (ABORT, GATE_SENT, IN_PROGRESS, LIFECYCLE, POLICY, READY_GATE, STATE_TIMESTAMP, Api,  # noqa: E402
+                  ApiError,
                   AuditLog, ClusterEnv, Failure, PodSampler, Tools, annotations_of, check, condition,
                   container_statuses, event_line, format_table, images, is_ready, labels_of, live, metric_samples,
                   ns_path, openssl_cert, rfc3339_micro, snapshot, state_of, wait_for, warnings_of, ENABLED, STATE)
@@ -646,6 +647,16 @@ def c03_mark_not_ready_grace(s):
     for name, (timeline, gate_false, written) in drain_timelines(sampler, before, V2, grace).items():
         last = timeline[-1][1]
         check(is_ready(last) and condition(last, READY_GATE) == "True", "pod %s not Ready again" % name)
+        # The drain's gate write carries its send time to the millisecond, in the gate's whole second; the
+        # gate's return to True removes it.
+        for _, p in timeline:
+            if condition(p, READY_GATE) != "False":
+                continue
+            sent = annotations_of(p).get(GATE_SENT) or ""
+            ltt = next(c for c in p["status"]["conditions"] if c["type"] == READY_GATE).get("lastTransitionTime")
+            check(len(sent) == 24 and sent[:19] + "Z" == ltt, "pod %s: gate False since %s with %s=%r"
+                  % (name, ltt, GATE_SENT, sent))
+        check(GATE_SENT not in annotations_of(last), "pod %s keeps %s after the update" % (name, GATE_SENT))
 
 
 def drain_timelines(sampler, names, image, grace):
