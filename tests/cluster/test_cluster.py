@@ -653,7 +653,7 @@ def c03_mark_not_ready_grace(s):
             if condition(p, READY_GATE) != "False":
                 continue
             sent = annotations_of(p).get(GATE_SENT) or ""
-            ltt = next(c for c in p["status"]["conditions"] if c["type"] == READY_GATE).get("lastTransitionTime")
+            ltt = condition(p, READY_GATE, "lastTransitionTime")
             check(len(sent) == 24 and sent[:19] + "Z" == ltt, "pod %s: gate False since %s with %s=%r"
                   % (name, ltt, GATE_SENT, sent))
         check(GATE_SENT not in annotations_of(last), "pod %s keeps %s after the update" % (name, GATE_SENT))

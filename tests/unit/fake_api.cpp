@@ -361,8 +361,8 @@ kube::Result FakeApi::Store(const std::string& path, json::Document next, bool s
     // A pods/status write keeps its labels and annotations (the API server's pod status strategy
     // resets the spec, deletionTimestamp and ownerReferences only).
     if (p.resource == "pods") {
+      Value& to = json::EnsureObject(merged, "metadata", merged.GetAllocator());
       for (std::string_view map : {"labels", "annotations"}) {
-        Value& to = json::EnsureObject(merged, "metadata", merged.GetAllocator());
         if (const Value* from = json::Path(&next, {"metadata", map})) {
           json::Set(to, map, *from, merged.GetAllocator());
         } else {
